@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The job model and its one state machine (ARCHITECTURE.md §2), request
+ * validation, and the failure decision (retry with backoff, dead, retry-later,
+ * throttled). Pure logic: takes the time and randomness as arguments, does no
+ * I/O. Frontends parse JSON into these structs through er_job_from_json; the
+ * stores persist them and call er_fail_decide to choose a failed job's fate.
+ */
+#ifndef ER_CORE_JOB_H
+#define ER_CORE_JOB_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/clock.h"
+#include "util/err.h"
+
+/* Limits. Changing one changes the API contract: update docs/api.md. */
+#define ER_ID_MAX 200            /* job id, idempotency key, trace id */
+#define ER_NAME_MAX 128          /* queue name, job name, group, worker id */
+#define ER_PAYLOAD_MAX_DEFAULT (512 * 1024)
+#define ER_PRIORITY_MAX 1000
+#define ER_MAX_ATTEMPTS_MAX 1000
+#define ER_DELAY_MAX_MS (366LL * 24 * 3600 * 1000) /* run_at at most a year ahead */
+#define ER_TIMEOUT_MAX_MS (24LL * 3600 * 1000)
+#define ER_LEASE_MIN_MS 1000
+#define ER_LEASE_MAX_MS (24LL * 3600 * 1000)
+#define ER_FETCH_MAX 1000
+#define ER_WAIT_MAX_MS 60000
+#define ER_BULK_MAX 10000
+
+typedef enum er_state {
+    ER_STATE_SCHEDULED = 0,
+    ER_STATE_WAITING = 1,
+    ER_STATE_ACTIVE = 2,
+    ER_STATE_COMPLETED = 3,
+    ER_STATE_DEAD = 4,
+    ER_STATE_CANCELLED = 5,
+} er_state;
+
+/* "scheduled", "waiting", ... ; NULL for an out-of-range value. */
+const char *er_state_name(er_state s);
+/* Parses a state name; returns 0 or ER_EINVAL. */
+int er_state_parse(const char *name, er_state *out);
+
+/* Events of the state machine. */
+typedef enum er_event {
+    ER_EV_PROMOTE,     /* scheduled -> waiting (run_at reached) */
+    ER_EV_FETCH,       /* waiting -> active (lease) */
+    ER_EV_COMPLETE,    /* active -> completed */
+    ER_EV_RETRY,       /* active -> scheduled (retryable failure, retry_later, throttled) */
+    ER_EV_KILL,        /* active -> dead (permanent, attempts exhausted, stalled too often) */
+    ER_EV_RELEASE,     /* active -> waiting (graceful shutdown; attempt not counted) */
+    ER_EV_STALL,       /* active -> waiting (lease expired, stalled < max) */
+    ER_EV_CANCEL,      /* scheduled|waiting -> cancelled */
+} er_event;
+
+/* Returns the state after ev, or -1 when ev is not allowed from `from`. */
+int er_state_next(er_state from, er_event ev);
+
+typedef enum er_backoff_type {
+    ER_BACKOFF_EXPONENTIAL = 0, /* delay * 2^(attempt-1), capped at max_delay */
+    ER_BACKOFF_FIXED = 1,       /* delay */
+    ER_BACKOFF_CAPPED = 2,      /* same as exponential; max_delay is required to matter */
+} er_backoff_type;
+
+typedef struct er_backoff {
+    er_backoff_type type;
+    int64_t delay_ms;     /* base delay, >= 0 */
+    int64_t max_delay_ms; /* cap, >= delay_ms */
+    double jitter;        /* 0..1: the delay is spread over [d*(1-jitter), d] */
+} er_backoff;
+
+/* Server-wide defaults; a queue may override any of them. */
+#define ER_DEFAULT_MAX_ATTEMPTS 8
+#define ER_DEFAULT_BACKOFF_DELAY_MS 2000
+#define ER_DEFAULT_BACKOFF_MAX_MS 900000
+#define ER_DEFAULT_JITTER 0.5
+#define ER_DEFAULT_TIMEOUT_MS 30000
+#define ER_DEFAULT_MAX_STARTED 100 /* bound on retry_later loops */
+
+/* Computes the delay before retry number `attempt` (1 = first retry after
+ * the first failure). Pure: randomness from r. Result in [0, max_delay_ms]. */
+int64_t er_backoff_delay(const er_backoff *b, int attempt, er_rand *r);
+
+/* Job options that a queue's "defaults" and the server provide when a job
+ * does not. A field with has_* false is unset. */
+typedef struct er_job_defaults {
+    bool has_max_attempts, has_backoff, has_timeout, has_priority;
+    int max_attempts;
+    er_backoff backoff; /* when has_backoff, every field is set */
+    int64_t timeout_ms;
+    int priority;
+} er_job_defaults;
+
+/* The server's own defaults (ER_DEFAULT_*). */
+void er_job_defaults_server(er_job_defaults *d);
+
+/* A job as the store holds it. Strings are owned by the struct (heap) and
+ * freed by er_job_fini. payload/result/progress are JSON texts. */
+typedef struct er_job {
+    char *id;
+    char *queue;
+    char *name;
+    char *payload;       /* JSON text, never NULL after validation */
+    size_t payload_len;
+    er_state state;
+    int priority;        /* 0..1000, higher runs first */
+    char *group;         /* NULL when none */
+    int64_t run_at;      /* ms since epoch */
+    int max_attempts;
+    er_backoff backoff;
+    int64_t timeout_ms;
+    char *trace_id;        /* NULL when none */
+    char *idempotency_key; /* never NULL after validation: defaults to id */
+    int attempts;        /* failures counted against max_attempts, plus the running one */
+    int started;         /* times leased (including retry_later and stalls) */
+    int stalled;         /* times its lease expired */
+    char *lease_owner;   /* worker id; NULL unless active */
+    char *lease_token;   /* NULL unless active */
+    int64_t lease_expires_at; /* 0 unless active */
+    char *last_error;    /* JSON text {"class","message",...}; NULL when none */
+    char *result;        /* JSON text; NULL when none */
+    char *progress;      /* JSON text; NULL when none */
+    int64_t created_at, updated_at, started_at, finished_at; /* 0 when never */
+    int64_t redriven_at; /* dead jobs: when redriven, 0 when not */
+    int redrive_count;   /* dead jobs: copies made so far */
+    /* Set by er_job_from_json: which options the request gave, so queue
+     * defaults can fill the rest (er_job_apply_defaults). */
+    bool set_max_attempts, set_backoff, set_timeout, set_priority;
+} er_job;
+
+void er_job_init(er_job *job);
+/* Frees every string; leaves *job zeroed. NULL-safe. */
+void er_job_fini(er_job *job);
+/* Deep copy; returns 0 or ER_ENOMEM (dst then untouched-and-zeroed). */
+int er_job_copy(er_job *dst, const er_job *src);
+
+/* Validates a queue name, job name, group or worker id: 1..ER_NAME_MAX bytes
+ * of [A-Za-z0-9_.:-]. `field` names the field in the error. */
+int er_name_validate(const char *s, const char *field, er_error *err);
+/* Validates a job id / idempotency key / trace id: 1..ER_ID_MAX printable
+ * ASCII bytes, no spaces or '/'. */
+int er_id_validate(const char *s, const char *field, er_error *err);
+
+/* Parses and validates one enqueue request object (API.md, POST
+ * /v1/queues/{queue}/jobs) for `queue` (already validated). Unknown fields are
+ * an error. On success fills *job (state scheduled or waiting by run_at vs
+ * now, created_at = now; id generated with r when absent) and returns 0. On
+ * failure returns ER_EINVAL/ER_ETOOBIG with *err naming the field, and *job
+ * holds nothing (fini'd). payload_max bounds the payload's serialized size. */
+int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
+                     er_rand *r, er_job *job, er_error *err);
+
+/* Fills options the request left unset, first from the queue's defaults,
+ * then from the server's. */
+void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
+                           const er_job_defaults *server);
+
+/* Builds the JSON object for a job as API.md shows it (times as RFC 3339).
+ * Returns a new reference or NULL on out of memory. */
+json_t *er_job_to_json(const er_job *job);
+
+/* Generates a job id: time-ordered, 26 chars, into out[32]. */
+void er_job_new_id(int64_t now, er_rand *r, char out[32]);
+
+/* Error classes a worker reports. */
+typedef enum er_error_class {
+    ER_ERR_TRANSIENT = 0,
+    ER_ERR_PERMANENT = 1,
+    ER_ERR_RETRY_LATER = 2,
+    ER_ERR_THROTTLED = 3,
+} er_error_class;
+
+typedef struct er_failure {
+    er_error_class cls;
+    char *message;        /* owned; may be NULL */
+    char *backtrace;      /* owned JSON text or NULL */
+    int64_t delay_ms;     /* retry_later: required, >= 0 */
+    int64_t retry_after_ms; /* throttled: required, >= 0 */
+} er_failure;
+
+void er_failure_fini(er_failure *f);
+/* Parses the "error" object of a fail request. */
+int er_failure_from_json(const json_t *obj, er_failure *f, er_error *err);
+/* The last_error JSON text stored on the job; returns owned string or NULL (ENOMEM). */
+char *er_failure_to_json_text(const er_failure *f, int attempt, int64_t now);
+
+/* The decision for a failed active job. */
+typedef struct er_fail_outcome {
+    er_state state;        /* ER_STATE_SCHEDULED or ER_STATE_DEAD */
+    int64_t run_at;        /* when scheduled */
+    int attempts;          /* new value of job->attempts */
+    int64_t queue_pause_until; /* throttled: fetching on the queue pauses until then; else 0 */
+} er_fail_outcome;
+
+/* Decides what a failure does to `job` (which is active, attempts counting the
+ * running attempt). transient: retry after backoff unless attempts exhausted
+ * (dead); permanent: dead; retry_later: scheduled after delay, attempt not
+ * counted, dead when started >= max_started; throttled: like retry_later
+ * after retry_after_ms, and the queue pauses for that long. */
+void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int64_t now,
+                    er_rand *r, er_fail_outcome *out);
+
+/* What the reaper does with an active job whose lease expired: returns
+ * ER_STATE_WAITING (stalled counted) or ER_STATE_DEAD when stalled would
+ * exceed max_stalled. */
+er_state er_stall_decide(const er_job *job, int max_stalled);
+
+#endif

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The engine: runs store operations off the event loop. Requests are
+ * submitted on the loop thread, executed by the writer thread in group
+ * commits (many requests, one transaction, one fsync) or by the reader
+ * thread (queries), and answered on the loop thread through req->done after
+ * the commit. It also owns the timers (promotion of due jobs, lease reaping,
+ * retention) and long-poll fetches, which it parks until a commit makes a
+ * job ready on one of their queues or their wait runs out.
+ */
+#ifndef ER_ENGINE_ENGINE_H
+#define ER_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/job.h"
+#include "core/queue.h"
+#include "store/store.h"
+#include "util/err.h"
+
+struct event_base;
+
+typedef struct er_engine er_engine;
+
+typedef struct er_engine_config {
+    const char *store_url;        /* copied */
+    er_store_options store;
+    int max_batch;                /* requests per group commit, default 512 */
+    int64_t maintenance_ms;       /* timer period for promote/reap, default 50 */
+    int64_t retention_ms;         /* retention period, default 10000 */
+} er_engine_config;
+
+typedef enum er_req_type {
+    ER_REQ_ENQUEUE,      /* in: jobs (1 or more, all validated); out: dup flags, job */
+    ER_REQ_FETCH,        /* in: acks (optional), fetch params; out: ack results, jobs */
+    ER_REQ_ACKS,         /* in: acks; out: per-ack results */
+    ER_REQ_HEARTBEAT,    /* in: id, token, extend_ms, progress; out: expires_at */
+    ER_REQ_GET_JOB,      /* in: id; out: job */
+    ER_REQ_CANCEL,       /* in: id; out: job */
+    ER_REQ_LIST_JOBS,    /* in: queue, state, limit, cursor; out: jobs, next_cursor */
+    ER_REQ_LIST_QUEUES,  /* out: queues */
+    ER_REQ_GET_QUEUE,    /* in: queue; out: settings */
+    ER_REQ_PUT_QUEUE,    /* in: queue, patch (JSON merged onto the stored settings); out: settings */
+    ER_REQ_LIST_DEAD,    /* in: queue (may be NULL), limit, cursor; out: jobs, next_cursor */
+    ER_REQ_REDRIVE,      /* in: id; out: job (the new copy) */
+    ER_REQ_DELETE_DEAD,  /* in: id */
+} er_req_type;
+
+typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack_kind;
+
+/* One acknowledgement (complete, fail or release) of an active job. */
+typedef struct er_ack {
+    char *id;          /* owned */
+    char *token;       /* owned */
+    er_ack_kind kind;
+    char *result;      /* owned JSON text or NULL (complete) */
+    er_failure failure; /* fail */
+    /* out */
+    int rc;            /* 0 or ER_E* for this item alone */
+    er_error err;
+    er_fail_outcome outcome; /* fail: the decision */
+} er_ack;
+
+typedef struct er_req er_req;
+
+struct er_req {
+    er_req_type type;
+    /* Called on the loop thread once the request is answered (after its
+     * commit). The callee owns req and frees it with er_req_free. */
+    void (*done)(er_req *req);
+    void *arg;                 /* the submitter's, untouched */
+
+    /* inputs (owned by the request; er_req_free frees them) */
+    er_job *jobs;              /* ENQUEUE: validated jobs, defaults not yet applied */
+    size_t njobs;
+    er_ack *acks;              /* FETCH, ACKS */
+    size_t nacks;
+    char **queues;             /* FETCH: queue names in order */
+    size_t nqueues;
+    char *worker_id;           /* FETCH */
+    int max;                   /* FETCH: jobs to lease; LIST_*: page size */
+    int64_t lease_ms;          /* FETCH: 0 = queue default */
+    int64_t wait_ms;           /* FETCH: long-poll budget */
+    char *id;                  /* HEARTBEAT, GET_JOB, CANCEL, REDRIVE, DELETE_DEAD */
+    char *token;               /* HEARTBEAT */
+    int64_t extend_ms;         /* HEARTBEAT: 0 = the queue's lease_ms */
+    char *progress;            /* HEARTBEAT: JSON text or NULL */
+    char *queue;               /* LIST_JOBS, GET/PUT_QUEUE, LIST_DEAD (NULL = all) */
+    er_state state;            /* LIST_JOBS */
+    char *cursor;              /* LIST_*: NULL for the first page */
+    json_t *patch;             /* PUT_QUEUE: owned reference */
+
+    /* outputs */
+    int rc;                    /* 0 or ER_E* for the whole request */
+    er_error err;
+    bool *duplicate;           /* ENQUEUE: njobs flags */
+    er_job job;                /* ENQUEUE (single: the stored job), GET_JOB, CANCEL, REDRIVE */
+    er_job_list list;          /* FETCH (leased jobs), LIST_JOBS, LIST_DEAD */
+    char *next_cursor;         /* LIST_*: owned, NULL when the last page */
+    int64_t expires_at;        /* HEARTBEAT */
+    er_queue_info *queue_infos; /* LIST_QUEUES */
+    size_t nqueue_infos;
+    er_queue_settings settings; /* GET/PUT_QUEUE */
+
+    /* engine-private */
+    er_req *next;
+    int64_t deadline_mono;     /* FETCH long-poll */
+    void *waiter;
+};
+
+/* A zeroed request of `type`; NULL on ENOMEM. */
+er_req *er_req_new(er_req_type type);
+/* Frees the request and everything it owns. NULL-safe. */
+void er_req_free(er_req *req);
+
+/* Opens the store (creating/migrating it), starts the writer and reader
+ * threads and the maintenance timers on `base`. Blocking (opens files).
+ * Returns 0 or a negative code with *err. */
+int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_engine **out,
+                    er_error *err);
+
+/* Hands req to the engine (takes ownership until req->done runs). Must be
+ * called on the loop thread. After er_engine_drain began, requests are
+ * answered at once with ER_EUNAVAIL. */
+void er_engine_submit(er_engine *e, er_req *req);
+
+/* True once the store is open and the threads are running, false while
+ * draining. */
+bool er_engine_ready(const er_engine *e);
+
+/* Stops taking requests, answers parked long-polls with empty results,
+ * lets the writer finish its queue and current commit, then calls
+ * on_drained(arg) on the loop thread. */
+void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg);
+
+/* Joins the threads, closes the store, frees the engine. Call after
+ * on_drained ran, or on a start-up error path. NULL-safe. */
+void er_engine_free(er_engine *e);
+
+/* Counters for /metrics (loop thread). */
+typedef struct er_engine_stats {
+    uint64_t commits, commit_requests, commit_failures;
+    uint64_t enqueued, fetched, completed, failed, released, promoted, reaped, dead;
+    uint64_t parked_fetches;
+} er_engine_stats;
+
+void er_engine_get_stats(const er_engine *e, er_engine_stats *out);
+
+#endif

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Store-independent helpers: URL resolution and the list types of store.h.
+ */
+#include "store/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void er_job_list_fini(er_job_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->len; i++)
+        er_job_fini(&l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->len = l->cap = 0;
+}
+
+er_job *er_job_list_push(er_job_list *l)
+{
+    if (l->len == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        er_job *items = realloc(l->items, cap * sizeof *items);
+        if (!items)
+            return NULL;
+        l->items = items;
+        l->cap = cap;
+    }
+    er_job *j = &l->items[l->len++];
+    er_job_init(j);
+    return j;
+}
+
+int er_store_resolve(const char *url, const er_store_ops **ops, const char **rest,
+                     er_error *err)
+{
+    if (strncmp(url, "sqlite:", 7) == 0) {
+        *ops = &er_sqlite_ops;
+        *rest = url + 7;
+        return 0;
+    }
+    if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0)
+        return er_error_set(err, ER_EINVAL, "store",
+                            "the PostgreSQL store is not built in this version");
+    if (strstr(url, "://"))
+        return er_error_set(err, ER_EINVAL, "store", "unknown store scheme in '%s'", url);
+    if (!*url)
+        return er_error_set(err, ER_EINVAL, "store", "store path is empty");
+    *ops = &er_sqlite_ops;
+    *rest = url;
+    return 0;
+}
+
+void er_queue_info_list_free(er_queue_info *qs, size_t n)
+{
+    if (!qs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(qs[i].name);
+    free(qs);
+}

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The storage interface. An er_store is one connection to one store (SQLite
+ * file or PostgreSQL database) and is used by one thread at a time. The
+ * engine's writer thread groups many requests into one transaction:
+ * begin, any number of operations, commit; it answers each request only
+ * after the commit succeeded. Operations check their preconditions before
+ * they write, so a logical error (not found, stale lease) leaves the
+ * transaction as it was; a storage error (ER_EUNAVAIL, ER_EFULL) means the
+ * caller must roll back the whole transaction.
+ *
+ * Times are ms since the epoch, passed in by the caller (the store never
+ * reads a clock for decisions, so tests can inject one). Every `er_job *out`
+ * is filled with owned strings: free with er_job_fini.
+ */
+#ifndef ER_STORE_STORE_H
+#define ER_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/job.h"
+#include "core/queue.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+typedef struct er_store er_store;
+
+typedef enum er_durability {
+    ER_DURABILITY_FULL = 0,   /* fsync every commit (default) */
+    ER_DURABILITY_NORMAL = 1, /* SQLite synchronous=NORMAL in WAL: a power loss may lose the last commits */
+} er_durability;
+
+typedef struct er_store_options {
+    er_durability durability;
+    int busy_timeout_ms;
+} er_store_options;
+
+/* A growable list of jobs; free with er_job_list_fini. */
+typedef struct er_job_list {
+    er_job *items;
+    size_t len, cap;
+} er_job_list;
+
+void er_job_list_fini(er_job_list *l);
+/* Appends an empty (er_job_init'd) slot and returns it, or NULL on ENOMEM. */
+er_job *er_job_list_push(er_job_list *l);
+
+typedef struct er_queue_info {
+    char *name; /* owned */
+    int64_t counts[6];          /* indexed by er_state */
+    int64_t oldest_waiting_ms;  /* run_at of the oldest waiting job, 0 when none */
+    er_queue_settings settings;
+} er_queue_info;
+
+typedef struct er_fetch_params {
+    const char *const *queues; /* borrowed, in priority order */
+    size_t nqueues;
+    const char *worker_id;     /* borrowed */
+    int max;                   /* 1..ER_FETCH_MAX */
+    int64_t lease_ms;          /* 0 = each queue's lease_ms setting */
+    int64_t now;
+} er_fetch_params;
+
+typedef struct er_store_ops {
+    const char *name; /* "sqlite", "postgres" */
+
+    /* Opens a connection; the first open of a store creates or migrates the
+     * schema. `url` is the part after "sqlite:" (a file path) or a postgres://
+     * URL. Returns 0 and *out, or a negative code with *err. */
+    int (*open)(const char *url, const er_store_options *opt, er_store **out, er_error *err);
+    void (*close)(er_store *s);
+
+    int (*begin)(er_store *s, er_error *err);
+    int (*commit)(er_store *s, er_error *err);
+    void (*rollback)(er_store *s);
+
+    /* Inserts a validated job (defaults already applied). When a job with
+     * the same id exists: nothing changes, *duplicate = true, and `existing`
+     * (when not NULL) receives the stored job. */
+    int (*enqueue)(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
+                   er_error *err);
+
+    /* Leases up to p->max waiting jobs from p->queues (tried in order; paused
+     * or throttled queues skipped; within a queue higher priority first, then
+     * older run_at, then insertion order). Each leased job: state active,
+     * attempts+1, started+1, new lease token from r, lease_owner, lease
+     * expiry = now + lease. Appends the leased jobs to *out. */
+    int (*fetch)(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+                 er_error *err);
+
+    /* Extends the lease of an active job whose token matches to now +
+     * extend_ms; stores progress (JSON text, may be NULL). ER_ESTALE when the
+     * job is not active or the token differs, ER_ENOTFOUND when no such job. */
+    int (*heartbeat)(er_store *s, const char *id, const char *token, int64_t extend_ms,
+                     const char *progress, int64_t now, int64_t *expires_at, er_error *err);
+
+    /* active -> completed with result (JSON text, may be NULL). ER_ESTALE /
+     * ER_ENOTFOUND as heartbeat. */
+    int (*complete)(er_store *s, const char *id, const char *token, const char *result,
+                    int64_t now, er_error *err);
+
+    /* Applies er_fail_decide; stores last_error; a throttled failure pauses
+     * the queue. Fills *outcome. ER_ESTALE / ER_ENOTFOUND as heartbeat. */
+    int (*fail)(er_store *s, const char *id, const char *token, const er_failure *f,
+                int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err);
+
+    /* active -> waiting at once, attempt not counted. */
+    int (*release)(er_store *s, const char *id, const char *token, int64_t now,
+                   er_error *err);
+
+    /* Reads one job. ER_ENOTFOUND when none. */
+    int (*get_job)(er_store *s, const char *id, er_job *out, er_error *err);
+
+    /* scheduled|waiting -> cancelled. ER_ECONFLICT when active or finished,
+     * ER_ENOTFOUND when none. Fills *out with the job after the change. */
+    int (*cancel)(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+
+    /* Lists jobs of a queue in one state, oldest first, after `cursor`
+     * (opaque string from a previous page, NULL for the first). Sets
+     * *next_cursor (owned, free()) or NULL when no more. */
+    int (*list_jobs)(er_store *s, const char *queue, er_state state, int limit,
+                     const char *cursor, er_job_list *out, char **next_cursor, er_error *err);
+
+    /* Every known queue (has jobs or settings), sorted by name. *out is an
+     * owned array; free with er_queue_info_list_free. */
+    int (*list_queues)(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err);
+
+    /* A queue's settings (defaults when never set). */
+    int (*get_queue_settings)(er_store *s, const char *queue, er_queue_settings *out,
+                              er_error *err);
+    int (*put_queue_settings)(er_store *s, const char *queue, const er_queue_settings *in,
+                              er_error *err);
+
+    /* Dead letters: dead jobs, newest failure first, optionally of one queue. */
+    int (*list_dead)(er_store *s, const char *queue, int limit, const char *cursor,
+                     er_job_list *out, char **next_cursor, er_error *err);
+    /* Enqueues a copy of dead job `id` as `{id}-redrive-{n}` (waiting,
+     * attempts 0), marks the dead job redriven; fills *out with the new job.
+     * ER_ENOTFOUND when `id` is not a dead job. */
+    int (*redrive)(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+    /* Deletes a dead job. ER_ENOTFOUND when `id` is not a dead job. */
+    int (*delete_dead)(er_store *s, const char *id, er_error *err);
+
+    /* Maintenance, each bounded by `limit` rows per call:
+     * scheduled jobs with run_at <= now -> waiting; *n = how many. The
+     * queues that got jobs are appended to *queues (owned strings, caller
+     * frees each and the array) so long-polling fetchers can be woken. */
+    int (*promote)(er_store *s, int64_t now, int limit, int *n, char ***queues,
+                   size_t *nqueues, er_error *err);
+    /* active jobs with lease_expires_at <= now -> waiting (stalled+1) or dead
+     * past the queue's max_stalled (er_stall_decide). */
+    int (*reap)(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+                er_error *err);
+    /* Deletes finished jobs by each queue's retention settings. */
+    int (*retention)(er_store *s, int64_t now, int limit, int *n, er_error *err);
+    /* The earliest run_at of a scheduled job or lease expiry of an active
+     * one (so the engine can sleep until then); INT64_MAX when none. */
+    int (*next_due)(er_store *s, int64_t *at, er_error *err);
+} er_store_ops;
+
+extern const er_store_ops er_sqlite_ops;
+
+/* Picks the ops for a store URL ("sqlite:PATH" or a bare path -> sqlite,
+ * "postgres://..." / "postgresql://..." -> postgres) and sets *rest to the
+ * part the ops' open() takes. ER_EINVAL for an unknown scheme. */
+int er_store_resolve(const char *url, const er_store_ops **ops, const char **rest,
+                     er_error *err);
+
+void er_queue_info_list_free(er_queue_info *qs, size_t n);
+
+#endif

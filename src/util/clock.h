@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Time and randomness as injectable sources. Core logic takes an er_clock and
+ * an er_rand so tests can fix both; the server uses the real ones.
+ */
+#ifndef ER_UTIL_CLOCK_H
+#define ER_UTIL_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME). */
+int64_t er_now_ms(void);
+/* Monotonic milliseconds, for timeouts and measuring. */
+int64_t er_mono_ms(void);
+
+/* A random source: next() returns 64 uniformly random bits. */
+typedef struct er_rand {
+    uint64_t (*next)(struct er_rand *r);
+    uint64_t state[2];
+} er_rand;
+
+/* A fast PRNG (xorshift128+) seeded from getrandom(); one per thread. */
+void er_rand_init_system(er_rand *r);
+/* The same PRNG with a fixed seed, for tests. */
+void er_rand_init_seeded(er_rand *r, uint64_t seed);
+/* Uniform double in [0, 1). */
+double er_rand_unit(er_rand *r);
+
+/* Writes 32 lowercase hex characters and a NUL into out[33]. */
+void er_rand_token(er_rand *r, char out[33]);
+
+/* Formats ms-since-epoch as RFC 3339 UTC with milliseconds
+ * ("2026-11-30T02:00:00.000Z") into out[32]. */
+void er_time_format(int64_t ms, char out[32]);
+/* Parses an RFC 3339 timestamp (Z or +hh:mm offset, optional fraction).
+ * Returns 0 and sets *ms, or ER_EINVAL. */
+int er_time_parse(const char *s, int64_t *ms);
+
+#endif
