@@ -98,6 +98,17 @@ typedef struct er_job_defaults {
 /* The server's own defaults (ER_DEFAULT_*). */
 void er_job_defaults_server(er_job_defaults *d);
 
+/* Merges a "defaults" object of job options {max_attempts, backoff,
+ * timeout_ms, priority} into *d, each validated as in enqueue; a null value
+ * unsets that option, a backoff object merges onto the current backoff (or
+ * the server's). `prefix` names the object in error fields ("defaults").
+ * Unknown fields are an error when `strict`, else ignored. On error returns
+ * ER_EINVAL and *d is unchanged. obj is borrowed. */
+int er_job_defaults_merge(er_job_defaults *d, const json_t *obj, const char *prefix,
+                          bool strict, er_error *err);
+/* The set options of *d as a JSON object (new reference, NULL on ENOMEM). */
+json_t *er_job_defaults_to_json(const er_job_defaults *d);
+
 /* A job as the store holds it. Strings are owned by the struct (heap) and
  * freed by er_job_fini. payload/result/progress are JSON texts. */
 typedef struct er_job {

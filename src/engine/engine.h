@@ -106,7 +106,11 @@ struct er_req {
     /* engine-private */
     er_req *next;
     int64_t deadline_mono;     /* FETCH long-poll */
-    void *waiter;
+    struct event *timer;       /* FETCH: parked until this fires or a wake-up */
+    er_req *park_prev, *park_next;
+    bool acks_applied;         /* FETCH: acks are applied on the first pass only */
+    bool parked;
+    er_engine *owner;
 };
 
 /* A zeroed request of `type`; NULL on ENOMEM. */

@@ -82,8 +82,16 @@ void er_time_format(int64_t ms, char out[32])
     int frac = (int)(ms - (int64_t)secs * 1000);
     struct tm tm;
     gmtime_r(&secs, &tm);
-    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+    /* Format into a buffer wide enough for any int fields (gcc's
+     * -Wformat-truncation cannot see that gmtime_r bounds them), then copy. */
+    char buf[96];
+    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+    size_t n = strlen(buf);
+    if (n > 31)
+        n = 31;
+    memcpy(out, buf, n);
+    out[n] = '\0';
 }
 
 static int digits(const char **p, int n, int *out)

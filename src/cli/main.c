@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The errand command: dispatches to subcommands.
+ */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern char **environ;
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: errand COMMAND [ARGS]\n\n"
+                 "commands:\n"
+                 "  serve      run the job server (errand serve --help)\n"
+                 "  version    print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "serve") == 0)
+        return er_cli_serve(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("errand 0.1.0\n");
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "errand: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * `errand serve`: reads the settings, opens the engine and the HTTP server,
+ * and runs the event loop until SIGTERM/SIGINT. Shutdown stops accepting,
+ * answers in-flight requests, lets the writer finish its commit and exits 0;
+ * a second signal exits at once.
+ */
+#include "cli/cli.h"
+#include "cli/settings.h"
+#include "engine/engine.h"
+#include "server/server.h"
+#include "util/log.h"
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const er_setting serve_settings[] = {
+    {"listen", ER_SET_STRING, "127.0.0.1:7400", 0, 0, NULL,
+     "address to listen on, HOST:PORT (port 0 picks a free one)"},
+    {"store", ER_SET_STRING, "sqlite:./errand.db", 0, 0, NULL,
+     "store URL: sqlite:PATH (embedded, default)"},
+    {"token", ER_SET_LIST, NULL, 0, 0, NULL,
+     "ROLE:TOKEN, repeatable (roles producer, worker, admin); ERRAND_TOKENS takes a comma list"},
+    {"config", ER_SET_STRING, NULL, 0, 0, NULL, "config file of 'name = value' lines"},
+    {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
+     "full fsyncs every commit; normal may lose the last commits on power loss"},
+    {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
+    {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL, "largest request body"},
+    {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
+    {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
+    {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL, "most open client connections"},
+    {"maintenance-interval", ER_SET_DURATION, "50ms", 1, 60000, NULL,
+     "how often due jobs are promoted and expired leases reaped"},
+    {"retention-interval", ER_SET_DURATION, "10s", 100, 3600000, NULL,
+     "how often finished jobs are deleted by retention"},
+    {"shutdown-grace", ER_SET_DURATION, "30s", 0, 3600000, NULL,
+     "longest wait for in-flight requests on shutdown"},
+};
+
+typedef struct serve_ctx {
+    struct event_base *base;
+    er_engine *engine;
+    er_server *server;
+    struct event *sigterm, *sigint, *poll;
+    int signals;
+    int64_t grace_deadline;
+} serve_ctx;
+
+static void poll_inflight(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    serve_ctx *c = arg;
+    if (er_server_inflight(c->server) == 0 || er_mono_ms() >= c->grace_deadline) {
+        event_base_loopexit(c->base, NULL);
+        return;
+    }
+    struct timeval tv = {0, 10000};
+    evtimer_add(c->poll, &tv);
+}
+
+static void on_drained(void *arg)
+{
+    serve_ctx *c = arg;
+    poll_inflight(-1, 0, c);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    serve_ctx *c = arg;
+    if (++c->signals > 1) {
+        ER_LOG(ER_LOG_WARN, NULL, "second signal %d: exiting at once", (int)sig);
+        _exit(1);
+    }
+    ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
+    er_server_stop_accepting(c->server);
+    er_engine_drain(c->engine, on_drained, c);
+}
+
+int er_cli_serve(int argc, char **argv, char **envp)
+{
+    er_settings st;
+    er_error err;
+    er_error_clear(&err);
+    int rc = er_settings_init(&st, serve_settings, sizeof serve_settings / sizeof serve_settings[0],
+                              &err);
+    if (rc == 0)
+        rc = er_settings_load(&st, argc, argv, envp, stdout, &err);
+    if (rc == 1) {
+        er_settings_help(&st, "usage: errand serve [--listen HOST:PORT] [--store URL] "
+                              "[--token ROLE:TOKEN ...] [--config FILE] ...",
+                         stdout);
+        er_settings_fini(&st);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "errand serve: %s\n", err.message);
+        er_settings_fini(&st);
+        return 2;
+    }
+    er_log_set_level(er_settings_get(&st, "log-level")->text);
+
+    const er_setting_value *tv = er_settings_get(&st, "token");
+    er_token tokens[ER_SETTINGS_MAX_LIST];
+    for (size_t i = 0; i < tv->nlist; i++) {
+        if (er_token_parse(tv->list[i], &tokens[i], &err) < 0) {
+            fprintf(stderr, "errand serve: --token: %s\n", err.message);
+            er_settings_fini(&st);
+            return 2;
+        }
+    }
+
+    serve_ctx c = {0};
+    evthread_use_pthreads();
+    c.base = event_base_new();
+    if (!c.base) {
+        fprintf(stderr, "errand serve: cannot create the event loop\n");
+        er_settings_fini(&st);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int exit_code = 1;
+    er_engine_config ecfg = {
+        .store_url = er_settings_get(&st, "store")->text,
+        .store = {.durability = strcmp(er_settings_get(&st, "durability")->text, "full") == 0
+                                    ? ER_DURABILITY_FULL
+                                    : ER_DURABILITY_NORMAL,
+                  .busy_timeout_ms = 5000},
+        .max_batch = (int)er_settings_get(&st, "max-batch")->num,
+        .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
+        .retention_ms = er_settings_get(&st, "retention-interval")->num,
+    };
+    if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
+        fprintf(stderr, "errand serve: cannot open store '%s': %s\n", ecfg.store_url, err.message);
+        goto out;
+    }
+    er_server_config scfg = {
+        .listen = er_settings_get(&st, "listen")->text,
+        .tokens = tokens,
+        .ntokens = tv->nlist,
+        .max_body = (size_t)er_settings_get(&st, "max-body")->num,
+        .payload_max = (size_t)er_settings_get(&st, "payload-max")->num,
+        .max_connections = (int)er_settings_get(&st, "max-connections")->num,
+    };
+    if (er_server_start(c.base, c.engine, &scfg, &c.server, &err) < 0) {
+        fprintf(stderr, "errand serve: %s\n", err.message);
+        goto out;
+    }
+    c.sigterm = evsignal_new(c.base, SIGTERM, on_signal, &c);
+    c.sigint = evsignal_new(c.base, SIGINT, on_signal, &c);
+    c.poll = evtimer_new(c.base, poll_inflight, &c);
+    if (!c.sigterm || !c.sigint || !c.poll) {
+        fprintf(stderr, "errand serve: cannot install signal handlers\n");
+        goto out;
+    }
+    evsignal_add(c.sigterm, NULL);
+    evsignal_add(c.sigint, NULL);
+    c.grace_deadline = INT64_MAX;
+    {
+        char extra[256];
+        snprintf(extra, sizeof extra, "\"store\":\"%s\",\"durability\":\"%s\"", ecfg.store_url,
+                 er_settings_get(&st, "durability")->text);
+        ER_LOG(ER_LOG_INFO, extra, "errand started");
+    }
+    c.grace_deadline = INT64_MAX;
+    event_base_dispatch(c.base);
+    ER_LOG(ER_LOG_INFO, NULL, "stopped");
+    exit_code = 0;
+out:
+    if (c.sigterm)
+        event_free(c.sigterm);
+    if (c.sigint)
+        event_free(c.sigint);
+    if (c.poll)
+        event_free(c.poll);
+    er_server_free(c.server);
+    er_engine_free(c.engine);
+    event_base_free(c.base);
+    er_settings_fini(&st);
+    return exit_code;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Retry delays: exponential, fixed and capped backoff with jitter. Pure
+ * arithmetic over an er_backoff policy; randomness comes from the caller's
+ * er_rand so tests are deterministic. It never reads a clock.
+ */
+#include "core/job.h"
+
+/* Jitter spreads a delay d over [d*(1-jitter), d]: with the default 0.5 each
+ * retry lands in the upper half of its window, so retries of many jobs that
+ * failed together do not stampede, yet none comes much sooner than planned. */
+static int64_t jittered(int64_t d, double jitter, er_rand *r)
+{
+    if (!(jitter > 0.0) || d <= 0 || !r) /* !(>) also catches NaN */
+        return d;
+    if (jitter > 1.0)
+        jitter = 1.0;
+    int64_t lo = d - (int64_t)((double)d * jitter);
+    if (lo < 0)
+        lo = 0;
+    int64_t span = d - lo;
+    /* Uniform over the span+1 integers lo..d; the double product stays below
+     * 2^63 because er_rand_unit is < 1. */
+    int64_t x = (int64_t)(((double)span + 1.0) * er_rand_unit(r));
+    if (x > span)
+        x = span;
+    return lo + x;
+}
+
+int64_t er_backoff_delay(const er_backoff *b, int attempt, er_rand *r)
+{
+    int64_t cap = b->max_delay_ms > 0 ? b->max_delay_ms : 0;
+    int64_t d = b->delay_ms > 0 ? b->delay_ms : 0;
+    if (attempt < 1)
+        attempt = 1;
+    if (b->type != ER_BACKOFF_FIXED) {
+        /* delay * 2^(attempt-1), doubling until the cap; d > cap/2 means the
+         * next doubling would pass the cap (or overflow), so stop there. The
+         * loop ends within 63 rounds because d > 0 doubles each time. */
+        for (int i = 1; i < attempt && d > 0 && d < cap; i++)
+            d = d > cap / 2 ? cap : d * 2;
+    }
+    if (d > cap) /* fixed delays are capped too: the result is always <= max_delay_ms */
+        d = cap;
+    return jittered(d, b->jitter, r);
+}

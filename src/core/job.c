@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The job model: the state machine, name and id rules, the enqueue request
+ * parser (API.md POST /v1/queues/{queue}/jobs), job option defaults and the
+ * job's JSON view. Pure logic: the time and the random source come in as
+ * arguments; nothing here reads a clock, the network or the store.
+ */
+#include "core/job.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- states ---------------------------------------------------------- */
+
+static const char *const state_names[] = {
+    [ER_STATE_SCHEDULED] = "scheduled", [ER_STATE_WAITING] = "waiting",
+    [ER_STATE_ACTIVE] = "active",       [ER_STATE_COMPLETED] = "completed",
+    [ER_STATE_DEAD] = "dead",           [ER_STATE_CANCELLED] = "cancelled",
+};
+#define NSTATES ((int)(sizeof state_names / sizeof state_names[0]))
+
+const char *er_state_name(er_state s)
+{
+    if ((int)s < 0 || (int)s >= NSTATES)
+        return NULL;
+    return state_names[s];
+}
+
+int er_state_parse(const char *name, er_state *out)
+{
+    if (!name)
+        return ER_EINVAL;
+    for (int i = 0; i < NSTATES; i++) {
+        if (strcmp(name, state_names[i]) == 0) {
+            *out = (er_state)i;
+            return 0;
+        }
+    }
+    return ER_EINVAL;
+}
+
+/* The one state machine (ARCHITECTURE.md §2). Redrive is not here: it makes a
+ * new job and leaves the dead one dead. */
+int er_state_next(er_state from, er_event ev)
+{
+    switch (ev) {
+    case ER_EV_PROMOTE:
+        return from == ER_STATE_SCHEDULED ? ER_STATE_WAITING : -1;
+    case ER_EV_FETCH:
+        return from == ER_STATE_WAITING ? ER_STATE_ACTIVE : -1;
+    case ER_EV_COMPLETE:
+        return from == ER_STATE_ACTIVE ? ER_STATE_COMPLETED : -1;
+    case ER_EV_RETRY:
+        return from == ER_STATE_ACTIVE ? ER_STATE_SCHEDULED : -1;
+    case ER_EV_KILL:
+        return from == ER_STATE_ACTIVE ? ER_STATE_DEAD : -1;
+    case ER_EV_RELEASE:
+    case ER_EV_STALL:
+        return from == ER_STATE_ACTIVE ? ER_STATE_WAITING : -1;
+    case ER_EV_CANCEL:
+        return from == ER_STATE_SCHEDULED || from == ER_STATE_WAITING ? ER_STATE_CANCELLED : -1;
+    }
+    return -1;
+}
+
+/* ---- init / fini / copy --------------------------------------------- */
+
+void er_job_init(er_job *job)
+{
+    memset(job, 0, sizeof *job);
+}
+
+void er_job_fini(er_job *job)
+{
+    if (!job)
+        return;
+    free(job->id);
+    free(job->queue);
+    free(job->name);
+    free(job->payload);
+    free(job->group);
+    free(job->trace_id);
+    free(job->idempotency_key);
+    free(job->lease_owner);
+    free(job->lease_token);
+    free(job->last_error);
+    free(job->result);
+    free(job->progress);
+    memset(job, 0, sizeof *job);
+}
+
+static int dup_str(char **dst, const char *src)
+{
+    if (!src) {
+        *dst = NULL;
+        return 0;
+    }
+    *dst = strdup(src);
+    return *dst ? 0 : ER_ENOMEM;
+}
+
+int er_job_copy(er_job *dst, const er_job *src)
+{
+    er_job t = *src;
+    /* Null every pointer first so a partial copy can be fini'd safely. */
+    t.id = t.queue = t.name = t.payload = t.group = t.trace_id = NULL;
+    t.idempotency_key = t.lease_owner = t.lease_token = NULL;
+    t.last_error = t.result = t.progress = NULL;
+    int rc = 0;
+    if (src->payload) {
+        t.payload = malloc(src->payload_len + 1);
+        if (!t.payload) {
+            rc = ER_ENOMEM;
+        } else {
+            memcpy(t.payload, src->payload, src->payload_len);
+            t.payload[src->payload_len] = '\0';
+        }
+    }
+    if (rc == 0)
+        rc = dup_str(&t.id, src->id);
+    if (rc == 0)
+        rc = dup_str(&t.queue, src->queue);
+    if (rc == 0)
+        rc = dup_str(&t.name, src->name);
+    if (rc == 0)
+        rc = dup_str(&t.group, src->group);
+    if (rc == 0)
+        rc = dup_str(&t.trace_id, src->trace_id);
+    if (rc == 0)
+        rc = dup_str(&t.idempotency_key, src->idempotency_key);
+    if (rc == 0)
+        rc = dup_str(&t.lease_owner, src->lease_owner);
+    if (rc == 0)
+        rc = dup_str(&t.lease_token, src->lease_token);
+    if (rc == 0)
+        rc = dup_str(&t.last_error, src->last_error);
+    if (rc == 0)
+        rc = dup_str(&t.result, src->result);
+    if (rc == 0)
+        rc = dup_str(&t.progress, src->progress);
+    if (rc < 0) {
+        er_job_fini(&t);
+        er_job_init(dst);
+        return rc;
+    }
+    *dst = t;
+    return 0;
+}
+
+/* ---- names and ids ---------------------------------------------------- */
+
+static bool name_char(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == ':' || c == '-';
+}
+
+int er_name_validate(const char *s, const char *field, er_error *err)
+{
+    size_t n = s ? strlen(s) : 0;
+    bool ok = n >= 1 && n <= ER_NAME_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = name_char((unsigned char)s[i]);
+    if (!ok)
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s must be 1..%d characters of [A-Za-z0-9_.:-]", field, ER_NAME_MAX);
+    return 0;
+}
+
+int er_id_validate(const char *s, const char *field, er_error *err)
+{
+    size_t n = s ? strlen(s) : 0;
+    bool ok = n >= 1 && n <= ER_ID_MAX;
+    for (size_t i = 0; ok && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        ok = c > 0x20 && c < 0x7f && c != '/';
+    }
+    if (!ok)
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s must be 1..%d printable ASCII characters without spaces or '/'",
+                            field, ER_ID_MAX);
+    return 0;
+}
+
+void er_job_new_id(int64_t now, er_rand *r, char out[32])
+{
+    static const char hex[] = "0123456789abcdef";
+    /* 12 hex digits of time (48 bits: good until year 10889) then 14 random
+     * hex digits, so ids sort by creation time and never collide in practice. */
+    uint64_t t = now > 0 ? (uint64_t)now : 0;
+    if (t > 0xffffffffffffULL)
+        t = 0xffffffffffffULL;
+    uint64_t rnd = r->next(r);
+    for (int i = 0; i < 12; i++)
+        out[i] = hex[(t >> (44 - 4 * i)) & 15];
+    for (int i = 0; i < 14; i++)
+        out[12 + i] = hex[(rnd >> (60 - 4 * i)) & 15];
+    out[26] = '\0';
+}
+
+/* ---- JSON field helpers ---------------------------------------------- */
+
+/* "prefix.name", or "name" when prefix is empty. */
+static void field_name(char out[64], const char *prefix, const char *name)
+{
+    snprintf(out, 64, "%s%s%s", prefix, *prefix ? "." : "", name);
+}
+
+/* An integer in lo..hi. Booleans and reals are not integers. */
+static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
+                   er_error *err)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return er_error_set(err, ER_EINVAL, field, "%s must be an integer %lld..%lld", field,
+                            (long long)lo, (long long)hi);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* A string without embedded NUL bytes (which would silently shorten it). */
+static int get_str(const json_t *v, const char *field, const char **out, er_error *err)
+{
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+        return er_error_set(err, ER_EINVAL, field, "%s must be a string", field);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int oom(er_error *err)
+{
+    return er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+/* ---- backoff and defaults -------------------------------------------- */
+
+static const char *const backoff_names[] = {
+    [ER_BACKOFF_EXPONENTIAL] = "exponential",
+    [ER_BACKOFF_FIXED] = "fixed",
+    [ER_BACKOFF_CAPPED] = "capped",
+};
+
+static void backoff_server(er_backoff *b)
+{
+    b->type = ER_BACKOFF_EXPONENTIAL;
+    b->delay_ms = ER_DEFAULT_BACKOFF_DELAY_MS;
+    b->max_delay_ms = ER_DEFAULT_BACKOFF_MAX_MS;
+    b->jitter = ER_DEFAULT_JITTER;
+}
+
+void er_job_defaults_server(er_job_defaults *d)
+{
+    memset(d, 0, sizeof *d);
+    d->has_max_attempts = d->has_backoff = d->has_timeout = d->has_priority = true;
+    d->max_attempts = ER_DEFAULT_MAX_ATTEMPTS;
+    backoff_server(&d->backoff);
+    d->timeout_ms = ER_DEFAULT_TIMEOUT_MS;
+    d->priority = 0;
+}
+
+/* Parses a backoff object onto `base`: absent or null sub-fields keep the
+ * base's value. When max_delay_ms is not given and the delay exceeds the
+ * base's cap, the cap rises to the delay (an explicit smaller cap is an
+ * error). */
+static int backoff_from_json(const json_t *v, const er_backoff *base, const char *field,
+                             bool strict, er_backoff *out, er_error *err)
+{
+    char f[64];
+    if (!json_is_object(v))
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s must be an object {type, delay_ms, max_delay_ms, jitter}", field);
+    er_backoff b = *base;
+    bool has_max = false;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+        field_name(f, field, key);
+        int64_t n;
+        if (strcmp(key, "type") == 0) {
+            if (json_is_null(val))
+                continue;
+            const char *s = json_is_string(val) ? json_string_value(val) : "";
+            int t = -1;
+            for (int i = 0; i < 3; i++)
+                if (strcmp(s, backoff_names[i]) == 0)
+                    t = i;
+            if (t < 0)
+                return er_error_set(err, ER_EINVAL, f,
+                                    "%s must be \"exponential\", \"fixed\" or \"capped\"", f);
+            b.type = (er_backoff_type)t;
+        } else if (strcmp(key, "delay_ms") == 0) {
+            if (json_is_null(val))
+                continue;
+            if (get_int(val, f, 0, ER_DELAY_MAX_MS, &n, err) < 0)
+                return ER_EINVAL;
+            b.delay_ms = n;
+        } else if (strcmp(key, "max_delay_ms") == 0) {
+            if (json_is_null(val))
+                continue;
+            if (get_int(val, f, 0, ER_DELAY_MAX_MS, &n, err) < 0)
+                return ER_EINVAL;
+            b.max_delay_ms = n;
+            has_max = true;
+        } else if (strcmp(key, "jitter") == 0) {
+            if (json_is_null(val))
+                continue;
+            double j = json_is_number(val) ? json_number_value(val) : -1.0;
+            if (!(j >= 0.0 && j <= 1.0))
+                return er_error_set(err, ER_EINVAL, f, "%s must be a number 0..1", f);
+            b.jitter = j;
+        } else if (strict) {
+            return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
+        }
+    }
+    if (b.max_delay_ms < b.delay_ms) {
+        if (has_max) {
+            field_name(f, field, "max_delay_ms");
+            return er_error_set(err, ER_EINVAL, f, "%s must be >= delay_ms", f);
+        }
+        b.max_delay_ms = b.delay_ms;
+    }
+    *out = b;
+    return 0;
+}
+
+static json_t *backoff_to_json(const er_backoff *b)
+{
+    int t = (int)b->type >= 0 && (int)b->type < 3 ? (int)b->type : 0;
+    return json_pack("{s:s, s:I, s:I, s:f}", "type", backoff_names[t], "delay_ms",
+                     (json_int_t)b->delay_ms, "max_delay_ms", (json_int_t)b->max_delay_ms,
+                     "jitter", b->jitter);
+}
+
+int er_job_defaults_merge(er_job_defaults *d, const json_t *obj, const char *prefix,
+                          bool strict, er_error *err)
+{
+    char f[64];
+    if (!json_is_object(obj))
+        return er_error_set(err, ER_EINVAL, prefix,
+                            "%s must be an object {max_attempts, backoff, timeout_ms, priority}",
+                            prefix);
+    er_job_defaults t = *d;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        field_name(f, prefix, key);
+        int64_t n;
+        bool clear = json_is_null(val);
+        if (strcmp(key, "max_attempts") == 0) {
+            if (!clear && get_int(val, f, 1, ER_MAX_ATTEMPTS_MAX, &n, err) < 0)
+                return ER_EINVAL;
+            t.has_max_attempts = !clear;
+            t.max_attempts = clear ? 0 : (int)n;
+        } else if (strcmp(key, "backoff") == 0) {
+            er_backoff base;
+            if (t.has_backoff)
+                base = t.backoff;
+            else
+                backoff_server(&base);
+            if (clear) {
+                t.has_backoff = false;
+                memset(&t.backoff, 0, sizeof t.backoff);
+            } else {
+                if (backoff_from_json(val, &base, f, strict, &t.backoff, err) < 0)
+                    return ER_EINVAL;
+                t.has_backoff = true;
+            }
+        } else if (strcmp(key, "timeout_ms") == 0) {
+            if (!clear && get_int(val, f, 1, ER_TIMEOUT_MAX_MS, &n, err) < 0)
+                return ER_EINVAL;
+            t.has_timeout = !clear;
+            t.timeout_ms = clear ? 0 : n;
+        } else if (strcmp(key, "priority") == 0) {
+            if (!clear && get_int(val, f, 0, ER_PRIORITY_MAX, &n, err) < 0)
+                return ER_EINVAL;
+            t.has_priority = !clear;
+            t.priority = clear ? 0 : (int)n;
+        } else if (strict) {
+            return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
+        }
+    }
+    *d = t;
+    return 0;
+}
+
+json_t *er_job_defaults_to_json(const er_job_defaults *d)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    int bad = 0;
+    if (d->has_max_attempts)
+        bad |= json_object_set_new(o, "max_attempts", json_integer(d->max_attempts));
+    if (d->has_backoff)
+        bad |= json_object_set_new(o, "backoff", backoff_to_json(&d->backoff));
+    if (d->has_timeout)
+        bad |= json_object_set_new(o, "timeout_ms", json_integer(d->timeout_ms));
+    if (d->has_priority)
+        bad |= json_object_set_new(o, "priority", json_integer(d->priority));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
+                           const er_job_defaults *server)
+{
+    /* The set_* flags keep recording what the request gave, so applying
+     * again with other queue defaults gives the same answer as applying once. */
+    const er_job_defaults *src[2] = {queue, server};
+    bool done_ma = job->set_max_attempts, done_bo = job->set_backoff;
+    bool done_to = job->set_timeout, done_pr = job->set_priority;
+    for (int i = 0; i < 2; i++) {
+        const er_job_defaults *d = src[i];
+        if (!d)
+            continue;
+        if (!done_ma && d->has_max_attempts) {
+            job->max_attempts = d->max_attempts;
+            done_ma = true;
+        }
+        if (!done_bo && d->has_backoff) {
+            job->backoff = d->backoff;
+            done_bo = true;
+        }
+        if (!done_to && d->has_timeout) {
+            job->timeout_ms = d->timeout_ms;
+            done_to = true;
+        }
+        if (!done_pr && d->has_priority) {
+            job->priority = d->priority;
+            done_pr = true;
+        }
+    }
+}
+
+/* ---- enqueue request --------------------------------------------------- */
+
+static const char *const enqueue_fields[] = {
+    "name",       "payload", "id",    "priority", "delay_ms", "run_at",          "max_attempts",
+    "backoff",    "timeout_ms", "group", "trace_id", "idempotency_key",
+};
+
+/* An optional field: NULL when absent. JSON null counts as absent, so
+ * clients that send every option with null for "unset" are accepted. The
+ * payload is the exception: null is a payload like any other. */
+static const json_t *opt(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static int parse_job(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
+                     er_rand *r, er_job *job, er_error *err)
+{
+    const json_t *v;
+    const char *s;
+    int64_t n;
+    if (!json_is_object(obj))
+        return er_error_set(err, ER_EINVAL, "job", "a job must be a JSON object");
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof enqueue_fields / sizeof enqueue_fields[0]; i++)
+            known = known || strcmp(key, enqueue_fields[i]) == 0;
+        if (!known)
+            return er_error_set(err, ER_EINVAL, key, "%s is not a known field", key);
+    }
+
+    if (dup_str(&job->queue, queue) < 0)
+        return oom(err);
+
+    if (!(v = opt(obj, "name")))
+        return er_error_set(err, ER_EINVAL, "name", "name is required");
+    if (get_str(v, "name", &s, err) < 0 || er_name_validate(s, "name", err) < 0)
+        return ER_EINVAL;
+    if (dup_str(&job->name, s) < 0)
+        return oom(err);
+
+    /* The payload is stored as compact JSON text; {} when absent. */
+    v = json_object_get(obj, "payload");
+    if (v) {
+        job->payload = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!job->payload)
+            return oom(err);
+    } else if (dup_str(&job->payload, "{}") < 0) {
+        return oom(err);
+    }
+    job->payload_len = strlen(job->payload);
+    if (job->payload_len > payload_max)
+        return er_error_set(err, ER_ETOOBIG, "payload",
+                            "payload is %zu bytes; the limit is %zu bytes", job->payload_len,
+                            payload_max);
+
+    if ((v = opt(obj, "id"))) {
+        if (get_str(v, "id", &s, err) < 0 || er_id_validate(s, "id", err) < 0)
+            return ER_EINVAL;
+        if (dup_str(&job->id, s) < 0)
+            return oom(err);
+    } else {
+        char id[32];
+        er_job_new_id(now, r, id);
+        if (dup_str(&job->id, id) < 0)
+            return oom(err);
+    }
+
+    if ((v = opt(obj, "priority"))) {
+        if (get_int(v, "priority", 0, ER_PRIORITY_MAX, &n, err) < 0)
+            return ER_EINVAL;
+        job->priority = (int)n;
+        job->set_priority = true;
+    }
+
+    /* run_at: now + delay_ms, or an absolute time; a past time means now. */
+    job->run_at = now;
+    const json_t *delay = opt(obj, "delay_ms"), *at = opt(obj, "run_at");
+    if (delay && at)
+        return er_error_set(err, ER_EINVAL, "run_at", "give delay_ms or run_at, not both");
+    if (delay) {
+        if (get_int(delay, "delay_ms", 0, ER_DELAY_MAX_MS, &n, err) < 0)
+            return ER_EINVAL;
+        job->run_at = now + n;
+    } else if (at) {
+        int64_t t;
+        if (!json_is_string(at) || er_time_parse(json_string_value(at), &t) < 0)
+            return er_error_set(err, ER_EINVAL, "run_at",
+                                "run_at must be an RFC 3339 time such as "
+                                "\"2026-11-30T02:00:00.000Z\"");
+        if (t > now + ER_DELAY_MAX_MS)
+            return er_error_set(err, ER_EINVAL, "run_at",
+                                "run_at must be at most %lld days ahead",
+                                ER_DELAY_MAX_MS / (24LL * 3600 * 1000));
+        job->run_at = t > now ? t : now;
+    }
+    job->state = job->run_at > now ? ER_STATE_SCHEDULED : ER_STATE_WAITING;
+
+    if ((v = opt(obj, "max_attempts"))) {
+        if (get_int(v, "max_attempts", 1, ER_MAX_ATTEMPTS_MAX, &n, err) < 0)
+            return ER_EINVAL;
+        job->max_attempts = (int)n;
+        job->set_max_attempts = true;
+    }
+
+    if ((v = opt(obj, "backoff"))) {
+        er_backoff base;
+        backoff_server(&base); /* absent sub-fields take the server's values */
+        if (backoff_from_json(v, &base, "backoff", true, &job->backoff, err) < 0)
+            return ER_EINVAL;
+        job->set_backoff = true;
+    }
+
+    if ((v = opt(obj, "timeout_ms"))) {
+        if (get_int(v, "timeout_ms", 1, ER_TIMEOUT_MAX_MS, &n, err) < 0)
+            return ER_EINVAL;
+        job->timeout_ms = n;
+        job->set_timeout = true;
+    }
+
+    if ((v = opt(obj, "group"))) {
+        if (get_str(v, "group", &s, err) < 0 || er_name_validate(s, "group", err) < 0)
+            return ER_EINVAL;
+        if (dup_str(&job->group, s) < 0)
+            return oom(err);
+    }
+
+    if ((v = opt(obj, "trace_id"))) {
+        if (get_str(v, "trace_id", &s, err) < 0 || er_id_validate(s, "trace_id", err) < 0)
+            return ER_EINVAL;
+        if (dup_str(&job->trace_id, s) < 0)
+            return oom(err);
+    }
+
+    if ((v = opt(obj, "idempotency_key"))) {
+        if (get_str(v, "idempotency_key", &s, err) < 0 ||
+            er_id_validate(s, "idempotency_key", err) < 0)
+            return ER_EINVAL;
+    } else {
+        s = job->id;
+    }
+    if (dup_str(&job->idempotency_key, s) < 0)
+        return oom(err);
+
+    job->created_at = job->updated_at = now;
+    return 0;
+}
+
+int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
+                     er_rand *r, er_job *job, er_error *err)
+{
+    er_job_init(job);
+    /* Options the request leaves unset hold the server's values until
+     * er_job_apply_defaults picks the queue's. */
+    er_job_defaults srv;
+    er_job_defaults_server(&srv);
+    job->max_attempts = srv.max_attempts;
+    job->backoff = srv.backoff;
+    job->timeout_ms = srv.timeout_ms;
+    job->priority = srv.priority;
+    int rc = parse_job(obj, queue, now, payload_max, r, job, err);
+    if (rc < 0)
+        er_job_fini(job);
+    return rc;
+}
+
+/* ---- JSON view ---------------------------------------------------------- */
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *time_or_null(int64_t ms)
+{
+    if (ms == 0)
+        return json_null();
+    char buf[32];
+    er_time_format(ms, buf);
+    return json_string(buf);
+}
+
+/* Stored JSON text as a JSON value; text that does not parse (it should
+ * always parse) is shown as a string rather than lost. */
+static json_t *text_as_json(const char *s, size_t len)
+{
+    if (!s)
+        return json_null();
+    json_t *v = json_loadb(s, len, JSON_DECODE_ANY, NULL);
+    if (!v)
+        v = json_stringn(s, len);
+    return v ? v : json_null();
+}
+
+json_t *er_job_to_json(const er_job *job)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    const char *state = er_state_name(job->state);
+    size_t plen = job->payload ? job->payload_len : 0;
+    int bad = 0;
+    bad |= json_object_set_new(o, "id", str_or_null(job->id));
+    bad |= json_object_set_new(o, "queue", str_or_null(job->queue));
+    bad |= json_object_set_new(o, "name", str_or_null(job->name));
+    bad |= json_object_set_new(o, "payload", text_as_json(job->payload, plen));
+    bad |= json_object_set_new(o, "state", str_or_null(state));
+    bad |= json_object_set_new(o, "priority", json_integer(job->priority));
+    bad |= json_object_set_new(o, "group", str_or_null(job->group));
+    bad |= json_object_set_new(o, "run_at", time_or_null(job->run_at));
+    bad |= json_object_set_new(o, "max_attempts", json_integer(job->max_attempts));
+    bad |= json_object_set_new(o, "backoff", backoff_to_json(&job->backoff));
+    bad |= json_object_set_new(o, "timeout_ms", json_integer(job->timeout_ms));
+    bad |= json_object_set_new(o, "trace_id", str_or_null(job->trace_id));
+    bad |= json_object_set_new(o, "idempotency_key", str_or_null(job->idempotency_key));
+    bad |= json_object_set_new(o, "attempts", json_integer(job->attempts));
+    bad |= json_object_set_new(o, "started", json_integer(job->started));
+    bad |= json_object_set_new(o, "stalled", json_integer(job->stalled));
+    bad |= json_object_set_new(o, "lease_owner", str_or_null(job->lease_owner));
+    bad |= json_object_set_new(o, "lease_expires_at", time_or_null(job->lease_expires_at));
+    bad |= json_object_set_new(o, "last_error",
+                               text_as_json(job->last_error,
+                                            job->last_error ? strlen(job->last_error) : 0));
+    bad |= json_object_set_new(o, "result",
+                               text_as_json(job->result, job->result ? strlen(job->result) : 0));
+    bad |= json_object_set_new(
+        o, "progress", text_as_json(job->progress, job->progress ? strlen(job->progress) : 0));
+    bad |= json_object_set_new(o, "created_at", time_or_null(job->created_at));
+    bad |= json_object_set_new(o, "updated_at", time_or_null(job->updated_at));
+    bad |= json_object_set_new(o, "started_at", time_or_null(job->started_at));
+    bad |= json_object_set_new(o, "finished_at", time_or_null(job->finished_at));
+    bad |= json_object_set_new(o, "redriven_at", time_or_null(job->redriven_at));
+    bad |= json_object_set_new(o, "redrive_count", json_integer(job->redrive_count));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

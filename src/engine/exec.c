@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Runs engine requests against a store connection. Writes run inside the
+ * writer's group-commit transaction and record which queues got ready jobs;
+ * reads run on the reader's connection. No locking here: each context is
+ * owned by one thread.
+ */
+#include "engine/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAINT_LIMIT 5000
+
+bool er_is_storage_error(int rc)
+{
+    return rc == ER_EUNAVAIL || rc == ER_EFULL || rc == ER_ENOMEM || rc == ER_EINTERNAL;
+}
+
+void er_wake_add(er_wake *w, const char *queue, int count)
+{
+    for (size_t i = 0; i < w->len; i++)
+        if (strcmp(w->names[i], queue) == 0) {
+            w->counts[i] += count;
+            return;
+        }
+    if (w->len == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        char **names = realloc(w->names, cap * sizeof *names);
+        if (!names)
+            return;
+        w->names = names;
+        int *counts = realloc(w->counts, cap * sizeof *counts);
+        if (!counts)
+            return;
+        w->counts = counts;
+        w->cap = cap;
+    }
+    char *copy = strdup(queue);
+    if (!copy)
+        return; /* a lost wake-up is covered by the parked fetchers' re-poll */
+    w->names[w->len] = copy;
+    w->counts[w->len] = count;
+    w->len++;
+}
+
+void er_wake_fini(er_wake *w)
+{
+    for (size_t i = 0; i < w->len; i++)
+        free(w->names[i]);
+    free(w->names);
+    free(w->counts);
+    memset(w, 0, sizeof *w);
+}
+
+bool er_req_is_read(const er_req *req)
+{
+    switch (req->type) {
+    case ER_REQ_GET_JOB:
+    case ER_REQ_LIST_JOBS:
+    case ER_REQ_LIST_QUEUES:
+    case ER_REQ_GET_QUEUE:
+    case ER_REQ_LIST_DEAD:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void wake_names(er_wake *w, char **names, size_t n, int count)
+{
+    for (size_t i = 0; i < n; i++) {
+        er_wake_add(w, names[i], count);
+        free(names[i]);
+    }
+    free(names);
+}
+
+static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    er_error *err = &req->err;
+    if (!req->duplicate) {
+        req->duplicate = calloc(req->njobs ? req->njobs : 1, sizeof *req->duplicate);
+        if (!req->duplicate)
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    er_queue_settings qs;
+    const char *qs_for = NULL;
+    int ready = 0;
+    for (size_t i = 0; i < req->njobs; i++) {
+        er_job *job = &req->jobs[i];
+        if (!qs_for || strcmp(qs_for, job->queue) != 0) {
+            int rc = x->ops->get_queue_settings(x->store, job->queue, &qs, err);
+            if (rc < 0)
+                return rc;
+            qs_for = job->queue;
+        }
+        er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
+        job->updated_at = now;
+        er_job *existing = req->njobs == 1 ? &req->job : NULL;
+        int rc = x->ops->enqueue(x->store, job, &req->duplicate[i], existing, err);
+        if (rc < 0)
+            return rc;
+        if (!req->duplicate[i] && job->state == ER_STATE_WAITING)
+            ready++;
+        if (ready && (i + 1 == req->njobs || strcmp(req->jobs[i + 1].queue, job->queue) != 0)) {
+            er_wake_add(&x->wake, job->queue, ready);
+            ready = 0;
+        }
+    }
+    if (req->njobs == 1 && !req->duplicate[0]) {
+        int rc = er_job_copy(&req->job, &req->jobs[0]);
+        if (rc < 0)
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    return 0;
+}
+
+/* Applies acks one by one; each item's logical error stays on the item. */
+static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    for (size_t i = 0; i < req->nacks; i++) {
+        er_ack *a = &req->acks[i];
+        er_error_clear(&a->err);
+        int rc;
+        switch (a->kind) {
+        case ER_ACK_COMPLETE:
+            rc = x->ops->complete(x->store, a->id, a->token, a->result, now, &a->err);
+            break;
+        case ER_ACK_FAIL:
+            rc = x->ops->fail(x->store, a->id, a->token, &a->failure, now, &x->rand, &a->outcome,
+                              &a->err);
+            break;
+        case ER_ACK_RELEASE:
+        default:
+            rc = x->ops->release(x->store, a->id, a->token, now, &a->err);
+            break;
+        }
+        if (er_is_storage_error(rc)) {
+            req->err = a->err;
+            return rc;
+        }
+        a->rc = rc;
+        if (rc == 0 && a->kind == ER_ACK_RELEASE) {
+            er_job tmp;
+            er_job_init(&tmp);
+            /* a released job is ready again at once */
+            if (x->ops->get_job(x->store, a->id, &tmp, NULL) == 0)
+                er_wake_add(&x->wake, tmp.queue, 1);
+            er_job_fini(&tmp);
+        }
+    }
+    return 0;
+}
+
+static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    if (!req->acks_applied) {
+        int rc = exec_acks(x, req, now);
+        if (rc < 0)
+            return rc;
+    }
+    er_fetch_params p = {
+        .queues = (const char *const *)req->queues,
+        .nqueues = req->nqueues,
+        .worker_id = req->worker_id,
+        .max = req->max,
+        .lease_ms = req->lease_ms,
+        .now = now,
+    };
+    return x->ops->fetch(x->store, &p, &x->rand, &req->list, &req->err);
+}
+
+static int exec_put_queue(er_exec_ctx *x, er_req *req)
+{
+    er_queue_settings s;
+    int rc = x->ops->get_queue_settings(x->store, req->queue, &s, &req->err);
+    if (rc < 0)
+        return rc;
+    bool was_paused = s.paused;
+    rc = er_queue_settings_merge(&s, req->patch, &req->err);
+    if (rc < 0) {
+        req->rc = rc;
+        return 0;
+    }
+    rc = x->ops->put_queue_settings(x->store, req->queue, &s, &req->err);
+    if (rc < 0)
+        return rc;
+    req->settings = s;
+    if (was_paused && !s.paused)
+        er_wake_add(&x->wake, req->queue, ER_FETCH_MAX);
+    return 0;
+}
+
+int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    int rc = 0;
+    er_error_clear(&req->err);
+    req->rc = 0;
+    switch (req->type) {
+    case ER_REQ_ENQUEUE:
+        rc = exec_enqueue(x, req, now);
+        break;
+    case ER_REQ_FETCH:
+        rc = exec_fetch(x, req, now);
+        break;
+    case ER_REQ_ACKS:
+        rc = exec_acks(x, req, now);
+        break;
+    case ER_REQ_HEARTBEAT:
+        rc = x->ops->heartbeat(x->store, req->id, req->token, req->extend_ms, req->progress, now,
+                               &req->expires_at, &req->err);
+        break;
+    case ER_REQ_CANCEL:
+        rc = x->ops->cancel(x->store, req->id, now, &req->job, &req->err);
+        break;
+    case ER_REQ_PUT_QUEUE:
+        rc = exec_put_queue(x, req);
+        break;
+    case ER_REQ_REDRIVE:
+        rc = x->ops->redrive(x->store, req->id, now, &req->job, &req->err);
+        if (rc == 0 && req->job.queue)
+            er_wake_add(&x->wake, req->job.queue, 1);
+        break;
+    case ER_REQ_DELETE_DEAD:
+        rc = x->ops->delete_dead(x->store, req->id, &req->err);
+        break;
+    default:
+        rc = er_error_set(&req->err, ER_EINTERNAL, "", "read request on the writer");
+        break;
+    }
+    if (er_is_storage_error(rc))
+        return rc;
+    if (rc < 0 && req->rc == 0)
+        req->rc = rc;
+    return 0;
+}
+
+void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    int rc;
+    er_error_clear(&req->err);
+    switch (req->type) {
+    case ER_REQ_GET_JOB:
+        rc = x->ops->get_job(x->store, req->id, &req->job, &req->err);
+        break;
+    case ER_REQ_LIST_JOBS:
+        rc = x->ops->list_jobs(x->store, req->queue, req->state, req->max, req->cursor,
+                               &req->list, &req->next_cursor, &req->err);
+        break;
+    case ER_REQ_LIST_QUEUES:
+        rc = x->ops->list_queues(x->store, now, &req->queue_infos, &req->nqueue_infos,
+                                 &req->err);
+        break;
+    case ER_REQ_GET_QUEUE:
+        rc = x->ops->get_queue_settings(x->store, req->queue, &req->settings, &req->err);
+        break;
+    case ER_REQ_LIST_DEAD:
+        rc = x->ops->list_dead(x->store, req->queue, req->max, req->cursor, &req->list,
+                               &req->next_cursor, &req->err);
+        break;
+    default:
+        rc = er_error_set(&req->err, ER_EINTERNAL, "", "write request on the reader");
+        break;
+    }
+    req->rc = rc;
+}
+
+int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
+{
+    er_error err;
+    char **names = NULL;
+    size_t n = 0;
+    int count = 0;
+    int rc = x->ops->promote(x->store, now, MAINT_LIMIT, &count, &names, &n, &err);
+    if (rc < 0)
+        return rc;
+    wake_names(&x->wake, names, n, count > 0 ? count : 1);
+    names = NULL;
+    n = 0;
+    rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &err);
+    if (rc < 0)
+        return rc;
+    wake_names(&x->wake, names, n, count > 0 ? count : 1);
+    if (with_retention) {
+        rc = x->ops->retention(x->store, now, MAINT_LIMIT, &count, &err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Execution of engine requests against one store connection, on the writer
+ * or reader thread. Internal to src/engine.
+ */
+#ifndef ER_ENGINE_EXEC_H
+#define ER_ENGINE_EXEC_H
+
+#include <stdbool.h>
+
+#include "engine/engine.h"
+
+/* Queues that got ready jobs in a transaction, with how many, so parked
+ * fetchers on them can be woken. */
+typedef struct er_wake {
+    char **names;
+    int *counts;
+    size_t len, cap;
+} er_wake;
+
+void er_wake_add(er_wake *w, const char *queue, int count);
+void er_wake_fini(er_wake *w);
+
+typedef struct er_exec_ctx {
+    const er_store_ops *ops;
+    er_store *store;
+    er_rand rand;
+    er_job_defaults server_defaults;
+    er_wake wake;              /* filled by writes in the current transaction */
+} er_exec_ctx;
+
+/* True when the request only reads (runs on the reader thread). */
+bool er_req_is_read(const er_req *req);
+
+/* Runs one request inside the writer's open transaction. Returns 0 when the
+ * transaction may continue (the request's own rc may still be a logical
+ * error), or a storage error code: the caller must roll back the batch. */
+int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now);
+
+/* Runs one read request on the reader's connection; sets req->rc. */
+void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now);
+
+/* Maintenance in the writer's open transaction: promotion, reaping and,
+ * when with_retention, retention. Returns 0 or a storage error. */
+int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention);
+
+/* True for codes that mean the store failed (roll back, answer 503). */
+bool er_is_storage_error(int rc);
+
+#endif

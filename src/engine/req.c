@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Engine requests: allocation and release of everything a request owns.
+ */
+#include "engine/engine.h"
+
+#include <stdlib.h>
+
+er_req *er_req_new(er_req_type type)
+{
+    er_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->type = type;
+    er_job_init(&r->job);
+    return r;
+}
+
+void er_req_free(er_req *req)
+{
+    if (!req)
+        return;
+    for (size_t i = 0; i < req->njobs; i++)
+        er_job_fini(&req->jobs[i]);
+    free(req->jobs);
+    for (size_t i = 0; i < req->nacks; i++) {
+        free(req->acks[i].id);
+        free(req->acks[i].token);
+        free(req->acks[i].result);
+        er_failure_fini(&req->acks[i].failure);
+    }
+    free(req->acks);
+    for (size_t i = 0; i < req->nqueues; i++)
+        free(req->queues[i]);
+    free(req->queues);
+    free(req->worker_id);
+    free(req->id);
+    free(req->token);
+    free(req->progress);
+    free(req->queue);
+    free(req->cursor);
+    json_decref(req->patch);
+    free(req->duplicate);
+    er_job_fini(&req->job);
+    er_job_list_fini(&req->list);
+    free(req->next_cursor);
+    er_queue_info_list_free(req->queue_infos, req->nqueue_infos);
+    free(req);
+}

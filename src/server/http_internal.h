@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Internals shared by the HTTP frontend's files: the server struct, the
+ * per-request context, the route table's handler type and the reply and
+ * body-parsing helpers of http.c. Nothing outside src/server includes this.
+ * A handler either replies at once or submits one engine request whose
+ * finish callback replies; it never does both.
+ */
+#ifndef ER_SERVER_HTTP_INTERNAL_H
+#define ER_SERVER_HTTP_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "server/server.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+struct evhttp;
+struct evhttp_request;
+struct evhttp_bound_socket;
+
+#define ER_PARAM_MAX 255 /* decoded path parameter, bytes */
+#define ER_HTTP_CTX_CACHE 1024
+
+/* Who may call a route. */
+typedef enum er_access {
+    ER_ACCESS_OPEN,    /* no auth (health probes) */
+    ER_ACCESS_READ,    /* any role */
+    ER_ACCESS_PRODUCE, /* producer or admin */
+    ER_ACCESS_WORK,    /* worker or admin */
+    ER_ACCESS_ADMIN,   /* admin */
+} er_access;
+
+typedef struct er_hctx er_hctx;
+typedef void (*er_route_fn)(er_hctx *c);
+/* Formats the reply of a finished engine request (c is live). */
+typedef void (*er_finish_fn)(er_hctx *c, er_req *r);
+
+typedef struct er_route {
+    int method;          /* EVHTTP_REQ_* */
+    const char *pattern; /* "/v1/queues/{queue}/jobs": one {queue} or {id} at most */
+    er_access access;
+    er_route_fn fn;
+    int flags;           /* handler-specific (e.g. which ack kind) */
+} er_route;
+
+extern const er_route er_routes[];
+extern const size_t er_nroutes;
+
+/* The per-request context: from the evhttp callback until the reply. Pooled
+ * by the server; never outlives it (er_server_free requires a drained engine). */
+struct er_hctx {
+    er_server *s;
+    struct evhttp_request *req; /* NULL once libevent freed it (connection freed) */
+    int route;                  /* index in er_routes, or er_nroutes when unmatched */
+    int flags;                  /* the route's flags */
+    char param[ER_PARAM_MAX + 1]; /* decoded {queue} or {id} */
+    const char *query;          /* raw query string or NULL; handler only */
+    er_finish_fn finish;
+    bool orphan;                /* connection gone, request detached: free it ourselves */
+    bool parked;                /* waiting for the engine */
+    er_hctx *next_free;
+};
+
+struct er_server {
+    struct event_base *base;
+    er_engine *engine;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    const er_token *tokens;
+    size_t ntokens;
+    size_t max_body;
+    size_t payload_max;
+    int port;
+    bool accepting;
+    size_t inflight;
+    er_rand rand;
+    er_hctx *free_ctx;
+    size_t nfree;
+    /* requests answered, by route (last row: unmatched) and status class 1xx..5xx */
+    uint64_t *http_counts; /* (er_nroutes + 1) * 5 */
+};
+
+/* ---- replies (http.c); each one ends the request and releases c ---- */
+
+/* Sends `body` (takes the reference; NULL means out of memory -> 503). */
+void er_http_reply_json(er_hctx *c, int status, json_t *body);
+/* Sends {"error":{code,message,field}} with the code's HTTP status. */
+void er_http_reply_error(er_hctx *c, const er_error *err);
+/* Builds an error and sends it. */
+void er_http_fail(er_hctx *c, int code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The error of a failed engine request (r->rc != 0). */
+void er_http_reply_req_error(er_hctx *c, const er_req *r);
+/* Sends a text body with a content type (used by /metrics). */
+void er_http_reply_text(er_hctx *c, int status, const char *content_type, const char *text,
+                        size_t len);
+
+/* Hands r to the engine; `finish` formats the reply when it is done. Takes r. */
+void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish);
+
+/* ---- request parsing (http.c) ---- */
+
+/* Parses the body as a JSON object (Content-Type checked). Returns 0 and a
+ * new reference in *out, or replies with the error and returns < 0. */
+int er_http_body_object(er_hctx *c, json_t **out);
+
+/* Fails with ER_EINVAL naming prefix+key for the first key of obj not in
+ * `allowed` (NULL-terminated). */
+int er_json_check_keys(const json_t *obj, const char *const *allowed, const char *prefix,
+                       er_error *err);
+/* Reads an optional integer member in [min, max]; *out untouched when absent.
+ * Returns 1 when present, 0 when absent, ER_EINVAL (naming prefix+key). */
+int er_json_get_int(const json_t *obj, const char *key, int64_t min, int64_t max,
+                    const char *prefix, int64_t *out, er_error *err);
+/* Reads a required string member and checks it with er_id_validate. */
+int er_json_get_id(const json_t *obj, const char *key, const char *prefix, const char **out,
+                   er_error *err);
+/* Serializes any JSON value to compact text (owned; NULL on ENOMEM). Fails
+ * with ER_ETOOBIG when longer than max. */
+int er_json_to_text(const json_t *v, size_t max, const char *field, char **out, er_error *err);
+/* Prefixes err->field with `prefix` (e.g. "jobs[3]."). */
+void er_error_prefix(er_error *err, const char *prefix);
+
+/* Query string: calls fn for each key=value (both decoded, NUL-terminated
+ * in a scratch buffer). Stops at the first nonzero return. Returns 0, fn's
+ * value, or ER_EINVAL for bad encoding. */
+int er_query_foreach(const char *query, int (*fn)(void *arg, const char *k, const char *v),
+                     void *arg, er_error *err);
+
+/* ---- handlers ---- */
+void er_route_healthz(er_hctx *c);
+void er_route_readyz(er_hctx *c);
+void er_route_metrics(er_hctx *c);
+
+void er_route_enqueue(er_hctx *c);
+void er_route_fetch(er_hctx *c);
+void er_route_heartbeat(er_hctx *c);
+void er_route_ack_one(er_hctx *c); /* flags: er_ack_kind */
+void er_route_acks(er_hctx *c);
+void er_route_get_job(er_hctx *c);
+void er_route_cancel_job(er_hctx *c);
+
+void er_route_list_queues(er_hctx *c);
+void er_route_get_queue(er_hctx *c);
+void er_route_list_jobs(er_hctx *c);
+void er_route_put_queue(er_hctx *c);
+void er_route_pause_queue(er_hctx *c); /* flags: 1 pause, 0 resume */
+void er_route_list_dead(er_hctx *c);
+void er_route_redrive(er_hctx *c);
+void er_route_delete_dead(er_hctx *c);
+
+/* ---- auth (auth.c) ---- */
+
+/* Checks the Authorization header against the configured tokens for the
+ * access level. Returns 0, ER_EAUTH or ER_EPERM with *err. */
+int er_http_authorize(const er_server *s, const char *authorization, er_access access,
+                      er_error *err);
+
+#endif

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The HTTP/JSON frontend (API.md) on libevent's evhttp. It only parses
+ * requests into engine requests and formats the answers; every rule about
+ * jobs lives in src/core and the stores. Runs on the event-loop thread.
+ */
+#ifndef ER_SERVER_SERVER_H
+#define ER_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "util/err.h"
+
+struct event_base;
+
+typedef enum er_role { ER_ROLE_PRODUCER = 1, ER_ROLE_WORKER = 2, ER_ROLE_ADMIN = 3 } er_role;
+
+typedef struct er_token {
+    er_role role;
+    char token[128];
+} er_token;
+
+/* Parses "ROLE:TOKEN" (role producer|worker|admin, token 16..127 chars of
+ * [A-Za-z0-9._~+/=-]). Returns 0 or ER_EINVAL with *err. */
+int er_token_parse(const char *spec, er_token *out, er_error *err);
+
+typedef struct er_server_config {
+    const char *listen;        /* "HOST:PORT"; port 0 picks a free port */
+    const er_token *tokens;    /* borrowed for the server's life */
+    size_t ntokens;
+    size_t max_body;           /* request body limit in bytes */
+    size_t payload_max;        /* one job's serialized payload limit */
+    int max_connections;
+} er_server_config;
+
+typedef struct er_server er_server;
+
+/* Binds and starts serving. Refuses (ER_EINVAL) a non-loopback address with
+ * no tokens. Logs {"msg":"listening","listen":"HOST:PORT"} with the real port.
+ * Returns 0 and *out, or a negative code with *err. */
+int er_server_start(struct event_base *base, er_engine *engine, const er_server_config *cfg,
+                    er_server **out, er_error *err);
+
+/* The bound port (useful with port 0). */
+int er_server_port(const er_server *s);
+
+/* Stops accepting new connections; /readyz answers 503 from now on.
+ * Requests already received are still answered. */
+void er_server_stop_accepting(er_server *s);
+
+/* Number of requests received and not yet answered. */
+size_t er_server_inflight(const er_server *s);
+
+/* Closes every connection and frees the server. NULL-safe. */
+void er_server_free(er_server *s);
+
+#endif

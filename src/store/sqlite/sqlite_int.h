@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Internals of the SQLite store, shared by its .c files and its tests: the
+ * connection struct, the statement table (SQL text exposed so tests can run
+ * EXPLAIN QUERY PLAN on it), the per-connection queue-settings cache and the
+ * row <-> er_job mapping. Nothing outside src/store/sqlite and tests/store
+ * includes this header.
+ */
+#ifndef ER_STORE_SQLITE_INT_H
+#define ER_STORE_SQLITE_INT_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* Statement ids; er_sqlite_sql[id] is the text. Prepared lazily, once per
+ * connection, and reset after every use. */
+enum {
+    ER_SQ_BEGIN,
+    ER_SQ_COMMIT,
+    ER_SQ_ROLLBACK,
+    ER_SQ_INSERT_JOB,
+    ER_SQ_GET_JOB,
+    ER_SQ_LEASE_STATE,
+    ER_SQ_QUEUE_REGISTER,
+    ER_SQ_QUEUE_GET,
+    ER_SQ_QUEUE_PUT,
+    ER_SQ_QUEUE_THROTTLE,
+    ER_SQ_QUEUE_ALL,
+    ER_SQ_COUNT_ACTIVE,
+    ER_SQ_FETCH,
+    ER_SQ_HEARTBEAT,
+    ER_SQ_COMPLETE,
+    ER_SQ_RELEASE,
+    ER_SQ_FAIL_APPLY,
+    ER_SQ_CANCEL,
+    ER_SQ_LIST_JOBS,
+    ER_SQ_COUNTS,
+    ER_SQ_OLDEST_WAITING,
+    ER_SQ_LIST_DEAD,
+    ER_SQ_LIST_DEAD_QUEUE,
+    ER_SQ_REDRIVE_MARK,
+    ER_SQ_DELETE_DEAD,
+    ER_SQ_PROMOTE,
+    ER_SQ_REAP_SELECT,
+    ER_SQ_REAP_APPLY,
+    ER_SQ_RET_COMPLETED_AGE,
+    ER_SQ_RET_COMPLETED_COUNT,
+    ER_SQ_RET_DEAD_AGE,
+    ER_SQ_NEXT_SCHEDULED,
+    ER_SQ_NEXT_LEASE,
+    ER_SQ_NSTMT
+};
+
+extern const char *const er_sqlite_sql[ER_SQ_NSTMT];
+
+/* Schema migrations, applied in order at open (see sql.c for the procedure). */
+extern const char *const er_sqlite_migrations[];
+extern const int er_sqlite_schema_version;
+
+/* Column indexes of ER_SQ_JOB_COLS (the order every job SELECT/RETURNING uses). */
+enum { ER_SQ_COL_SEQ = 32, ER_SQ_NCOLS = 33 };
+
+/* One cached queue: its settings, pause and throttle state. */
+typedef struct er_sqlite_queue {
+    char *name;
+    er_queue_settings settings; /* settings.paused mirrors the queues.paused column */
+    int64_t throttled_until;
+    bool in_table; /* a queues row exists (committed or in this transaction) */
+} er_sqlite_queue;
+
+struct er_store {
+    sqlite3 *db;
+    sqlite3_stmt *st[ER_SQ_NSTMT];
+    er_sqlite_queue **qc; /* owned cache entries, cleared on rollback */
+    size_t nqc, capqc;
+    er_rand *rand; /* borrowed while a fetch statement runs (for er_token()) */
+};
+
+/* Maps a SQLite result code to an ER_E* code with sqlite's message in *err;
+ * the one place SQLite codes are translated. */
+int er_sqlite_error(sqlite3 *db, int rc, const char *what, er_error *err);
+
+/* Returns the cached prepared statement `id` in *st (preparing it on first
+ * use) or a negative code. The caller resets it when done. */
+int er_sqlite_prep(er_store *s, int id, sqlite3_stmt **st, er_error *err);
+/* Steps a statement expected to finish without rows; resets it. */
+int er_sqlite_run(er_store *s, sqlite3_stmt *st, er_error *err);
+
+/* Opens a transaction unless one is open (*own says whether this call did);
+ * op_end commits an owned one on rc == 0 and rolls it back otherwise. */
+int er_sqlite_op_begin(er_store *s, bool *own, er_error *err);
+int er_sqlite_op_end(er_store *s, bool own, int rc, er_error *err);
+
+/* The cache entry for `queue`, loaded from the queues table on a miss
+ * (defaults when no row). Borrowed until the next call that may load. */
+int er_sqlite_queue_get(er_store *s, const char *queue, er_sqlite_queue **out, er_error *err);
+/* Ensures a queues row exists for `queue` (so it lists). */
+int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err);
+void er_sqlite_queue_cache_clear(er_store *s);
+/* Parses a stored settings text (NULL = defaults) and paused column. */
+int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *out,
+                             er_error *err);
+
+/* Binds a job's columns to ?1..?32 of ER_SQ_INSERT_JOB. */
+int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error *err);
+/* Reads the current row (ER_SQ_JOB_COLS order, from column `first`) into *j
+ * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled: fini it. */
+int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err);
+/* Reads one job by id into *out (ER_ENOTFOUND when none). */
+int er_sqlite_load_job(er_store *s, const char *id, er_job *out, er_error *err);
+
+/* The connection handle, for tests (EXPLAIN QUERY PLAN, integrity checks). */
+sqlite3 *er_sqlite_handle(er_store *s);
+
+/* Operations (jobs.c, admin.c), in store.h's order. */
+int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
+                      er_error *err);
+int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+                    er_error *err);
+int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
+                        const char *progress, int64_t now, int64_t *expires_at, er_error *err);
+int er_sqlite_complete(er_store *s, const char *id, const char *token, const char *result,
+                       int64_t now, er_error *err);
+int er_sqlite_fail(er_store *s, const char *id, const char *token, const er_failure *f,
+                   int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err);
+int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t now,
+                      er_error *err);
+int er_sqlite_get_job(er_store *s, const char *id, er_job *out, er_error *err);
+int er_sqlite_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limit,
+                        const char *cursor, er_job_list *out, char **next_cursor, er_error *err);
+int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n,
+                          er_error *err);
+int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
+                                 er_error *err);
+int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
+                                 er_error *err);
+int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *cursor,
+                        er_job_list *out, char **next_cursor, er_error *err);
+int er_sqlite_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err);
+int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queues,
+                      size_t *nqueues, er_error *err);
+int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
+                   size_t *nqueues, er_error *err);
+int er_sqlite_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
+int er_sqlite_next_due(er_store *s, int64_t *at, er_error *err);
+
+#endif
