@@ -7,5 +7,6 @@
 #define ER_CLI_CLI_H
 
 int er_cli_serve(int argc, char **argv, char **envp);
+int er_cli_bench(int argc, char **argv, char **envp);
 
 #endif

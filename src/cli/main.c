@@ -14,6 +14,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: errand COMMAND [ARGS]\n\n"
                  "commands:\n"
                  "  serve      run the job server (errand serve --help)\n"
+                 "  bench      load scenarios against a server (errand bench --help)\n"
                  "  version    print the version\n");
 }
 
@@ -26,6 +27,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "serve") == 0)
         return er_cli_serve(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "bench") == 0)
+        return er_cli_bench(argc - 2, argv + 2, environ);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("errand 0.1.0\n");
         return 0;

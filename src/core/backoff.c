@@ -15,7 +15,10 @@ static int64_t jittered(int64_t d, double jitter, er_rand *r)
         return d;
     if (jitter > 1.0)
         jitter = 1.0;
-    int64_t lo = d - (int64_t)((double)d * jitter);
+    /* cut < (double)d <= 2^63 keeps the conversion in range; a cut that
+     * rounds up to the whole delay means the window starts at 0. */
+    double cut = (double)d * jitter;
+    int64_t lo = cut >= (double)d ? 0 : d - (int64_t)cut;
     if (lo < 0)
         lo = 0;
     int64_t span = d - lo;

@@ -96,7 +96,8 @@ void er_http_fail(er_hctx *c, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The error of a failed engine request (r->rc != 0). */
 void er_http_reply_req_error(er_hctx *c, const er_req *r);
-/* Sends a text body with a content type (used by /metrics). */
+/* Sends a text body with a content type (used by /metrics). text NULL: the
+ * caller already wrote the body into the request's output buffer. */
 void er_http_reply_text(er_hctx *c, int status, const char *content_type, const char *text,
                         size_t len);
 

@@ -104,7 +104,7 @@ int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *ou
 
 /* Binds a job's columns to ?1..?32 of ER_SQ_INSERT_JOB. */
 int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error *err);
-/* Reads the current row (ER_SQ_JOB_COLS order, from column `first`) into *j
+/* Reads the current row (ER_SQ_JOB_COLS order) into *j
  * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled: fini it. */
 int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err);
 /* Reads one job by id into *out (ER_ENOTFOUND when none). */

@@ -1,0 +1,719 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The HTTP server: listening, the route table and dispatch (404/405, auth,
+ * path parameters), request bodies and query strings, JSON replies and
+ * errors, and the hand-off of requests to the engine. Handlers live in
+ * routes_*.c and metrics.c. Everything runs on the event-loop thread;
+ * per-request contexts are pooled so a request costs no allocation here.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "core/job.h"
+#include "server/http_internal.h"
+#include "util/log.h"
+
+#define HTTP_TIMEOUT_S 60
+#define HTTP_MAX_HEADERS 16384
+#define DEFAULT_MAX_BODY (16u * 1024 * 1024)
+
+const er_route er_routes[] = {
+    {EVHTTP_REQ_GET, "/healthz", ER_ACCESS_OPEN, er_route_healthz, 0},
+    {EVHTTP_REQ_GET, "/readyz", ER_ACCESS_OPEN, er_route_readyz, 0},
+    {EVHTTP_REQ_GET, "/metrics", ER_ACCESS_READ, er_route_metrics, 0},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/jobs", ER_ACCESS_PRODUCE, er_route_enqueue, 0},
+    {EVHTTP_REQ_GET, "/v1/queues/{queue}/jobs", ER_ACCESS_READ, er_route_list_jobs, 0},
+    {EVHTTP_REQ_POST, "/v1/fetch", ER_ACCESS_WORK, er_route_fetch, 0},
+    {EVHTTP_REQ_POST, "/v1/acks", ER_ACCESS_WORK, er_route_acks, 0},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/heartbeat", ER_ACCESS_WORK, er_route_heartbeat, 0},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/complete", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_COMPLETE},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/fail", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_FAIL},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/release", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_RELEASE},
+    {EVHTTP_REQ_GET, "/v1/jobs/{id}", ER_ACCESS_READ, er_route_get_job, 0},
+    {EVHTTP_REQ_DELETE, "/v1/jobs/{id}", ER_ACCESS_ADMIN, er_route_cancel_job, 0},
+    {EVHTTP_REQ_GET, "/v1/queues", ER_ACCESS_READ, er_route_list_queues, 0},
+    {EVHTTP_REQ_GET, "/v1/queues/{queue}", ER_ACCESS_READ, er_route_get_queue, 0},
+    {EVHTTP_REQ_PUT, "/v1/queues/{queue}", ER_ACCESS_ADMIN, er_route_put_queue, 0},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/pause", ER_ACCESS_ADMIN, er_route_pause_queue, 1},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/resume", ER_ACCESS_ADMIN, er_route_pause_queue, 0},
+    {EVHTTP_REQ_GET, "/v1/dead", ER_ACCESS_READ, er_route_list_dead, 0},
+    {EVHTTP_REQ_POST, "/v1/dead/{id}/redrive", ER_ACCESS_ADMIN, er_route_redrive, 0},
+    {EVHTTP_REQ_DELETE, "/v1/dead/{id}", ER_ACCESS_ADMIN, er_route_delete_dead, 0},
+};
+const size_t er_nroutes = sizeof er_routes / sizeof er_routes[0];
+
+static const char *method_name(int m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    default: return "OTHER";
+    }
+}
+
+/* ---- request contexts ---- */
+
+static er_hctx *ctx_get(er_server *s)
+{
+    er_hctx *c = s->free_ctx;
+    if (c) {
+        s->free_ctx = c->next_free;
+        s->nfree--;
+    } else {
+        c = malloc(sizeof *c);
+        if (!c)
+            return NULL;
+    }
+    c->s = s;
+    c->req = NULL;
+    c->route = (int)er_nroutes;
+    c->flags = 0;
+    c->param[0] = '\0';
+    c->query = NULL;
+    c->finish = NULL;
+    c->orphan = false;
+    c->parked = false;
+    c->next_free = NULL;
+    return c;
+}
+
+static void ctx_release(er_hctx *c)
+{
+    er_server *s = c->s;
+    s->inflight--;
+    if (s->nfree < ER_HTTP_CTX_CACHE) {
+        c->next_free = s->free_ctx;
+        s->free_ctx = c;
+        s->nfree++;
+    } else {
+        free(c);
+    }
+}
+
+static void count_status(er_hctx *c, int status)
+{
+    int cls = status / 100 - 1;
+    if (cls < 0 || cls > 4)
+        cls = 4;
+    c->s->http_counts[(size_t)c->route * 5 + (size_t)cls]++;
+}
+
+/* ---- replies ---- */
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+    return evbuffer_add(data, buf, size);
+}
+
+static void send_reply(er_hctx *c, int status)
+{
+    count_status(c, status);
+    if (!c->s->accepting)
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
+    evhttp_send_reply(c->req, status, NULL, NULL);
+    ctx_release(c);
+}
+
+void er_http_reply_json(er_hctx *c, int status, json_t *body)
+{
+    struct evbuffer *out = evhttp_request_get_output_buffer(c->req);
+    if (!body || json_dump_callback(body, dump_cb, out, JSON_COMPACT) != 0) {
+        json_decref(body);
+        evbuffer_drain(out, evbuffer_get_length(out));
+        static const char oom[] =
+            "{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\",\"field\":null}}";
+        evbuffer_add(out, oom, sizeof oom - 1);
+        send_reply(c, 503);
+        return;
+    }
+    json_decref(body);
+    send_reply(c, status);
+}
+
+void er_http_reply_error(er_hctx *c, const er_error *err)
+{
+    int code = err->code ? err->code : ER_EINTERNAL;
+    const char *msg = err->message[0] ? err->message : er_error_code_name(code);
+    json_t *body = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", er_error_code_name(code),
+                             "message", msg, "field",
+                             err->field[0] ? json_string(err->field) : json_null());
+    if (code == ER_EAUTH)
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "WWW-Authenticate",
+                          "Bearer");
+    er_http_reply_json(c, er_error_http_status(code), body);
+}
+
+void er_http_fail(er_hctx *c, int code, const char *field, const char *fmt, ...)
+{
+    er_error err = {.code = code};
+    snprintf(err.field, sizeof err.field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    va_end(ap);
+    er_http_reply_error(c, &err);
+}
+
+void er_http_reply_req_error(er_hctx *c, const er_req *r)
+{
+    er_error err = r->err;
+    if (!err.code)
+        err.code = r->rc ? r->rc : ER_EINTERNAL;
+    er_http_reply_error(c, &err);
+}
+
+void er_http_reply_text(er_hctx *c, int status, const char *content_type, const char *text,
+                        size_t len)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type", content_type);
+    if (text)
+        evbuffer_add(evhttp_request_get_output_buffer(c->req), text, len);
+    send_reply(c, status);
+}
+
+/* ---- engine hand-off ---- */
+
+/* The connection of a parked request went away (libevent frees it). */
+static void on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+    er_hctx *c = arg;
+    if (!c->req)
+        return;
+    if (evhttp_request_get_connection(c->req) == NULL)
+        c->orphan = true; /* detached from the connection: ours to free */
+    else
+        c->req = NULL; /* freed together with the connection */
+}
+
+static void on_engine_done(er_req *r)
+{
+    er_hctx *c = r->arg;
+    c->parked = false;
+    if (!c->req || c->orphan) {
+        if (c->req)
+            evhttp_request_free(c->req);
+        ctx_release(c);
+        er_req_free(r);
+        return;
+    }
+    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+    if (evcon)
+        evhttp_connection_set_closecb(evcon, NULL, NULL);
+    c->finish(c, r);
+    er_req_free(r);
+}
+
+void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish)
+{
+    c->finish = finish;
+    c->parked = true;
+    r->done = on_engine_done;
+    r->arg = c;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+    if (evcon)
+        evhttp_connection_set_closecb(evcon, on_conn_close, c);
+    er_engine_submit(c->s->engine, r);
+}
+
+/* ---- request parsing ---- */
+
+static bool content_type_json(const char *ct)
+{
+    static const char want[] = "application/json";
+    if (!ct)
+        return false;
+    while (*ct == ' ')
+        ct++;
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return false;
+    char next = ct[sizeof want - 1];
+    return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+int er_http_body_object(er_hctx *c, json_t **out)
+{
+    *out = NULL;
+    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+    size_t len = evbuffer_get_length(in);
+    if (len > c->s->max_body) {
+        er_http_fail(c, ER_ETOOBIG, "body", "request body exceeds %zu bytes", c->s->max_body);
+        return ER_ETOOBIG;
+    }
+    if (len == 0) {
+        er_http_fail(c, ER_EINVAL, "body", "a JSON object body is required");
+        return ER_EINVAL;
+    }
+    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(c->req), "Content-Type");
+    if (!content_type_json(ct)) {
+        er_http_fail(c, ER_EINVAL, "content-type", "Content-Type must be application/json");
+        return ER_EINVAL;
+    }
+    const char *data = (const char *)evbuffer_pullup(in, -1);
+    if (!data) {
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+        return ER_ENOMEM;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        er_http_fail(c, ER_EINVAL, "body", "invalid JSON at line %d, column %d: %s", je.line,
+                     je.column, je.text);
+        return ER_EINVAL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        er_http_fail(c, ER_EINVAL, "body", "the body must be a JSON object");
+        return ER_EINVAL;
+    }
+    *out = j;
+    return 0;
+}
+
+static void join_field(char out[64], const char *prefix, const char *key)
+{
+    snprintf(out, 64, "%s%s", prefix ? prefix : "", key);
+}
+
+int er_json_check_keys(const json_t *obj, const char *const *allowed, const char *prefix,
+                       er_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = strcmp(*a, key) == 0;
+        if (!ok) {
+            char f[64];
+            join_field(f, prefix, key);
+            return er_error_set(err, ER_EINVAL, f, "unknown field");
+        }
+    }
+    return 0;
+}
+
+int er_json_get_int(const json_t *obj, const char *key, int64_t min, int64_t max,
+                    const char *prefix, int64_t *out, er_error *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    char f[64];
+    join_field(f, prefix, key);
+    if (!json_is_integer(v))
+        return er_error_set(err, ER_EINVAL, f, "%s must be an integer", f);
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max)
+        return er_error_set(err, ER_EINVAL, f, "%s must be %lld..%lld", f, (long long)min,
+                            (long long)max);
+    *out = (int64_t)n;
+    return 1;
+}
+
+int er_json_get_id(const json_t *obj, const char *key, const char *prefix, const char **out,
+                   er_error *err)
+{
+    char f[64];
+    join_field(f, prefix, key);
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return er_error_set(err, ER_EINVAL, f, "%s is required", f);
+    if (!json_is_string(v))
+        return er_error_set(err, ER_EINVAL, f, "%s must be a string", f);
+    int rc = er_id_validate(json_string_value(v), f, err);
+    if (rc < 0)
+        return rc;
+    *out = json_string_value(v);
+    return 0;
+}
+
+int er_json_to_text(const json_t *v, size_t max, const char *field, char **out, er_error *err)
+{
+    *out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!*out)
+        return er_error_set(err, ER_ENOMEM, field, "out of memory");
+    if (strlen(*out) > max) {
+        free(*out);
+        *out = NULL;
+        return er_error_set(err, ER_ETOOBIG, field, "%s exceeds %zu bytes", field, max);
+    }
+    return 0;
+}
+
+void er_error_prefix(er_error *err, const char *prefix)
+{
+    char tmp[sizeof err->field];
+    memcpy(tmp, err->field, sizeof tmp);
+    snprintf(err->field, sizeof err->field, "%s%s", prefix, tmp);
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes src[0..n) into dst (cap includes the NUL). Returns the
+ * length, or -1 on a bad escape, an embedded NUL or overflow. */
+static long pct_decode(const char *src, size_t n, bool plus_space, char *dst, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = src[i];
+        if (ch == '%') {
+            if (i + 2 >= n)
+                return -1;
+            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            ch = (char)(hi * 16 + lo);
+            i += 2;
+            if (ch == '\0')
+                return -1;
+        } else if (ch == '+' && plus_space) {
+            ch = ' ';
+        }
+        if (o + 1 >= cap)
+            return -1;
+        dst[o++] = ch;
+    }
+    dst[o] = '\0';
+    return (long)o;
+}
+
+int er_query_foreach(const char *query, int (*fn)(void *arg, const char *k, const char *v),
+                     void *arg, er_error *err)
+{
+    char k[64], v[1024];
+    const char *p = query;
+    while (p && *p) {
+        size_t n = strcspn(p, "&");
+        const char *eq = memchr(p, '=', n);
+        size_t kn = eq ? (size_t)(eq - p) : n;
+        if (n > 0) {
+            if (pct_decode(p, kn, true, k, sizeof k) < 0)
+                return er_error_set(err, ER_EINVAL, "query", "malformed query parameter name");
+            long vn = eq ? pct_decode(eq + 1, n - kn - 1, true, v, sizeof v) : 0;
+            if (!eq)
+                v[0] = '\0';
+            if (vn < 0)
+                return er_error_set(err, ER_EINVAL, k, "malformed or too long value");
+            int rc = fn(arg, k, v);
+            if (rc)
+                return rc;
+        }
+        p += n;
+        if (*p == '&')
+            p++;
+    }
+    return 0;
+}
+
+/* ---- dispatch ---- */
+
+/* Matches path against pattern; "{name}" matches one non-empty segment. */
+static bool route_match(const char *pat, const char *path, const char **pv, size_t *pl,
+                        const char **pname)
+{
+    while (*pat) {
+        if (*pat == '{') {
+            size_t n = strcspn(path, "/");
+            if (n == 0)
+                return false;
+            *pname = pat + 1;
+            *pv = path;
+            *pl = n;
+            path += n;
+            pat = strchr(pat, '}') + 1;
+        } else if (*pat++ != *path++) {
+            return false;
+        }
+    }
+    return *path == '\0';
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    er_server *s = arg;
+    s->inflight++;
+    er_hctx *c = ctx_get(s);
+    if (!c) {
+        s->inflight--;
+        evhttp_send_error(req, 503, NULL);
+        return;
+    }
+    c->req = req;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path || !*path)
+        path = "/";
+    c->query = uri ? evhttp_uri_get_query(uri) : NULL;
+    int method = (int)evhttp_request_get_command(req);
+
+    const char *pv = NULL, *pname = NULL;
+    size_t pl = 0;
+    char allow[64];
+    size_t alen = 0;
+    allow[0] = '\0';
+    const er_route *rt = NULL;
+    for (size_t i = 0; i < er_nroutes; i++) {
+        const char *v = NULL, *nm = NULL;
+        size_t l = 0;
+        if (!route_match(er_routes[i].pattern, path, &v, &l, &nm))
+            continue;
+        if (er_routes[i].method == method) {
+            rt = &er_routes[i];
+            c->route = (int)i;
+            pv = v;
+            pl = l;
+            pname = nm;
+            break;
+        }
+        int w = snprintf(allow + alen, sizeof allow - alen, "%s%s", alen ? ", " : "",
+                         method_name(er_routes[i].method));
+        if (w > 0 && (size_t)w < sizeof allow - alen)
+            alen += (size_t)w;
+    }
+    if (!rt) {
+        if (alen) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+            er_error e = {.code = ER_EINVAL};
+            snprintf(e.message, sizeof e.message, "method %s not allowed; allowed: %s",
+                     method_name(method), allow);
+            snprintf(e.field, sizeof e.field, "method");
+            json_t *body = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", "invalid_argument",
+                                     "message", e.message, "field", e.field);
+            er_http_reply_json(c, 405, body);
+        } else {
+            er_http_fail(c, ER_ENOTFOUND, NULL, "no such endpoint");
+        }
+        return;
+    }
+    c->flags = rt->flags;
+
+    er_error err = {0};
+    const char *authz = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (er_http_authorize(s, authz, rt->access, &err) < 0) {
+        er_http_reply_error(c, &err);
+        return;
+    }
+    if (pname) {
+        bool is_queue = strncmp(pname, "queue}", 6) == 0;
+        const char *field = is_queue ? "queue" : "id";
+        if (pct_decode(pv, pl, false, c->param, sizeof c->param) < 0) {
+            er_http_fail(c, ER_EINVAL, field, "malformed or too long %s in the path", field);
+            return;
+        }
+        int rc = is_queue ? er_name_validate(c->param, field, &err)
+                          : er_id_validate(c->param, field, &err);
+        if (rc < 0) {
+            er_http_reply_error(c, &err);
+            return;
+        }
+    }
+    rt->fn(c);
+}
+
+/* ---- lifecycle ---- */
+
+static int parse_listen(const char *listen, char *host, size_t hcap, int *port, er_error *err)
+{
+    if (!listen || !*listen)
+        return er_error_set(err, ER_EINVAL, "listen", "listen address is empty");
+    const char *hs, *he, *colon;
+    if (listen[0] == '[') {
+        hs = listen + 1;
+        he = strchr(hs, ']');
+        if (!he || he[1] != ':')
+            return er_error_set(err, ER_EINVAL, "listen", "expected [IPv6]:PORT");
+        colon = he + 1;
+    } else {
+        hs = listen;
+        colon = strrchr(listen, ':');
+        if (!colon || memchr(listen, ':', (size_t)(colon - listen)))
+            return er_error_set(err, ER_EINVAL, "listen", "expected HOST:PORT or [IPv6]:PORT");
+        he = colon;
+    }
+    size_t hl = (size_t)(he - hs);
+    if (hl == 0 || hl >= hcap)
+        return er_error_set(err, ER_EINVAL, "listen", "bad host in listen address");
+    memcpy(host, hs, hl);
+    host[hl] = '\0';
+    const char *ps = colon + 1;
+    char *end;
+    errno = 0;
+    long p = strtol(ps, &end, 10);
+    if (!*ps || *end || errno || p < 0 || p > 65535)
+        return er_error_set(err, ER_EINVAL, "listen", "port must be 0..65535");
+    *port = (int)p;
+    return 0;
+}
+
+/* 1 loopback, 0 not, -1 unknown (a host name). */
+static int literal_is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return -1;
+}
+
+static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+int er_server_start(struct event_base *base, er_engine *engine, const er_server_config *cfg,
+                    er_server **out, er_error *err)
+{
+    *out = NULL;
+    char host[128];
+    int port = 0;
+    int rc = parse_listen(cfg->listen, host, sizeof host, &port, err);
+    if (rc < 0)
+        return rc;
+    if (cfg->ntokens == 0 && literal_is_loopback(host) == 0)
+        return er_error_set(err, ER_EINVAL, "listen",
+                            "refusing to listen on non-loopback %s without tokens", host);
+    er_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    s->base = base;
+    s->engine = engine;
+    s->tokens = cfg->tokens;
+    s->ntokens = cfg->ntokens;
+    s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+    s->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
+    er_rand_init_system(&s->rand);
+    s->http_counts = calloc((er_nroutes + 1) * 5, sizeof *s->http_counts);
+    s->http = evhttp_new(base);
+    if (!s->http_counts || !s->http) {
+        er_server_free(s);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
+    /* Bodies up to max_body get our JSON 413; libevent cuts off anything
+     * far beyond it (with its own 413) so memory stays bounded. */
+    size_t hard = s->max_body * 2 > s->max_body + 65536 ? s->max_body * 2 : s->max_body + 65536;
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
+    evhttp_set_max_headers_size(s->http, HTTP_MAX_HEADERS);
+    evhttp_set_timeout(s->http, HTTP_TIMEOUT_S);
+    evhttp_set_default_content_type(s->http, "application/json");
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http, on_request, s);
+
+    /* A reply written to a vanished client must not kill the process. */
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+        signal(SIGPIPE, SIG_IGN);
+
+    s->bound = evhttp_bind_socket_with_handle(s->http, host, (ev_uint16_t)port);
+    if (!s->bound) {
+        int e = errno;
+        er_server_free(s);
+        return er_error_set(err, ER_EUNAVAIL, "listen", "cannot listen on %s: %s", cfg->listen,
+                            strerror(e));
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) != 0) {
+        int e = errno;
+        er_server_free(s);
+        return er_error_set(err, ER_EINTERNAL, "listen", "getsockname: %s", strerror(e));
+    }
+    if (cfg->ntokens == 0 && !sockaddr_is_loopback(&ss)) {
+        er_server_free(s);
+        return er_error_set(err, ER_EINVAL, "listen",
+                            "refusing to listen on non-loopback %s without tokens", host);
+    }
+    char addr[INET6_ADDRSTRLEN], extra[128];
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof addr);
+        s->port = ntohs(a->sin6_port);
+        snprintf(extra, sizeof extra, "\"listen\":\"[%s]:%d\"", addr, s->port);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, addr, sizeof addr);
+        s->port = ntohs(a->sin_port);
+        snprintf(extra, sizeof extra, "\"listen\":\"%s:%d\"", addr, s->port);
+    }
+    s->accepting = true;
+    ER_LOG(ER_LOG_INFO, extra, "listening");
+    *out = s;
+    return 0;
+}
+
+int er_server_port(const er_server *s)
+{
+    return s->port;
+}
+
+void er_server_stop_accepting(er_server *s)
+{
+    if (!s)
+        return;
+    if (s->bound) {
+        evhttp_del_accept_socket(s->http, s->bound);
+        s->bound = NULL;
+    }
+    s->accepting = false;
+}
+
+size_t er_server_inflight(const er_server *s)
+{
+    return s->inflight;
+}
+
+void er_server_free(er_server *s)
+{
+    if (!s)
+        return;
+    if (s->inflight)
+        ER_LOG(ER_LOG_WARN, NULL, "server freed with %zu requests in flight", s->inflight);
+    if (s->http)
+        evhttp_free(s->http);
+    while (s->free_ctx) {
+        er_hctx *c = s->free_ctx;
+        s->free_ctx = c->next_free;
+        free(c);
+    }
+    free(s->http_counts);
+    free(s);
+}

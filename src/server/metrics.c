@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Health probes and /metrics. /healthz says the process answers; /readyz
+ * says the engine is ready and the listener still accepts. /metrics renders
+ * the engine's counters and the server's own request counters in the
+ * Prometheus text format 0.0.4; it reads counters only, never the store.
+ */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <inttypes.h>
+
+#include "server/http_internal.h"
+
+void er_route_healthz(er_hctx *c)
+{
+    static const char body[] = "{\"status\":\"ok\"}";
+    er_http_reply_text(c, 200, "application/json", body, sizeof body - 1);
+}
+
+void er_route_readyz(er_hctx *c)
+{
+    if (c->s->accepting && er_engine_ready(c->s->engine)) {
+        static const char body[] = "{\"status\":\"ready\"}";
+        er_http_reply_text(c, 200, "application/json", body, sizeof body - 1);
+        return;
+    }
+    er_http_fail(c, ER_EUNAVAIL, NULL, c->s->accepting ? "the store is not ready" : "shutting down");
+}
+
+static void metric(struct evbuffer *b, const char *name, const char *type, const char *help,
+                   uint64_t v)
+{
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type,
+                        name, v);
+}
+
+void er_route_metrics(er_hctx *c)
+{
+    er_server *s = c->s;
+    er_engine_stats st = {0};
+    er_engine_get_stats(s->engine, &st);
+    struct evbuffer *b = evhttp_request_get_output_buffer(c->req);
+
+    metric(b, "errand_up", "gauge", "1 while the server is running.", 1);
+    metric(b, "errand_ready", "gauge", "1 when the server accepts and the store is ready.",
+           s->accepting && er_engine_ready(s->engine));
+    metric(b, "errand_commits_total", "counter", "Store transactions committed by the writer.",
+           st.commits);
+    metric(b, "errand_commit_requests_total", "counter",
+           "Requests answered by group commits.", st.commit_requests);
+    metric(b, "errand_commit_failures_total", "counter", "Group commits that failed.",
+           st.commit_failures);
+    metric(b, "errand_jobs_enqueued_total", "counter", "Jobs enqueued.", st.enqueued);
+    metric(b, "errand_jobs_fetched_total", "counter", "Jobs leased to workers.", st.fetched);
+    metric(b, "errand_jobs_completed_total", "counter", "Jobs completed.", st.completed);
+    metric(b, "errand_jobs_failed_total", "counter", "Job failures reported by workers.",
+           st.failed);
+    metric(b, "errand_jobs_released_total", "counter", "Jobs released by workers.", st.released);
+    metric(b, "errand_jobs_promoted_total", "counter", "Scheduled jobs that became waiting.",
+           st.promoted);
+    metric(b, "errand_jobs_reaped_total", "counter", "Expired leases reaped (stalled jobs).",
+           st.reaped);
+    metric(b, "errand_jobs_dead_total", "counter", "Jobs moved to the dead letters.", st.dead);
+    metric(b, "errand_fetches_parked", "gauge", "Long-poll fetches waiting for jobs.",
+           st.parked_fetches);
+    /* This request is in flight itself; it is counted. */
+    metric(b, "errand_http_requests_in_flight", "gauge", "HTTP requests received, not answered.",
+           s->inflight);
+
+    evbuffer_add_printf(b, "# HELP errand_http_requests_total HTTP requests answered, by route "
+                           "and status class.\n# TYPE errand_http_requests_total counter\n");
+    static const char *classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+    for (size_t i = 0; i <= er_nroutes; i++) {
+        const char *method = "", *route = "unmatched";
+        if (i < er_nroutes) {
+            route = er_routes[i].pattern;
+            switch (er_routes[i].method) {
+            case EVHTTP_REQ_GET: method = "GET"; break;
+            case EVHTTP_REQ_POST: method = "POST"; break;
+            case EVHTTP_REQ_PUT: method = "PUT"; break;
+            case EVHTTP_REQ_DELETE: method = "DELETE"; break;
+            default: method = "OTHER"; break;
+            }
+        }
+        for (size_t k = 0; k < 5; k++) {
+            uint64_t v = s->http_counts[i * 5 + k];
+            if (!v)
+                continue;
+            evbuffer_add_printf(b,
+                                "errand_http_requests_total{method=\"%s\",route=\"%s\","
+                                "code=\"%s\"} %" PRIu64 "\n",
+                                method, route, classes[k], v);
+        }
+    }
+    er_http_reply_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0);
+}

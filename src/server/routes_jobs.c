@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Job endpoints: enqueue (single and bulk), fetch (with piggy-backed acks),
+ * heartbeat, complete/fail/release, batched acks, get and cancel. Each
+ * handler validates the whole request into an engine request before it is
+ * submitted (a rejected request never reaches the engine) and formats the
+ * engine's answer; the rules themselves live in src/core and the stores.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/job.h"
+#include "server/http_internal.h"
+
+#define ACKS_MAX 1000
+#define FETCH_QUEUES_MAX 16
+
+static int dup_str(char **dst, const char *s, er_error *err)
+{
+    *dst = strdup(s);
+    return *dst ? 0 : er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+}
+
+/* err->field becomes "name[i].field" (or "name[i]" when it had none). */
+static void prefix_item(er_error *err, const char *name, size_t i)
+{
+    char p[40];
+    snprintf(p, sizeof p, err->field[0] ? "%s[%zu]." : "%s[%zu]", name, i);
+    er_error_prefix(err, p);
+}
+
+/* Fails the handler: frees r and body, replies with err. */
+static void reject(er_hctx *c, er_req *r, json_t *body, const er_error *err)
+{
+    er_req_free(r);
+    json_decref(body);
+    er_http_reply_error(c, err);
+}
+
+static er_req *new_req(er_hctx *c, er_req_type type, json_t *body)
+{
+    er_req *r = er_req_new(type);
+    if (!r) {
+        json_decref(body);
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+    }
+    return r;
+}
+
+static json_t *error_json(const er_error *e, int rc)
+{
+    int code = e->code ? e->code : (rc ? rc : ER_EINTERNAL);
+    return json_pack("{s:s,s:s,s:o}", "code", er_error_code_name(code), "message",
+                     e->message[0] ? e->message : er_error_code_name(code), "field",
+                     e->field[0] ? json_string(e->field) : json_null());
+}
+
+static json_t *job_json(const er_job *job)
+{
+    return er_job_to_json(job);
+}
+
+static json_t *time_json(int64_t ms)
+{
+    char buf[32];
+    er_time_format(ms, buf);
+    return json_string(buf);
+}
+
+/* ---- enqueue ---- */
+
+static void finish_enqueue_one(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    const er_job *job = r->job.id ? &r->job : &r->jobs[0];
+    bool dup = r->duplicate && r->duplicate[0];
+    json_t *body = json_pack("{s:o}", "job", job_json(job));
+    if (body && dup)
+        json_object_set_new(body, "duplicate", json_true());
+    er_http_reply_json(c, dup ? 200 : 201, body);
+}
+
+static void finish_enqueue_bulk(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    json_t *ids = json_array(), *dups = json_array();
+    int bad = !ids || !dups;
+    for (size_t i = 0; i < r->njobs && !bad; i++) {
+        bad |= json_array_append_new(ids, json_string(r->jobs[i].id));
+        if (r->duplicate && r->duplicate[i])
+            bad |= json_array_append_new(dups, json_string(r->jobs[i].id));
+    }
+    json_t *body = bad ? NULL : json_pack("{s:o,s:o}", "ids", ids, "duplicates", dups);
+    if (bad) {
+        json_decref(ids);
+        json_decref(dups);
+    }
+    er_http_reply_json(c, 201, body);
+}
+
+void er_route_enqueue(er_hctx *c)
+{
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    er_req *r = new_req(c, ER_REQ_ENQUEUE, body);
+    if (!r)
+        return;
+    er_error err = {0};
+    er_server *s = c->s;
+    int64_t now = er_now_ms();
+    json_t *arr = json_object_get(body, "jobs");
+    bool bulk = arr != NULL;
+    if (bulk) {
+        static const char *const keys[] = {"jobs", NULL};
+        if (er_json_check_keys(body, keys, "", &err) < 0)
+            goto bad;
+        if (!json_is_array(arr)) {
+            er_error_set(&err, ER_EINVAL, "jobs", "jobs must be an array of job objects");
+            goto bad;
+        }
+        size_t n = json_array_size(arr);
+        if (n == 0 || n > ER_BULK_MAX) {
+            er_error_set(&err, ER_EINVAL, "jobs", "jobs must hold 1..%d items", ER_BULK_MAX);
+            goto bad;
+        }
+        r->jobs = calloc(n, sizeof *r->jobs);
+        if (!r->jobs) {
+            er_error_set(&err, ER_ENOMEM, "", "out of memory");
+            goto bad;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *item = json_array_get(arr, i);
+            if (!json_is_object(item)) {
+                er_error_set(&err, ER_EINVAL, "", "must be a job object");
+                prefix_item(&err, "jobs", i);
+                goto bad;
+            }
+            if (er_job_from_json(item, c->param, now, s->payload_max, &s->rand, &r->jobs[i], &err) <
+                0) {
+                prefix_item(&err, "jobs", i);
+                goto bad;
+            }
+            r->njobs = i + 1;
+        }
+    } else {
+        r->jobs = calloc(1, sizeof *r->jobs);
+        if (!r->jobs) {
+            er_error_set(&err, ER_ENOMEM, "", "out of memory");
+            goto bad;
+        }
+        if (er_job_from_json(body, c->param, now, s->payload_max, &s->rand, &r->jobs[0], &err) < 0)
+            goto bad;
+        r->njobs = 1;
+    }
+    json_decref(body);
+    er_http_submit(c, r, bulk ? finish_enqueue_bulk : finish_enqueue_one);
+    return;
+bad:
+    reject(c, r, body, &err);
+}
+
+/* ---- acks (shared by /v1/acks, /v1/fetch and the single-job endpoints) ---- */
+
+static int parse_result(const json_t *obj, const char *field, size_t max, char **out, er_error *err)
+{
+    json_t *v = json_object_get(obj, "result");
+    if (!v || json_is_null(v))
+        return 0;
+    return er_json_to_text(v, max, field, out, err);
+}
+
+static int parse_failure(const json_t *obj, er_failure *f, er_error *err)
+{
+    json_t *e = json_object_get(obj, "error");
+    if (!e)
+        return er_error_set(err, ER_EINVAL, "error", "error is required");
+    if (!json_is_object(e))
+        return er_error_set(err, ER_EINVAL, "error", "error must be an object");
+    int rc = er_failure_from_json(e, f, err);
+    if (rc < 0)
+        er_error_prefix(err, err->field[0] ? "error." : "error");
+    return rc;
+}
+
+/* One item of an "acks" array; errors name fields relative to the item. */
+static int parse_ack(const json_t *item, size_t payload_max, er_ack *a, er_error *err)
+{
+    static const char *const keys[] = {"id", "lease_token", "complete", "fail", "release", NULL};
+    static const char *const complete_keys[] = {"result", NULL};
+    static const char *const fail_keys[] = {"error", NULL};
+    static const char *const release_keys[] = {NULL};
+    if (!json_is_object(item))
+        return er_error_set(err, ER_EINVAL, "", "must be an object");
+    int rc = er_json_check_keys(item, keys, "", err);
+    const char *id = NULL, *token = NULL;
+    if (rc == 0)
+        rc = er_json_get_id(item, "id", "", &id, err);
+    if (rc == 0)
+        rc = er_json_get_id(item, "lease_token", "", &token, err);
+    if (rc < 0)
+        return rc;
+    json_t *comp = json_object_get(item, "complete"), *fail = json_object_get(item, "fail"),
+           *rel = json_object_get(item, "release");
+    if ((comp != NULL) + (fail != NULL) + (rel != NULL) != 1)
+        return er_error_set(err, ER_EINVAL, "",
+                            "exactly one of complete, fail, release is required");
+    const char *kname = comp ? "complete" : fail ? "fail" : "release";
+    json_t *k = comp ? comp : fail ? fail : rel;
+    if (!json_is_object(k))
+        return er_error_set(err, ER_EINVAL, kname, "%s must be an object", kname);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "%s.", kname);
+    if (comp) {
+        a->kind = ER_ACK_COMPLETE;
+        rc = er_json_check_keys(comp, complete_keys, prefix, err);
+        if (rc == 0)
+            rc = parse_result(comp, "complete.result", payload_max, &a->result, err);
+    } else if (fail) {
+        a->kind = ER_ACK_FAIL;
+        rc = er_json_check_keys(fail, fail_keys, prefix, err);
+        if (rc == 0 && (rc = parse_failure(fail, &a->failure, err)) < 0)
+            er_error_prefix(err, prefix);
+    } else {
+        a->kind = ER_ACK_RELEASE;
+        rc = er_json_check_keys(rel, release_keys, prefix, err);
+    }
+    if (rc == 0)
+        rc = dup_str(&a->id, id, err);
+    if (rc == 0)
+        rc = dup_str(&a->token, token, err);
+    return rc;
+}
+
+/* Fills r->acks from an "acks" array member. */
+static int parse_acks(const json_t *arr, size_t payload_max, er_req *r, er_error *err)
+{
+    if (!json_is_array(arr))
+        return er_error_set(err, ER_EINVAL, "acks", "acks must be an array");
+    size_t n = json_array_size(arr);
+    if (n > ACKS_MAX)
+        return er_error_set(err, ER_EINVAL, "acks", "acks must hold at most %d items", ACKS_MAX);
+    if (n == 0)
+        return 0;
+    r->acks = calloc(n, sizeof *r->acks);
+    if (!r->acks)
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        r->nacks = i + 1; /* so er_req_free releases a half-parsed item */
+        int rc = parse_ack(json_array_get(arr, i), payload_max, &r->acks[i], err);
+        if (rc < 0) {
+            prefix_item(err, "acks", i);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static json_t *ack_result(const er_ack *a)
+{
+    json_t *o = json_pack("{s:s}", "id", a->id);
+    if (!o)
+        return NULL;
+    int bad = 0;
+    if (a->rc) {
+        bad |= json_object_set_new(o, "error", error_json(&a->err, a->rc));
+    } else {
+        bad |= json_object_set_new(o, "ok", json_true());
+        if (a->kind == ER_ACK_FAIL) {
+            bad |= json_object_set_new(o, "state", json_string(er_state_name(a->outcome.state)));
+            if (a->outcome.state == ER_STATE_SCHEDULED)
+                bad |= json_object_set_new(o, "run_at", time_json(a->outcome.run_at));
+        }
+    }
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *ack_results(const er_req *r)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < r->nacks; i++) {
+        if (json_array_append_new(arr, ack_result(&r->acks[i])) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static void finish_acks(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 200, json_pack("{s:o}", "results", ack_results(r)));
+}
+
+void er_route_acks(er_hctx *c)
+{
+    static const char *const keys[] = {"acks", NULL};
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    er_req *r = new_req(c, ER_REQ_ACKS, body);
+    if (!r)
+        return;
+    er_error err = {0};
+    json_t *arr = json_object_get(body, "acks");
+    if (er_json_check_keys(body, keys, "", &err) < 0)
+        goto bad;
+    if (!arr) {
+        er_error_set(&err, ER_EINVAL, "acks", "acks is required");
+        goto bad;
+    }
+    if (parse_acks(arr, c->s->payload_max, r, &err) < 0)
+        goto bad;
+    json_decref(body);
+    if (r->nacks == 0) {
+        er_req_free(r);
+        er_http_reply_json(c, 200, json_pack("{s:[]}", "results"));
+        return;
+    }
+    er_http_submit(c, r, finish_acks);
+    return;
+bad:
+    reject(c, r, body, &err);
+}
+
+/* ---- complete / fail / release of one job ---- */
+
+static void finish_ack_one(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    const er_ack *a = &r->acks[0];
+    if (a->rc) {
+        er_error e = a->err;
+        if (!e.code)
+            e.code = a->rc;
+        er_http_reply_error(c, &e);
+        return;
+    }
+    json_t *body;
+    if (a->kind == ER_ACK_FAIL) {
+        body = json_pack("{s:s}", "state", er_state_name(a->outcome.state));
+        if (body && a->outcome.state == ER_STATE_SCHEDULED)
+            json_object_set_new(body, "run_at", time_json(a->outcome.run_at));
+    } else {
+        body = json_pack("{s:b}", "ok", 1);
+    }
+    er_http_reply_json(c, 200, body);
+}
+
+void er_route_ack_one(er_hctx *c)
+{
+    static const char *const complete_keys[] = {"lease_token", "result", NULL};
+    static const char *const fail_keys[] = {"lease_token", "error", NULL};
+    static const char *const release_keys[] = {"lease_token", NULL};
+    er_ack_kind kind = (er_ack_kind)c->flags;
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    er_req *r = new_req(c, ER_REQ_ACKS, body);
+    if (!r)
+        return;
+    er_error err = {0};
+    r->acks = calloc(1, sizeof *r->acks);
+    if (!r->acks) {
+        er_error_set(&err, ER_ENOMEM, "", "out of memory");
+        goto bad;
+    }
+    r->nacks = 1;
+    er_ack *a = &r->acks[0];
+    a->kind = kind;
+    const char *token = NULL;
+    const char *const *keys = kind == ER_ACK_COMPLETE ? complete_keys
+                              : kind == ER_ACK_FAIL   ? fail_keys
+                                                      : release_keys;
+    int rc = er_json_check_keys(body, keys, "", &err);
+    if (rc == 0)
+        rc = er_json_get_id(body, "lease_token", "", &token, &err);
+    if (rc == 0 && kind == ER_ACK_COMPLETE)
+        rc = parse_result(body, "result", c->s->payload_max, &a->result, &err);
+    if (rc == 0 && kind == ER_ACK_FAIL)
+        rc = parse_failure(body, &a->failure, &err);
+    if (rc == 0)
+        rc = dup_str(&a->id, c->param, &err);
+    if (rc == 0)
+        rc = dup_str(&a->token, token, &err);
+    if (rc < 0)
+        goto bad;
+    json_decref(body);
+    er_http_submit(c, r, finish_ack_one);
+    return;
+bad:
+    reject(c, r, body, &err);
+}
+
+/* ---- heartbeat ---- */
+
+static void finish_heartbeat(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 200, json_pack("{s:o}", "lease_expires_at", time_json(r->expires_at)));
+}
+
+void er_route_heartbeat(er_hctx *c)
+{
+    static const char *const keys[] = {"lease_token", "extend_ms", "progress", NULL};
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    er_req *r = new_req(c, ER_REQ_HEARTBEAT, body);
+    if (!r)
+        return;
+    er_error err = {0};
+    const char *token = NULL;
+    int64_t extend = 0;
+    int rc = er_json_check_keys(body, keys, "", &err);
+    if (rc == 0)
+        rc = er_json_get_id(body, "lease_token", "", &token, &err);
+    if (rc == 0)
+        rc =
+            er_json_get_int(body, "extend_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, "", &extend, &err);
+    json_t *progress = json_object_get(body, "progress");
+    if (rc >= 0 && progress && !json_is_null(progress))
+        rc = er_json_to_text(progress, c->s->payload_max, "progress", &r->progress, &err);
+    if (rc >= 0)
+        rc = dup_str(&r->id, c->param, &err);
+    if (rc >= 0)
+        rc = dup_str(&r->token, token, &err);
+    if (rc < 0)
+        goto bad;
+    r->extend_ms = extend;
+    json_decref(body);
+    er_http_submit(c, r, finish_heartbeat);
+    return;
+bad:
+    reject(c, r, body, &err);
+}
+
+/* ---- fetch ---- */
+
+static void finish_fetch(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    json_t *jobs = json_array();
+    int bad = !jobs;
+    for (size_t i = 0; i < r->list.len && !bad; i++) {
+        const er_job *job = &r->list.items[i];
+        json_t *o = job_json(job);
+        bad |= !o;
+        if (o) {
+            bad |= json_object_set_new(
+                o, "lease_token", job->lease_token ? json_string(job->lease_token) : json_null());
+            bad |= json_object_set_new(o, "attempt", json_integer(job->attempts));
+        }
+        bad |= json_array_append_new(jobs, o);
+    }
+    if (bad) {
+        json_decref(jobs);
+        er_http_reply_json(c, 503, NULL);
+        return;
+    }
+    json_t *body = json_pack("{s:o}", "jobs", jobs);
+    if (body && c->flags)
+        json_object_set_new(body, "acks", ack_results(r));
+    er_http_reply_json(c, 200, body);
+}
+
+void er_route_fetch(er_hctx *c)
+{
+    static const char *const keys[] = {"queues",   "worker_id", "max", "wait_ms",
+                                       "lease_ms", "acks",      NULL};
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    er_req *r = new_req(c, ER_REQ_FETCH, body);
+    if (!r)
+        return;
+    er_error err = {0};
+    if (er_json_check_keys(body, keys, "", &err) < 0)
+        goto bad;
+
+    json_t *qs = json_object_get(body, "queues");
+    if (!qs) {
+        er_error_set(&err, ER_EINVAL, "queues", "queues is required");
+        goto bad;
+    }
+    size_t nq = json_array_size(qs);
+    if (!json_is_array(qs) || nq < 1 || nq > FETCH_QUEUES_MAX) {
+        er_error_set(&err, ER_EINVAL, "queues", "queues must be an array of 1..%d queue names",
+                     FETCH_QUEUES_MAX);
+        goto bad;
+    }
+    r->queues = calloc(nq, sizeof *r->queues);
+    if (!r->queues) {
+        er_error_set(&err, ER_ENOMEM, "", "out of memory");
+        goto bad;
+    }
+    for (size_t i = 0; i < nq; i++) {
+        json_t *q = json_array_get(qs, i);
+        char f[32];
+        snprintf(f, sizeof f, "queues[%zu]", i);
+        if (!json_is_string(q)) {
+            er_error_set(&err, ER_EINVAL, f, "%s must be a string", f);
+            goto bad;
+        }
+        if (er_name_validate(json_string_value(q), f, &err) < 0 ||
+            dup_str(&r->queues[i], json_string_value(q), &err) < 0)
+            goto bad;
+        r->nqueues = i + 1;
+    }
+
+    json_t *w = json_object_get(body, "worker_id");
+    if (!w || !json_is_string(w)) {
+        er_error_set(&err, ER_EINVAL, "worker_id", "worker_id is required (a string)");
+        goto bad;
+    }
+    if (er_name_validate(json_string_value(w), "worker_id", &err) < 0 ||
+        dup_str(&r->worker_id, json_string_value(w), &err) < 0)
+        goto bad;
+
+    int64_t max = 1, wait = 0, lease = 0;
+    if (er_json_get_int(body, "max", 1, ER_FETCH_MAX, "", &max, &err) < 0 ||
+        er_json_get_int(body, "wait_ms", 0, ER_WAIT_MAX_MS, "", &wait, &err) < 0 ||
+        er_json_get_int(body, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, "", &lease, &err) < 0)
+        goto bad;
+    r->max = (int)max;
+    r->wait_ms = wait;
+    r->lease_ms = lease;
+
+    json_t *acks = json_object_get(body, "acks");
+    c->flags = acks != NULL;
+    if (acks && parse_acks(acks, c->s->payload_max, r, &err) < 0)
+        goto bad;
+    json_decref(body);
+    er_http_submit(c, r, finish_fetch);
+    return;
+bad:
+    reject(c, r, body, &err);
+}
+
+/* ---- get / cancel ---- */
+
+static void finish_job(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 200, json_pack("{s:o}", "job", job_json(&r->job)));
+}
+
+static void submit_by_id(er_hctx *c, er_req_type type, er_finish_fn finish)
+{
+    er_req *r = new_req(c, type, NULL);
+    if (!r)
+        return;
+    er_error err = {0};
+    if (dup_str(&r->id, c->param, &err) < 0)
+        goto bad;
+    er_http_submit(c, r, finish);
+    return;
+bad:
+    reject(c, r, NULL, &err);
+}
+
+void er_route_get_job(er_hctx *c)
+{
+    submit_by_id(c, ER_REQ_GET_JOB, finish_job);
+}
+
+void er_route_cancel_job(er_hctx *c)
+{
+    submit_by_id(c, ER_REQ_CANCEL, finish_job);
+}

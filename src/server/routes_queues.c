@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Queue and dead-letter endpoints: listing queues with their counts and
+ * settings, paging a queue's jobs, changing settings (PUT, pause, resume),
+ * and listing, redriving and deleting dead jobs. Query parameters and
+ * settings patches are validated here before anything is submitted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/job.h"
+#include "core/queue.h"
+#include "server/http_internal.h"
+
+#define LIST_LIMIT_MAX 1000
+#define LIST_LIMIT_DEFAULT 50
+#define CURSOR_MAX 512
+
+static er_req *new_req(er_hctx *c, er_req_type type)
+{
+    er_req *r = er_req_new(type);
+    if (!r)
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+    return r;
+}
+
+static int set_str(char **dst, const char *s, er_error *err)
+{
+    *dst = strdup(s);
+    return *dst ? 0 : er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+}
+
+/* ---- queue info ---- */
+
+static json_t *queue_info_json(const char *name, const int64_t counts[6], int64_t oldest,
+                               const er_queue_settings *st, int64_t now)
+{
+    int64_t age = oldest > 0 && now > oldest ? now - oldest : 0;
+    return json_pack(
+        "{s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:b,s:o}", "name", name, "counts", "scheduled",
+        (json_int_t)counts[ER_STATE_SCHEDULED], "waiting", (json_int_t)counts[ER_STATE_WAITING],
+        "active", (json_int_t)counts[ER_STATE_ACTIVE], "completed",
+        (json_int_t)counts[ER_STATE_COMPLETED], "dead", (json_int_t)counts[ER_STATE_DEAD],
+        "cancelled", (json_int_t)counts[ER_STATE_CANCELLED], "oldest_waiting_age_ms",
+        (json_int_t)age, "paused", st->paused, "settings", er_queue_settings_to_json(st));
+}
+
+static void finish_list_queues(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    int64_t now = er_now_ms();
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < r->nqueue_infos; i++) {
+        const er_queue_info *q = &r->queue_infos[i];
+        json_t *o = queue_info_json(q->name, q->counts, q->oldest_waiting_ms, &q->settings, now);
+        if (json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    er_http_reply_json(c, 200, json_pack("{s:o}", "queues", arr));
+}
+
+void er_route_list_queues(er_hctx *c)
+{
+    er_req *r = new_req(c, ER_REQ_LIST_QUEUES);
+    if (r)
+        er_http_submit(c, r, finish_list_queues);
+}
+
+/* One queue: the store lists known queues; an unknown one has no jobs and
+ * default settings, like GET_QUEUE answers for it. */
+static void finish_get_queue(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    int64_t now = er_now_ms();
+    for (size_t i = 0; i < r->nqueue_infos; i++) {
+        const er_queue_info *q = &r->queue_infos[i];
+        if (strcmp(q->name, c->param) == 0) {
+            er_http_reply_json(c, 200,
+                               json_pack("{s:o}", "queue",
+                                         queue_info_json(q->name, q->counts, q->oldest_waiting_ms,
+                                                         &q->settings, now)));
+            return;
+        }
+    }
+    static const int64_t zero[6] = {0};
+    er_queue_settings st;
+    er_queue_settings_default(&st);
+    er_http_reply_json(c, 200,
+                       json_pack("{s:o}", "queue", queue_info_json(c->param, zero, 0, &st, now)));
+}
+
+void er_route_get_queue(er_hctx *c)
+{
+    er_req *r = new_req(c, ER_REQ_LIST_QUEUES);
+    if (r)
+        er_http_submit(c, r, finish_get_queue);
+}
+
+/* ---- settings ---- */
+
+static void finish_settings(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 200,
+                       json_pack("{s:o}", "settings", er_queue_settings_to_json(&r->settings)));
+}
+
+static void submit_patch(er_hctx *c, json_t *patch)
+{
+    er_error err = {0};
+    er_req *r = new_req(c, ER_REQ_PUT_QUEUE);
+    if (!r) {
+        json_decref(patch);
+        return;
+    }
+    r->patch = patch;
+    if (set_str(&r->queue, c->param, &err) < 0) {
+        er_req_free(r);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_http_submit(c, r, finish_settings);
+}
+
+void er_route_put_queue(er_hctx *c)
+{
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    /* Validate the patch on its own before the engine merges it onto the
+     * stored settings, so a bad patch never reaches the engine. */
+    er_queue_settings probe;
+    er_queue_settings_default(&probe);
+    er_error err = {0};
+    if (er_queue_settings_merge(&probe, body, &err) < 0) {
+        json_decref(body);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    submit_patch(c, body);
+}
+
+void er_route_pause_queue(er_hctx *c)
+{
+    json_t *patch = json_pack("{s:b}", "paused", c->flags != 0);
+    if (!patch) {
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    submit_patch(c, patch);
+}
+
+/* ---- pages of jobs ---- */
+
+typedef struct page_query {
+    bool want_state, want_queue;
+    er_state state;
+    int limit;
+    char cursor[CURSOR_MAX + 1];
+    bool has_cursor;
+    char queue[ER_NAME_MAX + 1];
+    bool has_queue;
+    er_error *err;
+} page_query;
+
+static int page_param(void *arg, const char *k, const char *v)
+{
+    page_query *q = arg;
+    if (strcmp(k, "limit") == 0) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 1 || n > LIST_LIMIT_MAX)
+            return er_error_set(q->err, ER_EINVAL, "limit", "limit must be 1..%d", LIST_LIMIT_MAX);
+        q->limit = (int)n;
+    } else if (strcmp(k, "cursor") == 0) {
+        size_t n = strlen(v);
+        if (n > CURSOR_MAX)
+            return er_error_set(q->err, ER_EINVAL, "cursor", "cursor is too long");
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e)
+                return er_error_set(q->err, ER_EINVAL, "cursor", "malformed cursor");
+        memcpy(q->cursor, v, n + 1);
+        q->has_cursor = n > 0;
+    } else if (strcmp(k, "state") == 0 && q->want_state) {
+        if (er_state_parse(v, &q->state) < 0)
+            return er_error_set(q->err, ER_EINVAL, "state",
+                                "state must be scheduled, waiting, active, completed, dead or "
+                                "cancelled");
+    } else if (strcmp(k, "queue") == 0 && q->want_queue) {
+        if (!*v) {
+            q->has_queue = false;
+            return 0;
+        }
+        int rc = er_name_validate(v, "queue", q->err);
+        if (rc < 0)
+            return rc;
+        snprintf(q->queue, sizeof q->queue, "%s", v);
+        q->has_queue = true;
+    } else {
+        char f[64];
+        snprintf(f, sizeof f, "%s", k);
+        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter");
+    }
+    return 0;
+}
+
+static int parse_page(er_hctx *c, page_query *q, er_error *err)
+{
+    q->limit = LIST_LIMIT_DEFAULT;
+    q->err = err;
+    int rc = er_query_foreach(c->query, page_param, q, err);
+    return rc < 0 ? rc : 0;
+}
+
+static void finish_page(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    json_t *jobs = json_array();
+    for (size_t i = 0; jobs && i < r->list.len; i++) {
+        if (json_array_append_new(jobs, er_job_to_json(&r->list.items[i])) != 0) {
+            json_decref(jobs);
+            jobs = NULL;
+        }
+    }
+    json_t *next = r->next_cursor ? json_string(r->next_cursor) : json_null();
+    er_http_reply_json(c, 200, json_pack("{s:o,s:o}", "jobs", jobs, "next_cursor", next));
+}
+
+static void submit_page(er_hctx *c, er_req *r, const page_query *q, const char *queue)
+{
+    er_error err = {0};
+    r->max = q->limit;
+    r->state = q->state;
+    if ((q->has_cursor && set_str(&r->cursor, q->cursor, &err) < 0) ||
+        (queue && set_str(&r->queue, queue, &err) < 0)) {
+        er_req_free(r);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_http_submit(c, r, finish_page);
+}
+
+void er_route_list_jobs(er_hctx *c)
+{
+    er_error err = {0};
+    page_query q = {.want_state = true, .state = ER_STATE_WAITING};
+    if (parse_page(c, &q, &err) < 0) {
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_LIST_JOBS);
+    if (r)
+        submit_page(c, r, &q, c->param);
+}
+
+void er_route_list_dead(er_hctx *c)
+{
+    er_error err = {0};
+    page_query q = {.want_queue = true};
+    if (parse_page(c, &q, &err) < 0) {
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_LIST_DEAD);
+    if (r)
+        submit_page(c, r, &q, q.has_queue ? q.queue : NULL);
+}
+
+/* ---- dead letters ---- */
+
+static void finish_redrive(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 201, json_pack("{s:o}", "job", er_job_to_json(&r->job)));
+}
+
+static void finish_delete_dead(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 200, json_pack("{s:b}", "ok", 1));
+}
+
+static void submit_id(er_hctx *c, er_req_type type, er_finish_fn finish)
+{
+    er_error err = {0};
+    er_req *r = new_req(c, type);
+    if (!r)
+        return;
+    if (set_str(&r->id, c->param, &err) < 0) {
+        er_req_free(r);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_http_submit(c, r, finish);
+}
+
+void er_route_redrive(er_hctx *c)
+{
+    submit_id(c, ER_REQ_REDRIVE, finish_redrive);
+}
+
+void er_route_delete_dead(er_hctx *c)
+{
+    submit_id(c, ER_REQ_DELETE_DEAD, finish_delete_dead);
+}

@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The SQLite store's queue, dead-letter and maintenance operations: queue
+ * listing and settings, dead-letter list/redrive/delete, and the bounded
+ * promote, reap, retention and next-due passes the engine's timers run.
+ * Stall decisions come from src/core (er_stall_decide); this file persists.
+ */
+#include "store/sqlite/sqlite_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int nomem(er_error *err)
+{
+    return er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+/* ---- queues ---- */
+
+static int find_info(er_queue_info *qs, size_t n, const char *name)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(qs[mid].name, name);
+        if (c == 0)
+            return (int)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static int load_queue_rows(er_store *s, er_queue_info **out, size_t *n, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_QUEUE_ALL, &st, err);
+    if (rc < 0)
+        return rc;
+    er_queue_info *qs = NULL;
+    size_t len = 0, cap = 0;
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            er_queue_info *nq = realloc(qs, ncap * sizeof *nq);
+            if (!nq) {
+                rc = nomem(err);
+                break;
+            }
+            qs = nq;
+            cap = ncap;
+        }
+        er_queue_info *q = &qs[len];
+        memset(q, 0, sizeof *q);
+        if (!(q->name = strdup((const char *)sqlite3_column_text(st, 0)))) {
+            rc = nomem(err);
+            break;
+        }
+        len++;
+        rc = er_sqlite_settings_parse((const char *)sqlite3_column_text(st, 1),
+                                      sqlite3_column_int(st, 2), &q->settings, err);
+        if (rc < 0)
+            break;
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "list queues", err);
+    sqlite3_reset(st);
+    if (rc < 0) {
+        er_queue_info_list_free(qs, len);
+        return rc;
+    }
+    *out = qs;
+    *n = len;
+    return 0;
+}
+
+int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n,
+                          er_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    er_queue_info *qs = NULL;
+    size_t len = 0;
+    int rc = load_queue_rows(s, &qs, &len, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, ER_SQ_COUNTS, &st, err);
+    if (rc == 0) {
+        int src;
+        while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+            int i = find_info(qs, len, (const char *)sqlite3_column_text(st, 0));
+            int state = sqlite3_column_int(st, 1);
+            if (i >= 0 && state >= 0 && state < 6)
+                qs[i].counts[state] = sqlite3_column_int64(st, 2);
+        }
+        if (src != SQLITE_DONE)
+            rc = er_sqlite_error(s->db, src, "count jobs", err);
+        sqlite3_reset(st);
+    }
+    for (size_t i = 0; rc == 0 && i < len; i++) {
+        if (qs[i].counts[ER_STATE_WAITING] == 0)
+            continue;
+        rc = er_sqlite_prep(s, ER_SQ_OLDEST_WAITING, &st, err);
+        if (rc < 0)
+            break;
+        sqlite3_bind_text(st, 1, qs[i].name, -1, SQLITE_STATIC);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW)
+            qs[i].oldest_waiting_ms = sqlite3_column_int64(st, 0);
+        else
+            rc = er_sqlite_error(s->db, src, "oldest waiting", err);
+        sqlite3_reset(st);
+    }
+    if (rc < 0) {
+        er_queue_info_list_free(qs, len);
+        return rc;
+    }
+    *out = qs;
+    *n = len;
+    return 0;
+}
+
+int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
+                                 er_error *err)
+{
+    er_sqlite_queue *q;
+    int rc = er_sqlite_queue_get(s, queue, &q, err);
+    if (rc == 0)
+        *out = q->settings;
+    return rc;
+}
+
+int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
+                                 er_error *err)
+{
+    json_t *obj = er_queue_settings_to_json(in);
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    if (!text)
+        return nomem(err);
+    er_sqlite_queue *q;
+    int rc = er_sqlite_queue_get(s, queue, &q, err);
+    sqlite3_stmt *st;
+    if (rc == 0)
+        rc = er_sqlite_prep(s, ER_SQ_QUEUE_PUT, &st, err);
+    if (rc == 0) {
+        sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, in->paused ? 1 : 0);
+        rc = er_sqlite_run(s, st, err);
+    }
+    free(text);
+    if (rc == 0) {
+        q->settings = *in;
+        q->in_table = true;
+    }
+    return rc;
+}
+
+/* ---- dead letters ---- */
+
+/* Dead-list cursor: "<finished_at>.<seq>" of the last job of the page. */
+static int parse_dead_cursor(const char *cursor, int64_t *at, int64_t *seq, er_error *err)
+{
+    *at = INT64_MAX;
+    *seq = INT64_MAX;
+    if (!cursor || !*cursor)
+        return 0;
+    char *end;
+    errno = 0;
+    long long a = strtoll(cursor, &end, 10);
+    if (errno || *end != '.')
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    const char *p = end + 1;
+    long long b = strtoll(p, &end, 10);
+    if (errno || end == p || *end)
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    *at = a;
+    *seq = b;
+    return 0;
+}
+
+int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *cursor,
+                        er_job_list *out, char **next_cursor, er_error *err)
+{
+    *next_cursor = NULL;
+    int64_t at, seq;
+    int rc = parse_dead_cursor(cursor, &at, &seq, err);
+    if (rc < 0)
+        return rc;
+    if (limit < 1)
+        limit = 1;
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, queue ? ER_SQ_LIST_DEAD_QUEUE : ER_SQ_LIST_DEAD, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, at);
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_int64(st, 3, (int64_t)limit + 1);
+    if (queue)
+        sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
+    size_t base = out->len;
+    int n = 0, src;
+    int64_t last_at = 0, last_seq = 0;
+    bool more = false;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == limit) {
+            more = true;
+            continue;
+        }
+        er_job *j = er_job_list_push(out);
+        if (!j) {
+            rc = nomem(err);
+            break;
+        }
+        rc = er_sqlite_row_job(st, j, err);
+        if (rc < 0)
+            break;
+        last_at = j->finished_at;
+        last_seq = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
+        n++;
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "list dead", err);
+    sqlite3_reset(st);
+    if (rc == 0 && more) {
+        char buf[48];
+        snprintf(buf, sizeof buf, "%" PRId64 ".%" PRId64, last_at, last_seq);
+        if (!(*next_cursor = strdup(buf)))
+            rc = nomem(err);
+    }
+    if (rc < 0) {
+        while (out->len > base)
+            er_job_fini(&out->items[--out->len]);
+    }
+    return rc;
+}
+
+static int replace_str(char **dst, const char *src)
+{
+    free(*dst);
+    *dst = NULL;
+    if (src && !(*dst = strdup(src)))
+        return -1;
+    return 0;
+}
+
+/* Turns a copy of a dead job into its fresh, waiting redrive. */
+static int make_redrive(er_job *nj, const char *new_id, int64_t now)
+{
+    free(nj->lease_owner);
+    free(nj->lease_token);
+    free(nj->last_error);
+    free(nj->result);
+    free(nj->progress);
+    nj->lease_owner = nj->lease_token = nj->last_error = nj->result = nj->progress = NULL;
+    nj->state = ER_STATE_WAITING;
+    nj->attempts = nj->started = nj->stalled = 0;
+    nj->lease_expires_at = 0;
+    nj->run_at = nj->created_at = nj->updated_at = now;
+    nj->started_at = nj->finished_at = nj->redriven_at = 0;
+    nj->redrive_count = 0;
+    return replace_str(&nj->id, new_id);
+}
+
+static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    er_job dead, nj;
+    er_job_init(&nj);
+    int rc = er_sqlite_load_job(s, id, &dead, err);
+    if (rc < 0)
+        return rc == ER_ENOTFOUND
+                   ? er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s'", id)
+                   : rc;
+    if (dead.state != ER_STATE_DEAD) {
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s' (it is %s)", id,
+                          er_state_name(dead.state) ? er_state_name(dead.state) : "?");
+        goto out;
+    }
+    int n = dead.redrive_count + 1;
+    size_t len = strlen(id) + 32;
+    char *new_id = malloc(len);
+    if (!new_id) {
+        rc = nomem(err);
+        goto out;
+    }
+    snprintf(new_id, len, "%s-redrive-%d", id, n);
+    rc = er_job_copy(&nj, &dead);
+    if (rc == 0 && make_redrive(&nj, new_id, now) < 0)
+        rc = ER_ENOMEM;
+    free(new_id);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
+    if (rc == 0)
+        rc = er_sqlite_bind_job(s, st, &nj, err);
+    if (rc == 0)
+        rc = er_sqlite_run(s, st, err);
+    if (rc == 0 && sqlite3_changes(s->db) == 0)
+        rc = er_error_set(err, ER_ECONFLICT, "id", "job '%s' already exists", nj.id);
+    if (rc == 0)
+        rc = er_sqlite_prep(s, ER_SQ_REDRIVE_MARK, &st, err);
+    if (rc == 0) {
+        sqlite3_bind_int64(st, 1, now);
+        sqlite3_bind_int(st, 2, n);
+        sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+        rc = er_sqlite_run(s, st, err);
+    }
+    if (rc == 0)
+        rc = er_sqlite_queue_register(s, nj.queue, err);
+    if (rc == 0 && out) {
+        *out = nj;
+        er_job_init(&nj);
+    }
+out:
+    er_job_fini(&dead);
+    er_job_fini(&nj);
+    return rc;
+}
+
+int er_sqlite_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    bool own;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    rc = redrive_in_tx(s, id, now, out, err);
+    return er_sqlite_op_end(s, own, rc, err);
+}
+
+int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_DELETE_DEAD, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    rc = er_sqlite_run(s, st, err);
+    if (rc == 0 && sqlite3_changes(s->db) == 0)
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s'", id);
+    return rc;
+}
+
+/* ---- maintenance ---- */
+
+/* A set of queue names (owned strings) handed to the caller. */
+typedef struct name_set {
+    char **v;
+    size_t n, cap;
+} name_set;
+
+static int name_add(name_set *ns, const char *name)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        if (strcmp(ns->v[i], name) == 0)
+            return 0;
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 8;
+        char **v = realloc(ns->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        ns->v = v;
+        ns->cap = cap;
+    }
+    if (!(ns->v[ns->n] = strdup(name)))
+        return -1;
+    ns->n++;
+    return 0;
+}
+
+static void name_set_free(name_set *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    memset(ns, 0, sizeof *ns);
+}
+
+/* Hands the set to the caller's out-parameters (or frees it). */
+static void name_set_give(name_set *ns, char ***queues, size_t *nqueues)
+{
+    if (queues && nqueues) {
+        *queues = ns->v;
+        *nqueues = ns->n;
+        memset(ns, 0, sizeof *ns);
+    } else {
+        name_set_free(ns);
+    }
+}
+
+int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queues,
+                      size_t *nqueues, er_error *err)
+{
+    *n = 0;
+    if (queues)
+        *queues = NULL;
+    if (nqueues)
+        *nqueues = 0;
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_PROMOTE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int(st, 2, limit);
+    name_set ns = {0};
+    int count = 0, src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        count++;
+        if (rc == 0 && name_add(&ns, (const char *)sqlite3_column_text(st, 0)) < 0)
+            rc = nomem(err);
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "promote", err);
+    sqlite3_reset(st);
+    if (rc < 0) {
+        name_set_free(&ns);
+        return rc;
+    }
+    *n = count;
+    name_set_give(&ns, queues, nqueues);
+    return 0;
+}
+
+static char *stalled_error(const er_job *j, int64_t now)
+{
+    char at[32];
+    er_time_format(now, at);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
+                          "the lease expired too many times (worker lost or too slow)",
+                          "attempt", j->attempts, "stalled", j->stalled + 1, "at", at);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns, er_error *err)
+{
+    er_job_list due = {0};
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_REAP_SELECT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int(st, 2, limit);
+    int64_t *seqs = NULL;
+    size_t seqcap = 0;
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (due.len == seqcap) {
+            size_t cap = seqcap ? seqcap * 2 : 16;
+            int64_t *v = realloc(seqs, cap * sizeof *v);
+            if (!v) {
+                rc = nomem(err);
+                break;
+            }
+            seqs = v;
+            seqcap = cap;
+        }
+        er_job *j = er_job_list_push(&due);
+        if (!j) {
+            rc = nomem(err);
+            break;
+        }
+        seqs[due.len - 1] = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
+        if ((rc = er_sqlite_row_job(st, j, err)) < 0)
+            break;
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "reap", err);
+    sqlite3_reset(st);
+    for (size_t i = 0; rc == 0 && i < due.len; i++) {
+        const er_job *j = &due.items[i];
+        er_sqlite_queue *q;
+        if ((rc = er_sqlite_queue_get(s, j->queue, &q, err)) < 0)
+            break;
+        int max_stalled = q->settings.max_stalled;
+        er_state next = er_stall_decide(j, max_stalled);
+        char *text = NULL;
+        if (next == ER_STATE_DEAD && !(text = stalled_error(j, now))) {
+            rc = nomem(err);
+            break;
+        }
+        if ((rc = er_sqlite_prep(s, ER_SQ_REAP_APPLY, &st, err)) == 0) {
+            sqlite3_bind_int(st, 1, (int)next);
+            if (text)
+                sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+            else
+                sqlite3_bind_null(st, 2);
+            sqlite3_bind_int64(st, 3, next == ER_STATE_DEAD ? now : 0);
+            sqlite3_bind_int64(st, 4, now);
+            sqlite3_bind_int64(st, 5, seqs[i]);
+            rc = er_sqlite_run(s, st, err);
+        }
+        free(text);
+        if (rc == 0 && next == ER_STATE_WAITING && name_add(ns, j->queue) < 0)
+            rc = nomem(err);
+        if (rc == 0)
+            (*n)++;
+    }
+    free(seqs);
+    er_job_list_fini(&due);
+    return rc;
+}
+
+int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
+                   size_t *nqueues, er_error *err)
+{
+    *n = 0;
+    if (queues)
+        *queues = NULL;
+    if (nqueues)
+        *nqueues = 0;
+    bool own;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    name_set ns = {0};
+    int count = 0;
+    rc = reap_in_tx(s, now, limit, &count, &ns, err);
+    rc = er_sqlite_op_end(s, own, rc, err);
+    if (rc < 0) {
+        name_set_free(&ns);
+        return rc;
+    }
+    *n = count;
+    name_set_give(&ns, queues, nqueues);
+    return 0;
+}
+
+/* Runs one bounded retention DELETE; adds the rows deleted to *n. */
+static int ret_delete(er_store *s, int id, const char *queue, int64_t arg, int limit, int *n,
+                      er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, id, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, arg);
+    sqlite3_bind_int(st, 3, limit);
+    rc = er_sqlite_run(s, st, err);
+    if (rc == 0)
+        *n += sqlite3_changes(s->db);
+    return rc;
+}
+
+static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error *err)
+{
+    er_queue_info *qs = NULL;
+    size_t len = 0;
+    int rc = load_queue_rows(s, &qs, &len, err);
+    for (size_t i = 0; rc == 0 && i < len && *n < limit; i++) {
+        const er_retention *r = &qs[i].settings.retention;
+        if (r->completed_age_s > 0)
+            rc = ret_delete(s, ER_SQ_RET_COMPLETED_AGE, qs[i].name,
+                            now - r->completed_age_s * 1000, limit - *n, n, err);
+        if (rc == 0 && r->completed_count > 0 && *n < limit)
+            rc = ret_delete(s, ER_SQ_RET_COMPLETED_COUNT, qs[i].name, r->completed_count,
+                            limit - *n, n, err);
+        if (rc == 0 && r->dead_age_s > 0 && *n < limit)
+            rc = ret_delete(s, ER_SQ_RET_DEAD_AGE, qs[i].name, now - r->dead_age_s * 1000,
+                            limit - *n, n, err);
+    }
+    er_queue_info_list_free(qs, len);
+    return rc;
+}
+
+int er_sqlite_retention(er_store *s, int64_t now, int limit, int *n, er_error *err)
+{
+    *n = 0;
+    bool own;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    int count = 0;
+    rc = retention_in_tx(s, now, limit, &count, err);
+    rc = er_sqlite_op_end(s, own, rc, err);
+    if (rc == 0)
+        *n = count;
+    return rc;
+}
+
+static int first_value(er_store *s, int id, int64_t *v, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, id, &st, err);
+    if (rc < 0)
+        return rc;
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        *v = sqlite3_column_int64(st, 0);
+    else if (src == SQLITE_DONE)
+        *v = INT64_MAX;
+    else
+        rc = er_sqlite_error(s->db, src, "next due", err);
+    sqlite3_reset(st);
+    return rc;
+}
+
+int er_sqlite_next_due(er_store *s, int64_t *at, er_error *err)
+{
+    int64_t a, b;
+    int rc = first_value(s, ER_SQ_NEXT_SCHEDULED, &a, err);
+    if (rc == 0)
+        rc = first_value(s, ER_SQ_NEXT_LEASE, &b, err);
+    if (rc == 0)
+        *at = a < b ? a : b;
+    return rc;
+}

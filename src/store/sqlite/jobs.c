@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The SQLite store's job operations: enqueue, fetch (lease), heartbeat,
+ * complete, fail, release, get, cancel and list. Each checks its
+ * precondition with the statement that writes (or before writing), so a
+ * logical error leaves the transaction as it was. Decisions (backoff,
+ * dead or retry) come from src/core; this file only persists them.
+ */
+#include "store/sqlite/sqlite_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
+                      er_error *err)
+{
+    bool own;
+    *duplicate = false;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
+    if (rc == 0)
+        rc = er_sqlite_bind_job(s, st, job, err);
+    if (rc == 0)
+        rc = er_sqlite_run(s, st, err);
+    if (rc == 0 && sqlite3_changes(s->db) == 0) {
+        *duplicate = true;
+        if (existing)
+            rc = er_sqlite_load_job(s, job->id, existing, err);
+    } else if (rc == 0) {
+        rc = er_sqlite_queue_register(s, job->queue, err);
+    }
+    return er_sqlite_op_end(s, own, rc, err);
+}
+
+/* A leased row with its insertion order, for sorting a fetch batch. */
+typedef struct leased {
+    er_job job;
+    int64_t seq;
+} leased;
+
+static int leased_cmp(const void *a, const void *b)
+{
+    const leased *x = a, *y = b;
+    if (x->job.priority != y->job.priority)
+        return x->job.priority > y->job.priority ? -1 : 1;
+    if (x->job.run_at != y->job.run_at)
+        return x->job.run_at < y->job.run_at ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING and
+ * appends them to *out in fetch order. */
+static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue, int take,
+                       int64_t lease_ms, er_rand *r, er_job_list *out, int *got, er_error *err)
+{
+    *got = 0;
+    leased *rows = calloc((size_t)take, sizeof *rows);
+    if (!rows)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_FETCH, &st, err);
+    int n = 0;
+    if (rc == 0) {
+        sqlite3_bind_text(st, 1, p->worker_id ? p->worker_id : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, p->now + lease_ms);
+        sqlite3_bind_int64(st, 3, p->now);
+        sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 5, take);
+        s->rand = r;
+        int src;
+        while ((src = sqlite3_step(st)) == SQLITE_ROW && n < take) {
+            er_job_init(&rows[n].job);
+            rows[n].seq = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
+            rc = er_sqlite_row_job(st, &rows[n].job, err);
+            n++;
+            if (rc < 0)
+                break;
+        }
+        if (rc == 0 && src != SQLITE_DONE && src != SQLITE_ROW)
+            rc = er_sqlite_error(s->db, src, "fetch", err);
+        s->rand = NULL;
+        sqlite3_reset(st);
+    }
+    if (rc == 0) {
+        qsort(rows, (size_t)n, sizeof *rows, leased_cmp);
+        for (int i = 0; i < n; i++) {
+            er_job *slot = er_job_list_push(out);
+            if (!slot) {
+                rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+                break;
+            }
+            *slot = rows[i].job;
+            er_job_init(&rows[i].job);
+            (*got)++;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        er_job_fini(&rows[i].job);
+    free(rows);
+    return rc;
+}
+
+int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+                    er_error *err)
+{
+    size_t base = out->len;
+    bool own;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    int remaining = p->max;
+    for (size_t i = 0; rc == 0 && i < p->nqueues && remaining > 0; i++) {
+        er_sqlite_queue *q;
+        rc = er_sqlite_queue_get(s, p->queues[i], &q, err);
+        if (rc < 0)
+            break;
+        if (q->settings.paused || q->throttled_until > p->now)
+            continue;
+        int take = remaining;
+        int concurrency = q->settings.concurrency;
+        int64_t lease_ms = p->lease_ms > 0 ? p->lease_ms
+                           : q->settings.lease_ms > 0 ? q->settings.lease_ms
+                                                      : ER_DEFAULT_LEASE_MS;
+        if (concurrency > 0) {
+            sqlite3_stmt *st;
+            rc = er_sqlite_prep(s, ER_SQ_COUNT_ACTIVE, &st, err);
+            if (rc < 0)
+                break;
+            sqlite3_bind_text(st, 1, p->queues[i], -1, SQLITE_STATIC);
+            int src = sqlite3_step(st);
+            int64_t active = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+            if (src != SQLITE_ROW)
+                rc = er_sqlite_error(s->db, src, "count active", err);
+            sqlite3_reset(st);
+            if (rc < 0)
+                break;
+            if (active >= concurrency)
+                continue;
+            if (concurrency - active < take)
+                take = (int)(concurrency - active);
+        }
+        int got = 0;
+        rc = fetch_queue(s, p, p->queues[i], take, lease_ms, r, out, &got, err);
+        remaining -= got;
+    }
+    rc = er_sqlite_op_end(s, own, rc, err);
+    if (rc < 0) {
+        /* nothing leased: drop what this call appended */
+        while (out->len > base)
+            er_job_fini(&out->items[--out->len]);
+    }
+    return rc;
+}
+
+/* Explains why a lease-checked UPDATE matched no row. */
+static int lease_refused(er_store *s, const char *id, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_LEASE_STATE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_DONE) {
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+    } else if (src != SQLITE_ROW) {
+        rc = er_sqlite_error(s->db, src, "read job", err);
+    } else if (sqlite3_column_int(st, 0) != ER_STATE_ACTIVE) {
+        const char *name = er_state_name((er_state)sqlite3_column_int(st, 0));
+        rc = er_error_set(err, ER_ESTALE, "lease_token",
+                          "job '%s' is not active (it is %s): the lease was lost", id,
+                          name ? name : "?");
+    } else {
+        rc = er_error_set(err, ER_ESTALE, "lease_token",
+                          "lease token does not match job '%s': the job was leased again", id);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* Runs a prepared lease-checked UPDATE; on no match explains why. */
+static int lease_update(er_store *s, sqlite3_stmt *st, const char *id, er_error *err)
+{
+    int rc = er_sqlite_run(s, st, err);
+    if (rc == 0 && sqlite3_changes(s->db) == 0)
+        rc = lease_refused(s, id, err);
+    return rc;
+}
+
+int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
+                        const char *progress, int64_t now, int64_t *expires_at, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_HEARTBEAT, &st, err);
+    if (rc < 0)
+        return rc;
+    int64_t until = now + extend_ms;
+    sqlite3_bind_int64(st, 1, until);
+    if (progress)
+        sqlite3_bind_text(st, 2, progress, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 2);
+    sqlite3_bind_int64(st, 3, now);
+    sqlite3_bind_text(st, 4, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, token ? token : "", -1, SQLITE_STATIC);
+    rc = lease_update(s, st, id, err);
+    if (rc == 0 && expires_at)
+        *expires_at = until;
+    return rc;
+}
+
+int er_sqlite_complete(er_store *s, const char *id, const char *token, const char *result,
+                       int64_t now, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_COMPLETE, &st, err);
+    if (rc < 0)
+        return rc;
+    if (result)
+        sqlite3_bind_text(st, 1, result, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_int64(st, 2, now);
+    sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, token ? token : "", -1, SQLITE_STATIC);
+    return lease_update(s, st, id, err);
+}
+
+int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t now,
+                      er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_RELEASE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, token ? token : "", -1, SQLITE_STATIC);
+    return lease_update(s, st, id, err);
+}
+
+static int fail_in_tx(er_store *s, const char *id, const char *token, const er_failure *f,
+                          int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err)
+{
+    er_job job;
+    int rc = er_sqlite_load_job(s, id, &job, err);
+    if (rc < 0)
+        return rc;
+    if (job.state != ER_STATE_ACTIVE || !job.lease_token || !token ||
+        strcmp(job.lease_token, token) != 0) {
+        er_job_fini(&job);
+        return lease_refused(s, id, err);
+    }
+    er_sqlite_queue *q;
+    rc = er_sqlite_queue_get(s, job.queue, &q, err);
+    if (rc < 0)
+        goto out;
+    er_fail_outcome o;
+    memset(&o, 0, sizeof o);
+    int max_started = q->settings.max_started > 0 ? q->settings.max_started
+                                                  : ER_DEFAULT_MAX_STARTED;
+    er_fail_decide(&job, f, max_started, now, r, &o);
+    char *text = er_failure_to_json_text(f, job.attempts, now);
+    if (!text) {
+        rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+        goto out;
+    }
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, ER_SQ_FAIL_APPLY, &st, err);
+    if (rc == 0) {
+        sqlite3_bind_int(st, 1, (int)o.state);
+        sqlite3_bind_int64(st, 2, o.state == ER_STATE_SCHEDULED ? o.run_at : job.run_at);
+        sqlite3_bind_int(st, 3, o.attempts);
+        sqlite3_bind_text(st, 4, text, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, now);
+        sqlite3_bind_int64(st, 6, o.state == ER_STATE_DEAD ? now : 0);
+        sqlite3_bind_text(st, 7, id, -1, SQLITE_STATIC);
+        rc = er_sqlite_run(s, st, err);
+    }
+    free(text);
+    if (rc == 0 && o.queue_pause_until > 0) {
+        rc = er_sqlite_prep(s, ER_SQ_QUEUE_THROTTLE, &st, err);
+        if (rc == 0) {
+            sqlite3_bind_text(st, 1, job.queue, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 2, o.queue_pause_until);
+            rc = er_sqlite_run(s, st, err);
+        }
+        if (rc == 0) {
+            q->in_table = true;
+            if (o.queue_pause_until > q->throttled_until)
+                q->throttled_until = o.queue_pause_until;
+        }
+    }
+    if (rc == 0 && outcome)
+        *outcome = o;
+out:
+    er_job_fini(&job);
+    return rc;
+}
+
+int er_sqlite_fail(er_store *s, const char *id, const char *token, const er_failure *f,
+                   int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err)
+{
+    bool own;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    rc = fail_in_tx(s, id, token, f, now, r, outcome, err);
+    return er_sqlite_op_end(s, own, rc, err);
+}
+
+int er_sqlite_get_job(er_store *s, const char *id, er_job *out, er_error *err)
+{
+    return er_sqlite_load_job(s, id, out, err);
+}
+
+int er_sqlite_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_CANCEL, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    er_job j;
+    er_job_init(&j);
+    bool found = false;
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        found = true;
+        if (rc == 0)
+            rc = er_sqlite_row_job(st, &j, err);
+    }
+    if (src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "cancel", err);
+    sqlite3_reset(st);
+    if (rc < 0) {
+        er_job_fini(&j);
+        return rc;
+    }
+    if (!found) {
+        er_job cur;
+        rc = er_sqlite_load_job(s, id, &cur, err);
+        if (rc < 0)
+            return rc;
+        const char *name = er_state_name(cur.state);
+        rc = er_error_set(err, ER_ECONFLICT, "id", "job '%s' is %s and cannot be cancelled", id,
+                          name ? name : "?");
+        er_job_fini(&cur);
+        return rc;
+    }
+    if (out)
+        *out = j;
+    else
+        er_job_fini(&j);
+    return 0;
+}
+
+/* Parses a decimal cursor; NULL or "" means from the start. */
+static int parse_seq(const char *cursor, int64_t *seq, er_error *err)
+{
+    *seq = 0;
+    if (!cursor || !*cursor)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(cursor, &end, 10);
+    if (errno || *end || v < 0)
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    *seq = v;
+    return 0;
+}
+
+int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limit,
+                        const char *cursor, er_job_list *out, char **next_cursor, er_error *err)
+{
+    *next_cursor = NULL;
+    int64_t after;
+    int rc = parse_seq(cursor, &after, err);
+    if (rc < 0)
+        return rc;
+    if (limit < 1)
+        limit = 1;
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, ER_SQ_LIST_JOBS, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, (int)state);
+    sqlite3_bind_int64(st, 3, after);
+    sqlite3_bind_int64(st, 4, (int64_t)limit + 1); /* one more tells whether a page follows */
+    size_t base = out->len;
+    int n = 0, src;
+    int64_t last = 0;
+    bool more = false;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == limit) {
+            more = true;
+            continue;
+        }
+        er_job *j = er_job_list_push(out);
+        if (!j) {
+            rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+            break;
+        }
+        rc = er_sqlite_row_job(st, j, err);
+        if (rc < 0)
+            break;
+        last = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
+        n++;
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "list jobs", err);
+    sqlite3_reset(st);
+    if (rc == 0 && more) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%" PRId64, last);
+        if (!(*next_cursor = strdup(buf)))
+            rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    if (rc < 0) {
+        while (out->len > base)
+            er_job_fini(&out->items[--out->len]);
+    }
+    return rc;
+}

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The SQLite store's SQL: the schema migrations and the text of every cached
+ * statement. Partial indexes keep fetch, promote and reap proportional to the
+ * jobs in the state they look at, not to the finished jobs kept by retention.
+ * Only text lives here; sqlite.c runs it.
+ */
+#include "store/sqlite/sqlite_int.h"
+
+/* Schema migrations. Each step runs, in order, inside the transaction that
+ * open() holds, and meta.schema_version becomes the number of steps applied.
+ * To change the schema: append a new string to this array (never edit or
+ * reorder a step that has shipped: a database may already hold it), update
+ * the statements below that use new columns, and add a store test that
+ * opens a database written by the previous version. A database whose
+ * version is newer than this array knows is refused at open. */
+const char *const er_sqlite_migrations[] = {
+    /* 1: jobs and queues */
+    "CREATE TABLE jobs ("
+    " seq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " queue TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " payload TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " priority INTEGER NOT NULL,"
+    " grp TEXT,"
+    " run_at INTEGER NOT NULL,"
+    " max_attempts INTEGER NOT NULL,"
+    " backoff_type INTEGER NOT NULL,"
+    " backoff_delay_ms INTEGER NOT NULL,"
+    " backoff_max_ms INTEGER NOT NULL,"
+    " backoff_jitter REAL NOT NULL,"
+    " timeout_ms INTEGER NOT NULL,"
+    " trace_id TEXT,"
+    " idempotency_key TEXT,"
+    " attempts INTEGER NOT NULL,"
+    " started INTEGER NOT NULL,"
+    " stalled INTEGER NOT NULL,"
+    " lease_owner TEXT,"
+    " lease_token TEXT,"
+    " lease_expires_at INTEGER NOT NULL,"
+    " last_error TEXT,"
+    " result TEXT,"
+    " progress TEXT,"
+    " created_at INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL,"
+    " started_at INTEGER NOT NULL,"
+    " finished_at INTEGER NOT NULL,"
+    " redriven_at INTEGER NOT NULL,"
+    " redrive_count INTEGER NOT NULL,"
+    " set_flags INTEGER NOT NULL);"
+    /* listing by queue and state in insertion order; per-state counts */
+    "CREATE INDEX jobs_queue_state ON jobs(queue, state, seq);"
+    "CREATE INDEX jobs_waiting ON jobs(queue, priority DESC, run_at, seq) WHERE state = 1;"
+    "CREATE INDEX jobs_scheduled ON jobs(run_at) WHERE state = 0;"
+    "CREATE INDEX jobs_active ON jobs(lease_expires_at) WHERE state = 2;"
+    "CREATE INDEX jobs_completed ON jobs(queue, finished_at) WHERE state = 3;"
+    "CREATE INDEX jobs_dead ON jobs(finished_at, seq) WHERE state = 4;"
+    "CREATE INDEX jobs_dead_queue ON jobs(queue, finished_at, seq) WHERE state = 4;"
+    "CREATE TABLE queues ("
+    " name TEXT PRIMARY KEY,"
+    " settings TEXT,"
+    " paused INTEGER NOT NULL DEFAULT 0,"
+    " throttled_until INTEGER NOT NULL DEFAULT 0"
+    ") WITHOUT ROWID;",
+};
+
+const int er_sqlite_schema_version =
+    (int)(sizeof er_sqlite_migrations / sizeof er_sqlite_migrations[0]);
+
+/* Every job SELECT/RETURNING lists these, in this order (er_sqlite_row_job);
+ * ER_SQ_COL_SEQ is the index of seq. */
+#define COLS                                                                          \
+    "id, queue, name, payload, state, priority, grp, run_at, max_attempts,"          \
+    " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms,"    \
+    " trace_id, idempotency_key, attempts, started, stalled, lease_owner, lease_token," \
+    " lease_expires_at, last_error, result, progress, created_at, updated_at,"       \
+    " started_at, finished_at, redriven_at, redrive_count, set_flags, seq"
+
+#define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
+
+const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
+    [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
+    [ER_SQ_COMMIT] = "COMMIT",
+    [ER_SQ_ROLLBACK] = "ROLLBACK",
+    [ER_SQ_INSERT_JOB] =
+        "INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at,"
+        " max_attempts, backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter,"
+        " timeout_ms, trace_id, idempotency_key, attempts, started, stalled, lease_owner,"
+        " lease_token, lease_expires_at, last_error, result, progress, created_at,"
+        " updated_at, started_at, finished_at, redriven_at, redrive_count, set_flags)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+        " ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
+        " ON CONFLICT(id) DO NOTHING",
+    [ER_SQ_GET_JOB] = "SELECT " COLS " FROM jobs WHERE id = ?1",
+    [ER_SQ_LEASE_STATE] = "SELECT state, lease_token FROM jobs WHERE id = ?1",
+    [ER_SQ_QUEUE_REGISTER] = "INSERT INTO queues (name) VALUES (?1) ON CONFLICT(name) DO NOTHING",
+    [ER_SQ_QUEUE_GET] = "SELECT settings, paused, throttled_until FROM queues WHERE name = ?1",
+    [ER_SQ_QUEUE_PUT] = "INSERT INTO queues (name, settings, paused) VALUES (?1, ?2, ?3)"
+                        " ON CONFLICT(name) DO UPDATE SET settings = excluded.settings,"
+                        " paused = excluded.paused",
+    [ER_SQ_QUEUE_THROTTLE] =
+        "INSERT INTO queues (name, throttled_until) VALUES (?1, ?2) ON CONFLICT(name)"
+        " DO UPDATE SET throttled_until = max(throttled_until, excluded.throttled_until)",
+    [ER_SQ_QUEUE_ALL] = "SELECT name, settings, paused, throttled_until FROM queues ORDER BY name",
+    [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = ?1 AND state = 2",
+    /* er_token() draws each lease token from the fetch's er_rand */
+    [ER_SQ_FETCH] = "UPDATE jobs SET state = 2, attempts = attempts + 1, started = started + 1,"
+                    " lease_owner = ?1, lease_token = er_token(), lease_expires_at = ?2,"
+                    " started_at = ?3, updated_at = ?3"
+                    " WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?4 AND state = 1"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    " RETURNING " COLS,
+    [ER_SQ_HEARTBEAT] = "UPDATE jobs SET lease_expires_at = ?1, progress = coalesce(?2, progress),"
+                        " updated_at = ?3 WHERE id = ?4 AND state = 2 AND lease_token = ?5",
+    [ER_SQ_COMPLETE] = "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, updated_at = ?2, "
+                       CLEAR_LEASE " WHERE id = ?3 AND state = 2 AND lease_token = ?4",
+    [ER_SQ_RELEASE] = "UPDATE jobs SET state = 1, attempts = max(attempts - 1, 0),"
+                      " updated_at = ?1, " CLEAR_LEASE
+                      " WHERE id = ?2 AND state = 2 AND lease_token = ?3",
+    [ER_SQ_FAIL_APPLY] = "UPDATE jobs SET state = ?1, run_at = ?2, attempts = ?3, last_error = ?4,"
+                         " updated_at = ?5, finished_at = ?6, " CLEAR_LEASE " WHERE id = ?7",
+    [ER_SQ_CANCEL] = "UPDATE jobs SET state = 5, finished_at = ?1, updated_at = ?1"
+                     " WHERE id = ?2 AND state IN (0, 1) RETURNING " COLS,
+    [ER_SQ_LIST_JOBS] = "SELECT " COLS " FROM jobs WHERE queue = ?1 AND state = ?2 AND seq > ?3"
+                        " ORDER BY seq LIMIT ?4",
+    [ER_SQ_COUNTS] = "SELECT queue, state, count(*) FROM jobs GROUP BY queue, state",
+    [ER_SQ_OLDEST_WAITING] = "SELECT min(run_at) FROM jobs WHERE queue = ?1 AND state = 1",
+    [ER_SQ_LIST_DEAD] = "SELECT " COLS " FROM jobs WHERE state = 4 AND (finished_at, seq) < (?1, ?2)"
+                        " ORDER BY finished_at DESC, seq DESC LIMIT ?3",
+    [ER_SQ_LIST_DEAD_QUEUE] = "SELECT " COLS " FROM jobs WHERE state = 4 AND queue = ?4"
+                              " AND (finished_at, seq) < (?1, ?2)"
+                              " ORDER BY finished_at DESC, seq DESC LIMIT ?3",
+    [ER_SQ_REDRIVE_MARK] = "UPDATE jobs SET redriven_at = ?1, redrive_count = ?2, updated_at = ?1"
+                           " WHERE id = ?3",
+    [ER_SQ_DELETE_DEAD] = "DELETE FROM jobs WHERE id = ?1 AND state = 4",
+    [ER_SQ_PROMOTE] = "UPDATE jobs SET state = 1, updated_at = ?1"
+                      " WHERE seq IN (SELECT seq FROM jobs WHERE state = 0 AND run_at <= ?1"
+                      " ORDER BY run_at LIMIT ?2) RETURNING queue",
+    [ER_SQ_REAP_SELECT] = "SELECT " COLS " FROM jobs WHERE state = 2 AND lease_expires_at <= ?1"
+                          " ORDER BY lease_expires_at LIMIT ?2",
+    [ER_SQ_REAP_APPLY] = "UPDATE jobs SET state = ?1, stalled = stalled + 1,"
+                         " last_error = coalesce(?2, last_error), finished_at = ?3,"
+                         " updated_at = ?4, " CLEAR_LEASE " WHERE seq = ?5",
+    [ER_SQ_RET_COMPLETED_AGE] = "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs"
+                                " WHERE state = 3 AND queue = ?1 AND finished_at < ?2"
+                                " ORDER BY finished_at LIMIT ?3)",
+    [ER_SQ_RET_COMPLETED_COUNT] = "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs"
+                                  " WHERE state = 3 AND queue = ?1"
+                                  " ORDER BY finished_at DESC LIMIT ?3 OFFSET ?2)",
+    [ER_SQ_RET_DEAD_AGE] = "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs"
+                           " WHERE state = 4 AND queue = ?1 AND finished_at < ?2"
+                           " ORDER BY finished_at LIMIT ?3)",
+    [ER_SQ_NEXT_SCHEDULED] = "SELECT run_at FROM jobs WHERE state = 0 ORDER BY run_at LIMIT 1",
+    [ER_SQ_NEXT_LEASE] =
+        "SELECT lease_expires_at FROM jobs WHERE state = 2 ORDER BY lease_expires_at LIMIT 1",
+};

@@ -1,0 +1,548 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The SQLite store's connection: open (pragmas, migrations), close,
+ * transactions, the statement cache, the queue-settings cache, the mapping
+ * of SQLite result codes to ER_E* codes and of rows to er_job. One er_store
+ * is one connection used by one thread at a time; it never aborts on an I/O
+ * error, it reports it and lets the caller roll back.
+ */
+#include "store/sqlite/sqlite_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUSY_TIMEOUT_DEFAULT_MS 5000
+/* The WAL is truncated back to this size after a checkpoint resets it, so
+ * it is overwritten in place instead of re-grown (extending a file makes
+ * each fsync cost far more than overwriting). */
+#define WAL_SIZE_LIMIT (64LL * 1024 * 1024)
+#define WAL_AUTOCHECKPOINT_PAGES 4000
+/* The database file grows in chunks of this size. */
+#define DB_CHUNK_SIZE (4 * 1024 * 1024)
+#define QUEUE_CACHE_MAX 4096
+
+int er_sqlite_error(sqlite3 *db, int rc, const char *what, er_error *err)
+{
+    int code;
+    switch (rc & 0xff) {
+    case SQLITE_FULL:
+        code = ER_EFULL;
+        break;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_READONLY:
+    case SQLITE_PROTOCOL:
+        code = ER_EUNAVAIL;
+        break;
+    case SQLITE_NOMEM:
+        code = ER_ENOMEM;
+        break;
+    case SQLITE_CONSTRAINT:
+        code = ER_ECONFLICT;
+        break;
+    default:
+        code = ER_EINTERNAL;
+        break;
+    }
+    const char *msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    return er_error_set(err, code, "", "store: %s: %s (sqlite %d)", what, msg, rc);
+}
+
+sqlite3 *er_sqlite_handle(er_store *s)
+{
+    return s->db;
+}
+
+int er_sqlite_prep(er_store *s, int id, sqlite3_stmt **st, er_error *err)
+{
+    if (!s->st[id]) {
+        int rc = sqlite3_prepare_v3(s->db, er_sqlite_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                                    &s->st[id], NULL);
+        if (rc != SQLITE_OK) {
+            s->st[id] = NULL;
+            return er_sqlite_error(s->db, rc, "prepare", err);
+        }
+    }
+    *st = s->st[id];
+    return 0;
+}
+
+int er_sqlite_run(er_store *s, sqlite3_stmt *st, er_error *err)
+{
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        ret = er_sqlite_error(s->db, rc, "write", err);
+    sqlite3_reset(st);
+    return ret;
+}
+
+static int run_id(er_store *s, int id, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, id, &st, err);
+    return rc < 0 ? rc : er_sqlite_run(s, st, err);
+}
+
+/* ---- transactions ---- */
+
+static int sq_begin(er_store *s, er_error *err)
+{
+    return run_id(s, ER_SQ_BEGIN, err);
+}
+
+static int sq_commit(er_store *s, er_error *err)
+{
+    return run_id(s, ER_SQ_COMMIT, err);
+}
+
+/* Safe after a failed commit or a statement error: SQLite may already have
+ * rolled the transaction back itself. */
+static void sq_rollback(er_store *s)
+{
+    if (!sqlite3_get_autocommit(s->db))
+        (void)run_id(s, ER_SQ_ROLLBACK, NULL);
+    er_sqlite_queue_cache_clear(s);
+}
+
+int er_sqlite_op_begin(er_store *s, bool *own, er_error *err)
+{
+    *own = sqlite3_get_autocommit(s->db) != 0;
+    return *own ? sq_begin(s, err) : 0;
+}
+
+int er_sqlite_op_end(er_store *s, bool own, int rc, er_error *err)
+{
+    if (!own)
+        return rc;
+    if (rc == 0)
+        rc = sq_commit(s, err);
+    if (rc < 0)
+        sq_rollback(s);
+    return rc;
+}
+
+/* ---- queue cache ---- */
+
+void er_sqlite_queue_cache_clear(er_store *s)
+{
+    for (size_t i = 0; i < s->nqc; i++) {
+        free(s->qc[i]->name);
+        free(s->qc[i]);
+    }
+    s->nqc = 0;
+}
+
+int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *out,
+                             er_error *err)
+{
+    er_queue_settings_default(out);
+    if (text) {
+        json_error_t jerr;
+        json_t *obj = json_loads(text, 0, &jerr);
+        if (!obj)
+            return er_error_set(err, ER_EINTERNAL, "", "store: stored queue settings: %s",
+                                jerr.text);
+        int rc = er_queue_settings_from_json(obj, out, err);
+        json_decref(obj);
+        if (rc < 0)
+            return rc;
+    }
+    out->paused = paused != 0;
+    return 0;
+}
+
+static int queue_load(er_store *s, er_sqlite_queue *q, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_QUEUE_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, q->name, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+        q->in_table = true;
+        q->throttled_until = sqlite3_column_int64(st, 2);
+        rc = er_sqlite_settings_parse((const char *)sqlite3_column_text(st, 0),
+                                      sqlite3_column_int(st, 1), &q->settings, err);
+    } else if (src == SQLITE_DONE) {
+        q->in_table = false;
+        q->throttled_until = 0;
+        er_queue_settings_default(&q->settings);
+    } else {
+        rc = er_sqlite_error(s->db, src, "read queue", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int er_sqlite_queue_get(er_store *s, const char *queue, er_sqlite_queue **out, er_error *err)
+{
+    for (size_t i = 0; i < s->nqc; i++) {
+        if (strcmp(s->qc[i]->name, queue) == 0) {
+            *out = s->qc[i];
+            return 0;
+        }
+    }
+    if (s->nqc >= QUEUE_CACHE_MAX)
+        er_sqlite_queue_cache_clear(s);
+    if (s->nqc == s->capqc) {
+        size_t cap = s->capqc ? s->capqc * 2 : 16;
+        er_sqlite_queue **qc = realloc(s->qc, cap * sizeof *qc);
+        if (!qc)
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        s->qc = qc;
+        s->capqc = cap;
+    }
+    er_sqlite_queue *q = calloc(1, sizeof *q);
+    if (!q || !(q->name = strdup(queue))) {
+        free(q);
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    int rc = queue_load(s, q, err);
+    if (rc < 0) {
+        free(q->name);
+        free(q);
+        return rc;
+    }
+    s->qc[s->nqc++] = q;
+    *out = q;
+    return 0;
+}
+
+int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err)
+{
+    er_sqlite_queue *q;
+    int rc = er_sqlite_queue_get(s, queue, &q, err);
+    if (rc < 0 || q->in_table)
+        return rc;
+    sqlite3_stmt *st;
+    rc = er_sqlite_prep(s, ER_SQ_QUEUE_REGISTER, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+    rc = er_sqlite_run(s, st, err);
+    if (rc == 0)
+        q->in_table = true;
+    return rc;
+}
+
+/* ---- rows ---- */
+
+static int bind_opt_text(sqlite3_stmt *st, int i, const char *v)
+{
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error *err)
+{
+    int flags = (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) |
+                (j->set_timeout ? 4 : 0) | (j->set_priority ? 8 : 0);
+    int rc = SQLITE_OK;
+    rc |= sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_text(st, 2, j->queue, -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_text(st, 3, j->name ? j->name : "", -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_text(st, 4, j->payload ? j->payload : "null",
+                            j->payload ? (int)j->payload_len : 4, SQLITE_STATIC);
+    rc |= sqlite3_bind_int(st, 5, (int)j->state);
+    rc |= sqlite3_bind_int(st, 6, j->priority);
+    rc |= bind_opt_text(st, 7, j->group);
+    rc |= sqlite3_bind_int64(st, 8, j->run_at);
+    rc |= sqlite3_bind_int(st, 9, j->max_attempts);
+    rc |= sqlite3_bind_int(st, 10, (int)j->backoff.type);
+    rc |= sqlite3_bind_int64(st, 11, j->backoff.delay_ms);
+    rc |= sqlite3_bind_int64(st, 12, j->backoff.max_delay_ms);
+    rc |= sqlite3_bind_double(st, 13, j->backoff.jitter);
+    rc |= sqlite3_bind_int64(st, 14, j->timeout_ms);
+    rc |= bind_opt_text(st, 15, j->trace_id);
+    rc |= bind_opt_text(st, 16, j->idempotency_key);
+    rc |= sqlite3_bind_int(st, 17, j->attempts);
+    rc |= sqlite3_bind_int(st, 18, j->started);
+    rc |= sqlite3_bind_int(st, 19, j->stalled);
+    rc |= bind_opt_text(st, 20, j->lease_owner);
+    rc |= bind_opt_text(st, 21, j->lease_token);
+    rc |= sqlite3_bind_int64(st, 22, j->lease_expires_at);
+    rc |= bind_opt_text(st, 23, j->last_error);
+    rc |= bind_opt_text(st, 24, j->result);
+    rc |= bind_opt_text(st, 25, j->progress);
+    rc |= sqlite3_bind_int64(st, 26, j->created_at);
+    rc |= sqlite3_bind_int64(st, 27, j->updated_at);
+    rc |= sqlite3_bind_int64(st, 28, j->started_at);
+    rc |= sqlite3_bind_int64(st, 29, j->finished_at);
+    rc |= sqlite3_bind_int64(st, 30, j->redriven_at);
+    rc |= sqlite3_bind_int(st, 31, j->redrive_count);
+    rc |= sqlite3_bind_int(st, 32, flags);
+    if (rc != SQLITE_OK)
+        return er_sqlite_error(s->db, sqlite3_errcode(s->db), "bind", err);
+    return 0;
+}
+
+/* Copies text column i into *dst (NULL for SQL NULL); -1 on ENOMEM. */
+static int col_dup(sqlite3_stmt *st, int i, char **dst, size_t *len)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    if (!t) {
+        *dst = NULL;
+        /* NULL for a non-NULL value means sqlite ran out of memory */
+        return sqlite3_column_type(st, i) == SQLITE_NULL ? 0 : -1;
+    }
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *p = malloc(n + 1);
+    if (!p)
+        return -1;
+    memcpy(p, t, n);
+    p[n] = '\0';
+    *dst = p;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err)
+{
+    int bad = 0;
+    bad |= col_dup(st, 0, &j->id, NULL);
+    bad |= col_dup(st, 1, &j->queue, NULL);
+    bad |= col_dup(st, 2, &j->name, NULL);
+    bad |= col_dup(st, 3, &j->payload, &j->payload_len);
+    j->state = (er_state)sqlite3_column_int(st, 4);
+    j->priority = sqlite3_column_int(st, 5);
+    bad |= col_dup(st, 6, &j->group, NULL);
+    j->run_at = sqlite3_column_int64(st, 7);
+    j->max_attempts = sqlite3_column_int(st, 8);
+    j->backoff.type = (er_backoff_type)sqlite3_column_int(st, 9);
+    j->backoff.delay_ms = sqlite3_column_int64(st, 10);
+    j->backoff.max_delay_ms = sqlite3_column_int64(st, 11);
+    j->backoff.jitter = sqlite3_column_double(st, 12);
+    j->timeout_ms = sqlite3_column_int64(st, 13);
+    bad |= col_dup(st, 14, &j->trace_id, NULL);
+    bad |= col_dup(st, 15, &j->idempotency_key, NULL);
+    j->attempts = sqlite3_column_int(st, 16);
+    j->started = sqlite3_column_int(st, 17);
+    j->stalled = sqlite3_column_int(st, 18);
+    bad |= col_dup(st, 19, &j->lease_owner, NULL);
+    bad |= col_dup(st, 20, &j->lease_token, NULL);
+    j->lease_expires_at = sqlite3_column_int64(st, 21);
+    bad |= col_dup(st, 22, &j->last_error, NULL);
+    bad |= col_dup(st, 23, &j->result, NULL);
+    bad |= col_dup(st, 24, &j->progress, NULL);
+    j->created_at = sqlite3_column_int64(st, 25);
+    j->updated_at = sqlite3_column_int64(st, 26);
+    j->started_at = sqlite3_column_int64(st, 27);
+    j->finished_at = sqlite3_column_int64(st, 28);
+    j->redriven_at = sqlite3_column_int64(st, 29);
+    j->redrive_count = sqlite3_column_int(st, 30);
+    int flags = sqlite3_column_int(st, 31);
+    j->set_max_attempts = flags & 1;
+    j->set_backoff = (flags & 2) != 0;
+    j->set_timeout = (flags & 4) != 0;
+    j->set_priority = (flags & 8) != 0;
+    if (bad)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    return 0;
+}
+
+int er_sqlite_load_job(er_store *s, const char *id, er_job *out, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_GET_JOB, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+        er_job_init(out);
+        rc = er_sqlite_row_job(st, out, err);
+        if (rc < 0)
+            er_job_fini(out);
+    } else if (src == SQLITE_DONE) {
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+    } else {
+        rc = er_sqlite_error(s->db, src, "read job", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* ---- open / close ---- */
+
+static void fn_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    er_store *s = sqlite3_user_data(ctx);
+    if (!s->rand) {
+        sqlite3_result_error(ctx, "er_token() is only available during fetch", -1);
+        return;
+    }
+    char tok[33];
+    er_rand_token(s->rand, tok);
+    sqlite3_result_text(ctx, tok, 32, SQLITE_TRANSIENT);
+}
+
+/* Runs a pragma (or any statement) and returns its first text column in
+ * buf when given. */
+static int pragma(er_store *s, const char *sql, char *buf, size_t bufsz, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return er_sqlite_error(s->db, rc, sql, err);
+    if (buf && bufsz)
+        buf[0] = '\0';
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        if (buf && bufsz && t && !buf[0])
+            snprintf(buf, bufsz, "%s", (const char *)t);
+    }
+    int ret = rc == SQLITE_DONE ? 0 : er_sqlite_error(s->db, rc, sql, err);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+static int migrate(er_store *s, er_error *err)
+{
+    int rc = pragma(s, "BEGIN IMMEDIATE", NULL, 0, err);
+    if (rc < 0)
+        return rc;
+    rc = pragma(s, "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+                   " WITHOUT ROWID", NULL, 0, err);
+    char buf[32];
+    if (rc == 0)
+        rc = pragma(s, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof buf,
+                    err);
+    int version = rc == 0 && buf[0] ? (int)strtol(buf, NULL, 10) : 0;
+    if (rc == 0 && version > er_sqlite_schema_version)
+        rc = er_error_set(err, ER_EINVAL, "store",
+                          "store schema version %d is newer than this errand supports (%d)",
+                          version, er_sqlite_schema_version);
+    for (int v = version; rc == 0 && v < er_sqlite_schema_version; v++) {
+        char *msg = NULL;
+        int src = sqlite3_exec(s->db, er_sqlite_migrations[v], NULL, NULL, &msg);
+        sqlite3_free(msg);
+        if (src != SQLITE_OK)
+            rc = er_sqlite_error(s->db, src, "migration", err);
+    }
+    if (rc == 0 && version < er_sqlite_schema_version) {
+        char sql[96];
+        snprintf(sql, sizeof sql,
+                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', %d)",
+                 er_sqlite_schema_version);
+        rc = pragma(s, sql, NULL, 0, err);
+    }
+    if (rc == 0)
+        rc = pragma(s, "COMMIT", NULL, 0, err);
+    if (rc < 0 && !sqlite3_get_autocommit(s->db))
+        (void)pragma(s, "ROLLBACK", NULL, 0, NULL);
+    return rc;
+}
+
+static void sq_close(er_store *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < ER_SQ_NSTMT; i++)
+        sqlite3_finalize(s->st[i]);
+    er_sqlite_queue_cache_clear(s);
+    free(s->qc);
+    sqlite3_close(s->db); /* rolls back an open transaction */
+    free(s);
+}
+
+/* `url` is a file path, or a SQLite URI ("file:PATH?vfs=NAME", used by the
+ * fault tests) since the file is opened with SQLITE_OPEN_URI. */
+static int sq_open(const char *url, const er_store_options *opt, er_store **out, er_error *err)
+{
+    *out = NULL;
+    er_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
+                SQLITE_OPEN_NOMUTEX;
+    int rc = sqlite3_open_v2(url, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        rc = s->db ? er_sqlite_error(s->db, rc, "open", err)
+                   : er_error_set(err, ER_ENOMEM, "", "out of memory");
+        if (err)
+            snprintf(err->field, sizeof err->field, "store");
+        sq_close(s);
+        return rc;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    int busy = opt && opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : BUSY_TIMEOUT_DEFAULT_MS;
+    sqlite3_busy_timeout(s->db, busy);
+    er_durability dur = opt ? opt->durability : ER_DURABILITY_FULL;
+
+    char mode[16];
+    char sql[96];
+    rc = pragma(s, "PRAGMA journal_mode = WAL", mode, sizeof mode, err);
+    if (rc == 0 && strcmp(mode, "wal") != 0)
+        rc = er_error_set(err, ER_EUNAVAIL, "store", "store: cannot use WAL mode (journal_mode %s)",
+                          mode);
+    if (rc == 0)
+        rc = pragma(s,
+                    dur == ER_DURABILITY_NORMAL ? "PRAGMA synchronous = NORMAL"
+                                                : "PRAGMA synchronous = FULL",
+                    NULL, 0, err);
+    if (rc == 0) {
+        snprintf(sql, sizeof sql, "PRAGMA journal_size_limit = %lld", WAL_SIZE_LIMIT);
+        rc = pragma(s, sql, NULL, 0, err);
+    }
+    if (rc == 0) {
+        snprintf(sql, sizeof sql, "PRAGMA wal_autocheckpoint = %d", WAL_AUTOCHECKPOINT_PAGES);
+        rc = pragma(s, sql, NULL, 0, err);
+    }
+    if (rc == 0)
+        rc = pragma(s, "PRAGMA temp_store = MEMORY", NULL, 0, err);
+    if (rc == 0)
+        rc = pragma(s, "PRAGMA cache_size = -16384", NULL, 0, err);
+    if (rc == 0) {
+        int chunk = DB_CHUNK_SIZE;
+        (void)sqlite3_file_control(s->db, "main", SQLITE_FCNTL_CHUNK_SIZE, &chunk);
+        int frc = sqlite3_create_function(s->db, "er_token", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+                                          s, fn_token, NULL, NULL);
+        if (frc != SQLITE_OK)
+            rc = er_sqlite_error(s->db, frc, "create function", err);
+    }
+    if (rc == 0)
+        rc = migrate(s, err);
+    if (rc < 0) {
+        if (err)
+            snprintf(err->field, sizeof err->field, "store");
+        sq_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+const er_store_ops er_sqlite_ops = {
+    .name = "sqlite",
+    .open = sq_open,
+    .close = sq_close,
+    .begin = sq_begin,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .enqueue = er_sqlite_enqueue,
+    .fetch = er_sqlite_fetch,
+    .heartbeat = er_sqlite_heartbeat,
+    .complete = er_sqlite_complete,
+    .fail = er_sqlite_fail,
+    .release = er_sqlite_release,
+    .get_job = er_sqlite_get_job,
+    .cancel = er_sqlite_cancel,
+    .list_jobs = er_sqlite_list_jobs,
+    .list_queues = er_sqlite_list_queues,
+    .get_queue_settings = er_sqlite_get_queue_settings,
+    .put_queue_settings = er_sqlite_put_queue_settings,
+    .list_dead = er_sqlite_list_dead,
+    .redrive = er_sqlite_redrive,
+    .delete_dead = er_sqlite_delete_dead,
+    .promote = er_sqlite_promote,
+    .reap = er_sqlite_reap,
+    .retention = er_sqlite_retention,
+    .next_due = er_sqlite_next_due,
+};

@@ -1,0 +1,400 @@
+# SPDX-License-Identifier: MIT
+#
+# Shared code of the integration tests: runs a real `errand serve` on a
+# free loopback port with its own SQLite file, talks HTTP/JSON to it over
+# one persistent connection per thread, and reads the SQLite file directly
+# (read-only) so tests can assert what is on disk. Standard library only.
+
+import collections
+import datetime
+import glob
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Job states as the SQLite store writes them (jobs.state column).
+STATES = {0: "scheduled", 1: "waiting", 2: "active", 3: "completed", 4: "dead", 5: "cancelled"}
+STATE_NUM = {v: k for k, v in STATES.items()}
+
+
+def errand_bin():
+    """The errand binary: $ERRAND_BIN, else the newest build*/errand of the repo."""
+    b = os.environ.get("ERRAND_BIN")
+    if b:
+        return b
+    found = [p for p in glob.glob(os.path.join(REPO_ROOT, "build*", "errand")) if os.access(p, os.X_OK)]
+    if not found:
+        raise RuntimeError("set ERRAND_BIN to the errand binary (none found under build*/)")
+    return max(found, key=os.path.getmtime)
+
+
+def clean_env(extra=None):
+    """The environment for a child errand: ours without ERRAND_* settings, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ERRAND_")}
+    env.update(extra or {})
+    return env
+
+
+def run_errand(args, env=None, timeout=10):
+    """Runs `errand ARGS...` to completion. Returns (returncode, stdout, stderr);
+    returncode is None when it was still running after `timeout` (then killed)."""
+    p = subprocess.Popen([errand_bin()] + list(args), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=clean_env(env), text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, out, err
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_time(s):
+    """RFC 3339 UTC ("2026-11-30T02:00:00.000Z") -> ms since the epoch."""
+    if s is None:
+        return None
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    return int(datetime.datetime.fromisoformat(s).timestamp() * 1000)
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def wait_until(fn, timeout=10.0, interval=0.05):
+    """Calls fn until it returns a truthy value (returned) or timeout (returns the last value)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+class StartError(Exception):
+    pass
+
+
+class Server:
+    """A running `errand serve`. Use as a context manager.
+
+    listen/store of None leave the flag out (to test env and config files).
+    """
+
+    def __init__(self, args=(), env=None, listen="127.0.0.1:0", store="default", tmpdir=None,
+                 start_timeout=10.0, token=None):
+        self._own_tmp = tmpdir is None
+        self.tmpdir = tmpdir or tempfile.mkdtemp(prefix="errand-integ-")
+        self.db_path = os.path.join(self.tmpdir, "errand.db")
+        self.args = list(args)
+        self.env = dict(env or {})
+        self.listen = listen
+        self.store = "sqlite:" + self.db_path if store == "default" else store
+        self.start_timeout = start_timeout
+        self.token = token  # default bearer token of request()
+        self.proc = None
+        self.port = None
+        self.host = "127.0.0.1"
+        self.lines = collections.deque(maxlen=5000)
+        self._local = threading.local()
+        self._listening = None
+
+    # ---- process control ----
+
+    def command(self):
+        cmd = [errand_bin(), "serve"]
+        if self.listen is not None:
+            cmd += ["--listen", self.listen]
+        if self.store is not None:
+            cmd += ["--store", self.store]
+        return cmd + self.args
+
+    def start(self):
+        self.port = None
+        self._listening = threading.Event()
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=clean_env(self.env))
+        for stream in (self.proc.stderr, self.proc.stdout):
+            threading.Thread(target=self._drain, args=(stream, self.proc, self._listening),
+                             daemon=True).start()
+        deadline = time.monotonic() + self.start_timeout
+        while not self._listening.wait(0.05):
+            if self.proc.poll() is not None:
+                time.sleep(0.1)  # let the drain thread collect the last lines
+                raise StartError("errand serve exited with %s before listening:\n%s"
+                                 % (self.proc.returncode, self.log_text()))
+            if time.monotonic() > deadline:
+                self.kill()
+                raise StartError("errand serve did not log 'listening' within %.0fs:\n%s"
+                                 % (self.start_timeout, self.log_text()))
+        return self
+
+    def _drain(self, stream, proc, listening):
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.lines.append(line)
+            if listening.is_set():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("msg") == "listening" and "listen" in obj:
+                host, _, port = obj["listen"].rpartition(":")
+                self.host = "127.0.0.1" if host in ("0.0.0.0", "", "::", "[::]") else host
+                if self.proc is proc:
+                    self.port = int(port)
+                listening.set()
+        stream.close()
+
+    def log_text(self, last=60):
+        return "\n".join(list(self.lines)[-last:])
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """SIGKILL and reap."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+        self._drop_connections()
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout):
+        """Waits for exit; returns the exit code or None when still running."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def term(self, timeout=15.0):
+        """SIGTERM and wait; returns the exit code (SIGKILLs and returns None on timeout)."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.wait(timeout)
+        if rc is None:
+            self.kill()
+        self._drop_connections()
+        return rc
+
+    def restart(self):
+        """Stops (SIGTERM) if running, then starts again on the same db file, new port."""
+        if self.alive():
+            self.term()
+        return self.start()
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    def cleanup(self):
+        if self.proc is not None and self.alive():
+            self.kill()
+        if self._own_tmp and not os.environ.get("ERRAND_KEEP_TMP"):
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    # ---- HTTP ----
+
+    def _drop_connections(self):
+        self._local = threading.local()
+
+    def _conn(self, fresh=False):
+        key = (self.host, self.port)
+        c = getattr(self._local, "conn", None)
+        if fresh or c is None or getattr(self._local, "key", None) != key:
+            if c is not None:
+                c.close()
+            c = http.client.HTTPConnection(self.host, self.port, timeout=90)
+            self._local.conn = c
+            self._local.key = key
+        return c
+
+    def request(self, method, path, body=None, token="default", headers=None, raw=None,
+                retry=True, timeout=None):
+        """Sends one request. body is JSON-encoded (Content-Type application/json);
+        raw is sent as-is (bytes or str) with the same default Content-Type unless
+        headers say otherwise. token "default" uses self.token; None sends none.
+        Returns (status, parsed JSON or text, headers dict with lowercase keys).
+        A request on a reused connection that fails at the connection level is
+        retried once on a new connection when retry is true."""
+        if token == "default":
+            token = self.token
+        h = {}
+        data = None
+        if raw is not None:
+            data = raw.encode() if isinstance(raw, str) else raw
+            h["Content-Type"] = "application/json"
+        elif body is not None:
+            data = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        if token:
+            h["Authorization"] = "Bearer " + token
+        for k, v in (headers or {}).items():
+            for old in [x for x in h if x.lower() == k.lower()]:
+                del h[old]
+            if v is not None:
+                h[k] = v
+        fresh_used = getattr(self._local, "conn", None) is None
+        for attempt in (0, 1):
+            c = self._conn(fresh=attempt > 0)
+            if timeout is not None:
+                c.timeout = timeout
+                if c.sock is not None:
+                    c.sock.settimeout(timeout)
+            try:
+                c.request(method, path, body=data, headers=h)
+                r = c.getresponse()
+                payload = r.read()
+                rh = {k.lower(): v for k, v in r.getheaders()}
+                if r.getheader("Connection", "").lower() == "close":
+                    c.close()
+                    self._local.conn = None
+                break
+            except (ConnectionError, http.client.HTTPException, OSError) as e:
+                c.close()
+                self._local.conn = None
+                if attempt == 0 and retry and not fresh_used and not isinstance(e, socket.timeout):
+                    continue
+                raise
+        text = payload.decode("utf-8", "replace")
+        parsed = text
+        if text and (rh.get("content-type", "").startswith("application/json")
+                     or text[:1] in "{["):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = text
+        return r.status, parsed, rh
+
+    # Shorthands for the common calls; each returns (status, body, headers).
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body if body is not None else {}, **kw)
+
+    def enqueue(self, queue, job, **kw):
+        return self.post("/v1/queues/%s/jobs" % qpath(queue), job, **kw)
+
+    def fetch(self, queues, worker_id="w1", max=1, wait_ms=0, lease_ms=None, acks=None, **kw):
+        body = {"queues": list(queues) if not isinstance(queues, str) else [queues],
+                "worker_id": worker_id, "max": max, "wait_ms": wait_ms}
+        if lease_ms is not None:
+            body["lease_ms"] = lease_ms
+        if acks is not None:
+            body["acks"] = acks
+        return self.post("/v1/fetch", body, **kw)
+
+    def fetch_jobs(self, queues, **kw):
+        """fetch() that must succeed; returns the list of leased jobs."""
+        st, b, _ = self.fetch(queues, **kw)
+        if st != 200:
+            raise AssertionError("fetch %r -> %s %r" % (queues, st, b))
+        return b["jobs"]
+
+    def job(self, job_id, **kw):
+        """GET /v1/jobs/{id}; returns the job object or None when 404."""
+        st, b, _ = self.get("/v1/jobs/" + qpath(job_id), **kw)
+        if st == 404:
+            return None
+        if st != 200:
+            raise AssertionError("GET job %s -> %s %r" % (job_id, st, b))
+        return b["job"]
+
+    def complete(self, job_id, token, result=None, **kw):
+        body = {"lease_token": token}
+        if result is not None:
+            body["result"] = result
+        return self.post("/v1/jobs/%s/complete" % qpath(job_id), body, **kw)
+
+    def fail(self, job_id, token, error, **kw):
+        return self.post("/v1/jobs/%s/fail" % qpath(job_id), {"lease_token": token, "error": error},
+                         **kw)
+
+    def queue_info(self, name, **kw):
+        st, b, _ = self.get("/v1/queues", **kw)
+        if st != 200:
+            raise AssertionError("GET /v1/queues -> %s %r" % (st, b))
+        for q in b["queues"]:
+            if q["name"] == name:
+                return q
+        return None
+
+    # ---- the SQLite file ----
+
+    def db(self):
+        """A read-only connection to the store file (close it when done)."""
+        return sqlite3.connect("file:%s?mode=ro" % urllib.parse.quote(self.db_path), uri=True,
+                               timeout=10)
+
+    def query(self, sql, params=()):
+        con = self.db()
+        try:
+            return con.execute(sql, params).fetchall()
+        finally:
+            con.close()
+
+    def snapshot(self):
+        """Every row of the jobs and queues tables, sorted: equal snapshots mean
+        an unchanged store."""
+        con = self.db()
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            snap = {}
+            for t in ("jobs", "queues"):
+                if t in names:
+                    snap[t] = sorted(con.execute("SELECT * FROM %s" % t).fetchall(), key=repr)
+            return snap
+        finally:
+            con.close()
+
+
+def qpath(s):
+    """Percent-encodes one path segment."""
+    return urllib.parse.quote(s, safe="")
+
+
+def error_of(body):
+    """The {"code","message","field"} object of an error reply, or {} when none."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return body["error"]
+    return {}
+
+
+def next_cursor(body):
+    """The cursor of the next page in a list reply, None on the last page."""
+    for k in ("next_cursor", "cursor"):
+        if isinstance(body, dict) and body.get(k):
+            return body[k]
+    return None

@@ -1,0 +1,1012 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The store conformance suite: the behaviour every store must have, driven
+ * only through an er_store_ops table. The store under test and how a fresh
+ * empty store is made live in one place (store_fresh/store_drop below), so a
+ * PostgreSQL store can run the same cases. The last suite checks
+ * SQLite-only facts (query plans use the partial indexes, schema versions).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/sqlite/sqlite_int.h"
+#include "store/store.h"
+
+#define T0 1700000000000LL
+
+/* ---- the store under test ---- */
+
+static const er_store_ops *OPS = &er_sqlite_ops;
+static char g_dir[64];
+static char g_url[128];
+static er_store *S;
+static er_rand R;
+
+/* Makes a fresh, empty store and sets g_url to what OPS->open takes. */
+static void store_fresh(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/er-store-XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+    snprintf(g_url, sizeof g_url, "%s/errand.db", g_dir);
+}
+
+static void store_drop(void)
+{
+    char p[160];
+    const char *sfx[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s%s", g_url, sfx[i]);
+        unlink(p);
+    }
+    rmdir(g_dir);
+}
+
+static void open_store(void)
+{
+    er_store_options opt = {.durability = ER_DURABILITY_NORMAL, .busy_timeout_ms = 1000};
+    er_error err = {0};
+    int rc = OPS->open(g_url, &opt, &S, &err);
+    cr_assert_eq(rc, 0, "open: %s", err.message);
+}
+
+static void setup(void)
+{
+    er_rand_init_seeded(&R, 42);
+    store_fresh();
+    open_store();
+}
+
+static void teardown(void)
+{
+    OPS->close(S);
+    S = NULL;
+    store_drop();
+}
+
+/* ---- helpers ---- */
+
+static char *dup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* A job as validation + defaults would produce it. */
+static void mkjob(er_job *j, const char *id, const char *queue, int priority, int64_t run_at,
+                  int64_t now)
+{
+    er_job_init(j);
+    j->id = dup(id);
+    j->queue = dup(queue);
+    j->name = dup("email.send");
+    j->payload = dup("{\"to\":\"a@b.c\"}");
+    j->payload_len = strlen(j->payload);
+    j->state = run_at > now ? ER_STATE_SCHEDULED : ER_STATE_WAITING;
+    j->priority = priority;
+    j->run_at = run_at;
+    j->max_attempts = 3;
+    j->backoff = (er_backoff){.type = ER_BACKOFF_FIXED, .delay_ms = 1000, .max_delay_ms = 1000,
+                              .jitter = 0};
+    j->timeout_ms = 30000;
+    j->idempotency_key = dup(id);
+    j->created_at = j->updated_at = now;
+}
+
+static void put(const char *id, const char *queue, int priority, int64_t run_at, int64_t now)
+{
+    er_job j;
+    mkjob(&j, id, queue, priority, run_at, now);
+    bool dupl = true;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, &err), 0, "enqueue %s: %s", id, err.message);
+    cr_assert(!dupl);
+    er_job_fini(&j);
+}
+
+static int fetchq(const char *const *queues, size_t n, int max, int64_t lease_ms, int64_t now,
+                  er_job_list *out)
+{
+    er_fetch_params p = {.queues = queues, .nqueues = n, .worker_id = "w1", .max = max,
+                         .lease_ms = lease_ms, .now = now};
+    er_error err = {0};
+    int rc = OPS->fetch(S, &p, &R, out, &err);
+    cr_assert_eq(rc, 0, "fetch: %s", err.message);
+    return (int)out->len;
+}
+
+static int fetch1(const char *queue, int max, int64_t now, er_job_list *out)
+{
+    const char *qs[] = {queue};
+    return fetchq(qs, 1, max, 0, now, out);
+}
+
+static er_state state_of(const char *id)
+{
+    er_job j;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, id, &j, &err), 0, "get %s: %s", id, err.message);
+    er_state st = j.state;
+    er_job_fini(&j);
+    return st;
+}
+
+static int fail_with(const char *id, const char *token, er_error_class cls, int64_t delay,
+                     int64_t now, er_fail_outcome *o)
+{
+    er_failure f = {.cls = cls, .message = "boom", .delay_ms = delay, .retry_after_ms = delay};
+    er_error err = {0};
+    return OPS->fail(S, id, token, &f, now, &R, o, &err);
+}
+
+static void settings_put(const char *queue, void (*edit)(er_queue_settings *))
+{
+    er_queue_settings qs;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_queue_settings(S, queue, &qs, &err), 0);
+    edit(&qs);
+    cr_assert_eq(OPS->put_queue_settings(S, queue, &qs, &err), 0, "%s", err.message);
+}
+
+TestSuite(conformance, .init = setup, .fini = teardown, .timeout = 30);
+
+/* ---- enqueue ---- */
+
+Test(conformance, enqueue_then_get_returns_every_field)
+{
+    er_job j;
+    mkjob(&j, "j1", "mail", 7, T0, T0);
+    j.group = dup("tenant-1");
+    j.trace_id = dup("trace-9");
+    j.set_priority = true;
+    bool dupl;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, &err), 0);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "j1", &g, &err), 0);
+    cr_assert_str_eq(g.id, "j1");
+    cr_assert_str_eq(g.queue, "mail");
+    cr_assert_str_eq(g.name, "email.send");
+    cr_assert_str_eq(g.payload, j.payload);
+    cr_assert_eq(g.payload_len, j.payload_len);
+    cr_assert_eq(g.state, ER_STATE_WAITING);
+    cr_assert_eq(g.priority, 7);
+    cr_assert_str_eq(g.group, "tenant-1");
+    cr_assert_str_eq(g.trace_id, "trace-9");
+    cr_assert_str_eq(g.idempotency_key, "j1");
+    cr_assert_eq(g.run_at, T0);
+    cr_assert_eq(g.max_attempts, 3);
+    cr_assert_eq(g.backoff.type, ER_BACKOFF_FIXED);
+    cr_assert_eq(g.backoff.delay_ms, 1000);
+    cr_assert_eq(g.timeout_ms, 30000);
+    cr_assert(g.set_priority);
+    cr_assert(!g.set_backoff);
+    cr_assert_null(g.lease_token);
+    cr_assert_eq(g.created_at, T0);
+    er_job_fini(&g);
+    er_job_fini(&j);
+    cr_assert_eq(OPS->get_job(S, "nope", &g, &err), ER_ENOTFOUND);
+}
+
+Test(conformance, duplicate_id_changes_nothing_and_returns_existing)
+{
+    put("same", "mail", 1, T0, T0);
+    er_job j;
+    mkjob(&j, "same", "other", 9, T0 + 5000, T0 + 1);
+    bool dupl = false;
+    er_job existing;
+    er_job_init(&existing);
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, &existing, &err), 0);
+    cr_assert(dupl);
+    cr_assert_str_eq(existing.queue, "mail");
+    cr_assert_eq(existing.priority, 1);
+    cr_assert_eq(existing.state, ER_STATE_WAITING);
+    er_job_fini(&existing);
+    er_job_fini(&j);
+    /* the duplicate did not register its queue either */
+    er_queue_info *qs;
+    size_t n;
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(qs[0].name, "mail");
+    cr_assert_eq(qs[0].counts[ER_STATE_WAITING], 1);
+    er_queue_info_list_free(qs, n);
+}
+
+/* ---- fetch ---- */
+
+Test(conformance, fetch_orders_by_queue_then_priority_run_at_and_insertion)
+{
+    put("low-old", "a", 1, T0 - 3000, T0);
+    put("high-new", "a", 5, T0 - 1000, T0);
+    put("high-old", "a", 5, T0 - 2000, T0);
+    put("low-old-2", "a", 1, T0 - 3000, T0); /* same priority and run_at: insertion order */
+    put("b-top", "b", 1000, T0 - 9000, T0);
+    const char *qs[] = {"a", "b"};
+    er_job_list l = {0};
+    cr_assert_eq(fetchq(qs, 2, 10, 0, T0, &l), 5);
+    const char *want[] = {"high-old", "high-new", "low-old", "low-old-2", "b-top"};
+    for (int i = 0; i < 5; i++) {
+        cr_assert_str_eq(l.items[i].id, want[i], "position %d", i);
+        cr_assert_eq(l.items[i].state, ER_STATE_ACTIVE);
+        cr_assert_eq(l.items[i].attempts, 1);
+        cr_assert_eq(l.items[i].started, 1);
+        cr_assert_str_eq(l.items[i].lease_owner, "w1");
+        cr_assert_eq(strlen(l.items[i].lease_token), 32);
+        cr_assert_eq(l.items[i].lease_expires_at, T0 + ER_DEFAULT_LEASE_MS);
+        cr_assert_eq(l.items[i].started_at, T0);
+    }
+    cr_assert_str_neq(l.items[0].lease_token, l.items[1].lease_token);
+    er_job_list_fini(&l);
+    /* nothing left, and the leased jobs are stored active */
+    cr_assert_eq(fetchq(qs, 2, 10, 0, T0, &l), 0);
+    cr_assert_eq(state_of("b-top"), ER_STATE_ACTIVE);
+}
+
+Test(conformance, fetch_takes_at_most_max_and_uses_given_lease)
+{
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "j%d", i);
+        put(id, "q", 0, T0, T0);
+    }
+    const char *qs[] = {"q"};
+    er_job_list l = {0};
+    cr_assert_eq(fetchq(qs, 1, 2, 5000, T0, &l), 2);
+    cr_assert_str_eq(l.items[0].id, "j0");
+    cr_assert_str_eq(l.items[1].id, "j1");
+    cr_assert_eq(l.items[0].lease_expires_at, T0 + 5000);
+    cr_assert_eq(fetchq(qs, 1, 10, 5000, T0, &l), 5); /* appends */
+    er_job_list_fini(&l);
+}
+
+Test(conformance, scheduled_job_not_fetched_until_promoted)
+{
+    put("later", "q", 0, T0 + 10000, T0);
+    cr_assert_eq(state_of("later"), ER_STATE_SCHEDULED);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 10, T0 + 20000, &l), 0);
+    int64_t due;
+    er_error err = {0};
+    cr_assert_eq(OPS->next_due(S, &due, &err), 0);
+    cr_assert_eq(due, T0 + 10000);
+
+    int n = -1;
+    char **queues = NULL;
+    size_t nq = 0;
+    cr_assert_eq(OPS->promote(S, T0 + 9999, 100, &n, &queues, &nq, &err), 0);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(nq, 0);
+    free(queues);
+    cr_assert_eq(OPS->promote(S, T0 + 10000, 100, &n, &queues, &nq, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(nq, 1);
+    cr_assert_str_eq(queues[0], "q");
+    free(queues[0]);
+    free(queues);
+    cr_assert_eq(state_of("later"), ER_STATE_WAITING);
+    cr_assert_eq(OPS->next_due(S, &due, &err), 0);
+    cr_assert_eq(due, INT64_MAX);
+    cr_assert_eq(fetch1("q", 10, T0 + 10000, &l), 1);
+    er_job_list_fini(&l);
+}
+
+Test(conformance, promote_is_bounded_by_limit)
+{
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "s%d", i);
+        put(id, i % 2 ? "odd" : "even", 0, T0 + 1 + i, T0);
+    }
+    int n;
+    char **queues;
+    size_t nq;
+    er_error err = {0};
+    cr_assert_eq(OPS->promote(S, T0 + 100, 3, &n, &queues, &nq, &err), 0);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(nq, 2); /* each queue once */
+    for (size_t i = 0; i < nq; i++)
+        free(queues[i]);
+    free(queues);
+    cr_assert_eq(OPS->promote(S, T0 + 100, 3, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(n, 2);
+}
+
+static void set_paused(er_queue_settings *s)
+{
+    s->paused = true;
+}
+static void set_unpaused(er_queue_settings *s)
+{
+    s->paused = false;
+}
+
+Test(conformance, paused_queue_is_skipped)
+{
+    put("p1", "paused", 0, T0, T0);
+    put("o1", "open", 0, T0, T0);
+    settings_put("paused", set_paused);
+    const char *qs[] = {"paused", "open"};
+    er_job_list l = {0};
+    cr_assert_eq(fetchq(qs, 2, 10, 0, T0, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "o1");
+    er_job_list_fini(&l);
+    settings_put("paused", set_unpaused);
+    cr_assert_eq(fetchq(qs, 2, 10, 0, T0, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "p1");
+    er_job_list_fini(&l);
+}
+
+static void set_conc2(er_queue_settings *s)
+{
+    s->concurrency = 2;
+}
+
+Test(conformance, concurrency_limits_active_jobs_per_queue)
+{
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "c%d", i);
+        put(id, "q", 0, T0, T0);
+    }
+    settings_put("q", set_conc2);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 10, T0, &l), 2);
+    er_job_list l2 = {0};
+    cr_assert_eq(fetch1("q", 10, T0, &l2), 0);
+    er_error err = {0};
+    cr_assert_eq(OPS->complete(S, l.items[0].id, l.items[0].lease_token, NULL, T0, &err), 0);
+    cr_assert_eq(fetch1("q", 10, T0, &l2), 1);
+    cr_assert_str_eq(l2.items[0].id, "c2");
+    er_job_list_fini(&l);
+    er_job_list_fini(&l2);
+}
+
+/* ---- leases ---- */
+
+Test(conformance, lease_token_is_required_for_every_ack)
+{
+    put("j", "q", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    const char *tok = l.items[0].lease_token;
+    er_error err = {0};
+    int64_t exp = 0;
+    er_fail_outcome o;
+    cr_assert_eq(OPS->complete(S, "j", "0000", NULL, T0, &err), ER_ESTALE);
+    cr_assert_str_eq(err.field, "lease_token");
+    cr_assert_eq(OPS->heartbeat(S, "j", "0000", 1000, NULL, T0, &exp, &err), ER_ESTALE);
+    cr_assert_eq(OPS->release(S, "j", "0000", T0, &err), ER_ESTALE);
+    cr_assert_eq(fail_with("j", "0000", ER_ERR_TRANSIENT, 0, T0, &o), ER_ESTALE);
+    cr_assert_eq(OPS->complete(S, "ghost", tok, NULL, T0, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->heartbeat(S, "ghost", tok, 1000, NULL, T0, &exp, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->release(S, "ghost", tok, T0, &err), ER_ENOTFOUND);
+    cr_assert_eq(fail_with("ghost", tok, ER_ERR_TRANSIENT, 0, T0, &o), ER_ENOTFOUND);
+    cr_assert_eq(state_of("j"), ER_STATE_ACTIVE); /* refused acks changed nothing */
+
+    cr_assert_eq(OPS->heartbeat(S, "j", tok, 90000, "{\"pct\":50}", T0 + 10, &exp, &err), 0);
+    cr_assert_eq(exp, T0 + 90010);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0);
+    cr_assert_eq(g.lease_expires_at, T0 + 90010);
+    cr_assert_str_eq(g.progress, "{\"pct\":50}");
+    er_job_fini(&g);
+
+    cr_assert_eq(OPS->complete(S, "j", tok, "{\"ok\":true}", T0 + 20, &err), 0);
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_COMPLETED);
+    cr_assert_str_eq(g.result, "{\"ok\":true}");
+    cr_assert_eq(g.finished_at, T0 + 20);
+    cr_assert_null(g.lease_token);
+    er_job_fini(&g);
+    /* the same token again: the job is no longer active */
+    cr_assert_eq(OPS->complete(S, "j", tok, NULL, T0 + 30, &err), ER_ESTALE);
+    cr_assert_eq(OPS->heartbeat(S, "j", tok, 1000, NULL, T0, &exp, &err), ER_ESTALE);
+    er_job_list_fini(&l);
+}
+
+Test(conformance, release_returns_job_without_counting_the_attempt)
+{
+    put("r", "q", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    er_error err = {0};
+    cr_assert_eq(OPS->release(S, "r", l.items[0].lease_token, T0 + 5, &err), 0);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "r", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_WAITING);
+    cr_assert_eq(g.attempts, 0);
+    cr_assert_null(g.lease_token);
+    er_job_fini(&g);
+    er_job_list_fini(&l);
+    cr_assert_eq(fetch1("q", 1, T0 + 6, &l), 1);
+    cr_assert_eq(l.items[0].attempts, 1);
+    cr_assert_eq(l.items[0].started, 2);
+    er_job_list_fini(&l);
+}
+
+/* ---- failures ---- */
+
+Test(conformance, transient_failure_backs_off_then_dies_after_max_attempts)
+{
+    put("t", "q", 0, T0, T0); /* max_attempts 3, fixed 1000 ms backoff */
+    int64_t now = T0;
+    for (int attempt = 1; attempt <= 3; attempt++) {
+        er_job_list l = {0};
+        cr_assert_eq(fetch1("q", 1, now, &l), 1, "attempt %d", attempt);
+        cr_assert_eq(l.items[0].attempts, attempt);
+        er_fail_outcome o;
+        cr_assert_eq(fail_with("t", l.items[0].lease_token, ER_ERR_TRANSIENT, 0, now, &o), 0);
+        er_job g;
+        er_error err = {0};
+        cr_assert_eq(OPS->get_job(S, "t", &g, &err), 0);
+        cr_assert_not_null(strstr(g.last_error, "\"transient\""));
+        cr_assert_null(g.lease_token);
+        if (attempt < 3) {
+            cr_assert_eq(o.state, ER_STATE_SCHEDULED);
+            cr_assert_eq(o.run_at, now + 1000);
+            cr_assert_eq(g.state, ER_STATE_SCHEDULED);
+            cr_assert_eq(g.run_at, now + 1000);
+            cr_assert_eq(fetch1("q", 1, now + 999, &l), 1); /* scheduled: not fetchable */
+            int n;
+            cr_assert_eq(OPS->promote(S, now + 1000, 10, &n, NULL, NULL, &err), 0);
+            cr_assert_eq(n, 1);
+            now += 1000;
+        } else {
+            cr_assert_eq(o.state, ER_STATE_DEAD);
+            cr_assert_eq(g.state, ER_STATE_DEAD);
+            cr_assert_eq(g.finished_at, now);
+            cr_assert_eq(g.attempts, 3);
+        }
+        er_job_fini(&g);
+        er_job_list_fini(&l);
+    }
+}
+
+Test(conformance, permanent_failure_goes_dead_at_once)
+{
+    put("p", "q", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    er_fail_outcome o;
+    cr_assert_eq(fail_with("p", l.items[0].lease_token, ER_ERR_PERMANENT, 0, T0 + 1, &o), 0);
+    cr_assert_eq(o.state, ER_STATE_DEAD);
+    cr_assert_eq(state_of("p"), ER_STATE_DEAD);
+    er_job_list_fini(&l);
+}
+
+Test(conformance, retry_later_is_not_counted_as_an_attempt)
+{
+    put("rl", "q", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    er_fail_outcome o;
+    cr_assert_eq(fail_with("rl", l.items[0].lease_token, ER_ERR_RETRY_LATER, 5000, T0, &o), 0);
+    cr_assert_eq(o.state, ER_STATE_SCHEDULED);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "rl", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_SCHEDULED);
+    cr_assert_eq(g.attempts, 0);
+    cr_assert_eq(g.started, 1);
+    cr_assert_eq(g.run_at, T0 + 5000);
+    er_job_fini(&g);
+    er_job_list_fini(&l);
+}
+
+Test(conformance, throttled_failure_pauses_the_whole_queue)
+{
+    put("t1", "q", 0, T0, T0);
+    put("t2", "q", 0, T0, T0);
+    put("x1", "other", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    er_fail_outcome o;
+    cr_assert_eq(fail_with("t1", l.items[0].lease_token, ER_ERR_THROTTLED, 3000, T0, &o), 0);
+    cr_assert_eq(o.queue_pause_until, T0 + 3000);
+    cr_assert_eq(state_of("t1"), ER_STATE_SCHEDULED);
+    er_job_list_fini(&l);
+    const char *qs[] = {"q", "other"};
+    cr_assert_eq(fetchq(qs, 2, 10, 0, T0 + 2999, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "x1");
+    er_job_list_fini(&l);
+    cr_assert_eq(fetch1("q", 10, T0 + 3000, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "t2");
+    er_job_list_fini(&l);
+}
+
+/* ---- reaper ---- */
+
+static void set_max_stalled1(er_queue_settings *s)
+{
+    s->max_stalled = 1;
+}
+
+Test(conformance, reap_requeues_expired_leases_then_kills_past_max_stalled)
+{
+    settings_put("q", set_max_stalled1);
+    put("s", "q", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    int64_t exp = l.items[0].lease_expires_at;
+    char *old_token = strdup(l.items[0].lease_token);
+    er_job_list_fini(&l);
+    int64_t due;
+    er_error err = {0};
+    cr_assert_eq(OPS->next_due(S, &due, &err), 0);
+    cr_assert_eq(due, exp);
+
+    int n;
+    char **queues;
+    size_t nq;
+    cr_assert_eq(OPS->reap(S, exp - 1, 100, &n, &queues, &nq, &err), 0);
+    cr_assert_eq(n, 0);
+    free(queues);
+    cr_assert_eq(OPS->reap(S, exp, 100, &n, &queues, &nq, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(nq, 1);
+    cr_assert_str_eq(queues[0], "q");
+    free(queues[0]);
+    free(queues);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "s", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_WAITING);
+    cr_assert_eq(g.stalled, 1);
+    cr_assert_null(g.lease_token);
+    er_job_fini(&g);
+    /* the old worker's token no longer works */
+    cr_assert_eq(OPS->complete(S, "s", old_token, NULL, exp, &err), ER_ESTALE);
+    free(old_token);
+
+    cr_assert_eq(fetch1("q", 1, exp, &l), 1);
+    cr_assert_eq(l.items[0].attempts, 2);
+    int64_t exp2 = l.items[0].lease_expires_at;
+    er_job_list_fini(&l);
+    cr_assert_eq(OPS->reap(S, exp2, 100, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(OPS->get_job(S, "s", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_DEAD);
+    cr_assert_eq(g.stalled, 2);
+    cr_assert_eq(g.finished_at, exp2);
+    cr_assert_not_null(strstr(g.last_error, "\"class\":\"stalled\""));
+    er_job_fini(&g);
+}
+
+/* ---- dead letters ---- */
+
+static void kill_job(const char *id, const char *queue, int64_t now)
+{
+    put(id, queue, 0, now, now);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1(queue, 1, now, &l), 1);
+    cr_assert_str_eq(l.items[0].id, id);
+    er_fail_outcome o;
+    cr_assert_eq(fail_with(id, l.items[0].lease_token, ER_ERR_PERMANENT, 0, now, &o), 0);
+    er_job_list_fini(&l);
+}
+
+Test(conformance, redrive_copies_the_dead_job_with_a_numbered_id)
+{
+    kill_job("d", "q", T0);
+    er_job nj;
+    er_error err = {0};
+    cr_assert_eq(OPS->redrive(S, "d", T0 + 100, &nj, &err), 0, "%s", err.message);
+    cr_assert_str_eq(nj.id, "d-redrive-1");
+    cr_assert_eq(nj.state, ER_STATE_WAITING);
+    cr_assert_eq(nj.attempts, 0);
+    cr_assert_str_eq(nj.payload, "{\"to\":\"a@b.c\"}");
+    cr_assert_eq(nj.max_attempts, 3);
+    cr_assert_null(nj.last_error);
+    er_job_fini(&nj);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "d", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_DEAD);
+    cr_assert_eq(g.redriven_at, T0 + 100);
+    cr_assert_eq(g.redrive_count, 1);
+    er_job_fini(&g);
+    cr_assert_eq(OPS->redrive(S, "d", T0 + 200, &nj, &err), 0);
+    cr_assert_str_eq(nj.id, "d-redrive-2");
+    er_job_fini(&nj);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 10, T0 + 300, &l), 2);
+    er_job_list_fini(&l);
+    put("alive", "q", 0, T0, T0);
+    cr_assert_eq(OPS->redrive(S, "alive", T0, &nj, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->redrive(S, "ghost", T0, &nj, &err), ER_ENOTFOUND);
+}
+
+Test(conformance, list_dead_is_newest_first_with_cursor_and_queue_filter)
+{
+    kill_job("d1", "a", T0 + 1);
+    kill_job("d2", "b", T0 + 2);
+    kill_job("d3", "a", T0 + 3);
+    er_job_list l = {0};
+    char *cur = NULL;
+    er_error err = {0};
+    cr_assert_eq(OPS->list_dead(S, NULL, 2, NULL, &l, &cur, &err), 0);
+    cr_assert_eq(l.len, 2);
+    cr_assert_str_eq(l.items[0].id, "d3");
+    cr_assert_str_eq(l.items[1].id, "d2");
+    cr_assert_not_null(cur);
+    er_job_list_fini(&l);
+    char *cur2 = NULL;
+    cr_assert_eq(OPS->list_dead(S, NULL, 2, cur, &l, &cur2, &err), 0);
+    cr_assert_eq(l.len, 1);
+    cr_assert_str_eq(l.items[0].id, "d1");
+    cr_assert_null(cur2);
+    free(cur);
+    er_job_list_fini(&l);
+    cr_assert_eq(OPS->list_dead(S, "a", 10, NULL, &l, &cur, &err), 0);
+    cr_assert_eq(l.len, 2);
+    cr_assert_str_eq(l.items[0].id, "d3");
+    cr_assert_str_eq(l.items[1].id, "d1");
+    cr_assert_null(cur);
+    er_job_list_fini(&l);
+    cr_assert_eq(OPS->list_dead(S, NULL, 2, "garbage", &l, &cur, &err), ER_EINVAL);
+}
+
+Test(conformance, delete_dead_only_deletes_dead_jobs)
+{
+    kill_job("d", "q", T0);
+    put("w", "q", 0, T0, T0);
+    er_error err = {0};
+    cr_assert_eq(OPS->delete_dead(S, "w", &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->delete_dead(S, "d", &err), 0);
+    cr_assert_eq(OPS->delete_dead(S, "d", &err), ER_ENOTFOUND);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "d", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(state_of("w"), ER_STATE_WAITING);
+}
+
+/* ---- retention ---- */
+
+static void set_keep_age_60s(er_queue_settings *s)
+{
+    s->retention = (er_retention){.completed_age_s = 60, .completed_count = 0, .dead_age_s = 120};
+}
+static void set_keep_count_2(er_queue_settings *s)
+{
+    s->retention = (er_retention){.completed_age_s = 0, .completed_count = 2, .dead_age_s = 0};
+}
+
+static void complete_job(const char *id, const char *queue, int64_t now)
+{
+    put(id, queue, 0, now, now);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1(queue, 1, now, &l), 1);
+    er_error err = {0};
+    cr_assert_eq(OPS->complete(S, id, l.items[0].lease_token, NULL, now, &err), 0);
+    er_job_list_fini(&l);
+}
+
+Test(conformance, retention_deletes_by_age_and_by_count)
+{
+    settings_put("age", set_keep_age_60s);
+    settings_put("cnt", set_keep_count_2);
+    complete_job("a-old", "age", T0);
+    complete_job("a-new", "age", T0 + 50000);
+    kill_job("a-dead", "age", T0);
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "c%d", i);
+        complete_job(id, "cnt", T0 + i);
+    }
+    kill_job("c-dead", "cnt", T0); /* dead kept forever in "cnt" */
+    put("waiting", "age", 0, T0, T0);
+
+    int n;
+    er_error err = {0};
+    cr_assert_eq(OPS->retention(S, T0 + 61000, 1000, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 3); /* a-old, c0, c1 */
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "a-old", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->get_job(S, "c0", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->get_job(S, "c1", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(state_of("a-new"), ER_STATE_COMPLETED);
+    cr_assert_eq(state_of("c2"), ER_STATE_COMPLETED);
+    cr_assert_eq(state_of("c3"), ER_STATE_COMPLETED);
+    cr_assert_eq(state_of("a-dead"), ER_STATE_DEAD);
+    cr_assert_eq(state_of("c-dead"), ER_STATE_DEAD);
+    cr_assert_eq(state_of("waiting"), ER_STATE_WAITING);
+
+    cr_assert_eq(OPS->retention(S, T0 + 121000, 1, &n, &err), 0);
+    cr_assert_eq(n, 1); /* bounded by limit */
+    cr_assert_eq(OPS->retention(S, T0 + 121000, 1000, &n, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(OPS->get_job(S, "a-dead", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->get_job(S, "a-new", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(state_of("c-dead"), ER_STATE_DEAD);
+    cr_assert_eq(state_of("waiting"), ER_STATE_WAITING);
+}
+
+/* ---- cancel ---- */
+
+Test(conformance, cancel_only_scheduled_or_waiting_jobs)
+{
+    put("w", "q", 0, T0, T0);
+    put("s", "q", 0, T0 + 9000, T0);
+    put("a", "act", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("act", 1, T0, &l), 1);
+    er_job_list_fini(&l);
+    er_job out;
+    er_error err = {0};
+    cr_assert_eq(OPS->cancel(S, "w", T0 + 1, &out, &err), 0);
+    cr_assert_eq(out.state, ER_STATE_CANCELLED);
+    cr_assert_eq(out.finished_at, T0 + 1);
+    er_job_fini(&out);
+    cr_assert_eq(OPS->cancel(S, "s", T0 + 1, &out, &err), 0);
+    er_job_fini(&out);
+    cr_assert_eq(OPS->cancel(S, "a", T0 + 1, &out, &err), ER_ECONFLICT);
+    cr_assert_eq(OPS->cancel(S, "w", T0 + 1, &out, &err), ER_ECONFLICT);
+    cr_assert_eq(OPS->cancel(S, "ghost", T0 + 1, &out, &err), ER_ENOTFOUND);
+    cr_assert_eq(state_of("a"), ER_STATE_ACTIVE);
+    cr_assert_eq(fetch1("q", 10, T0 + 10000, &l), 0);
+    int n;
+    cr_assert_eq(OPS->promote(S, T0 + 10000, 10, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(n, 0);
+}
+
+/* ---- listing ---- */
+
+Test(conformance, list_jobs_pages_in_insertion_order)
+{
+    for (int i = 0; i < 7; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "j%d", i);
+        put(id, "q", i % 3, T0, T0); /* priorities must not change list order */
+    }
+    put("other", "o", 0, T0, T0);
+    char *cur = NULL;
+    int seen = 0;
+    er_error err = {0};
+    for (int page = 0; page < 4; page++) {
+        er_job_list l = {0};
+        char *next = NULL;
+        cr_assert_eq(OPS->list_jobs(S, "q", ER_STATE_WAITING, 3, cur, &l, &next, &err), 0);
+        for (size_t i = 0; i < l.len; i++) {
+            char id[16];
+            snprintf(id, sizeof id, "j%d", seen++);
+            cr_assert_str_eq(l.items[i].id, id);
+        }
+        free(cur);
+        cur = next;
+        er_job_list_fini(&l);
+        if (!cur)
+            break;
+    }
+    cr_assert_eq(seen, 7);
+    cr_assert_null(cur);
+    er_job_list l = {0};
+    cr_assert_eq(OPS->list_jobs(S, "q", ER_STATE_ACTIVE, 3, NULL, &l, &cur, &err), 0);
+    cr_assert_eq(l.len, 0);
+    cr_assert_eq(OPS->list_jobs(S, "q", ER_STATE_WAITING, 3, "x1", &l, &cur, &err), ER_EINVAL);
+    cr_assert_str_eq(err.field, "cursor");
+}
+
+static void set_conc5(er_queue_settings *s)
+{
+    s->concurrency = 5;
+}
+
+Test(conformance, list_queues_counts_states_and_reports_settings)
+{
+    put("w1", "b", 0, T0 - 500, T0);
+    put("w2", "b", 9, T0 - 900, T0);
+    put("s1", "b", 0, T0 + 500, T0);
+    complete_job("c1", "b", T0);
+    settings_put("a", set_conc5); /* a queue with settings but no jobs */
+    er_queue_info *qs;
+    size_t n;
+    er_error err = {0};
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(qs[0].name, "a");
+    cr_assert_eq(qs[0].settings.concurrency, 5);
+    cr_assert_eq(qs[0].oldest_waiting_ms, 0);
+    cr_assert_str_eq(qs[1].name, "b");
+    cr_assert_eq(qs[1].counts[ER_STATE_WAITING], 2);
+    cr_assert_eq(qs[1].counts[ER_STATE_SCHEDULED], 1);
+    cr_assert_eq(qs[1].counts[ER_STATE_COMPLETED], 1);
+    cr_assert_eq(qs[1].counts[ER_STATE_ACTIVE], 0);
+    cr_assert_eq(qs[1].oldest_waiting_ms, T0 - 900);
+    cr_assert_eq(qs[1].settings.lease_ms, ER_DEFAULT_LEASE_MS);
+    er_queue_info_list_free(qs, n);
+}
+
+Test(conformance, queue_settings_round_trip_and_default)
+{
+    er_queue_settings d, got;
+    er_queue_settings_default(&d);
+    er_error err = {0};
+    cr_assert_eq(OPS->get_queue_settings(S, "never", &got, &err), 0);
+    cr_assert_eq(got.lease_ms, d.lease_ms);
+    cr_assert_eq(got.max_stalled, d.max_stalled);
+    got.concurrency = 3;
+    got.lease_ms = 5000;
+    got.paused = true;
+    got.retention.completed_count = 10;
+    cr_assert_eq(OPS->put_queue_settings(S, "never", &got, &err), 0);
+    OPS->close(S);
+    open_store();
+    er_queue_settings again;
+    cr_assert_eq(OPS->get_queue_settings(S, "never", &again, &err), 0);
+    cr_assert_eq(again.concurrency, 3);
+    cr_assert_eq(again.lease_ms, 5000);
+    cr_assert(again.paused);
+    cr_assert_eq(again.retention.completed_count, 10);
+}
+
+/* ---- transactions and persistence ---- */
+
+Test(conformance, rollback_discards_the_whole_transaction)
+{
+    er_error err = {0};
+    put("kept", "q", 0, T0, T0);
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    put("gone1", "newq", 0, T0, T0);
+    put("gone2", "newq", 0, T0, T0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    er_job_list_fini(&l);
+    OPS->rollback(S);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "gone1", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(state_of("kept"), ER_STATE_WAITING);
+    er_queue_info *qs;
+    size_t n;
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 1); /* "newq" was registered only inside the rolled-back transaction */
+    er_queue_info_list_free(qs, n);
+    /* the store is usable after rollback, and a later enqueue registers the queue again */
+    put("again", "newq", 0, T0, T0);
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 2);
+    er_queue_info_list_free(qs, n);
+    OPS->rollback(S); /* no transaction open: harmless */
+}
+
+Test(conformance, committed_data_persists_after_close_and_reopen)
+{
+    er_error err = {0};
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    put("p1", "q", 0, T0, T0);
+    put("p2", "q", 0, T0 + 60000, T0);
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    char *tok = strdup(l.items[0].lease_token);
+    er_job_list_fini(&l);
+    OPS->close(S);
+    open_store();
+    cr_assert_eq(state_of("p1"), ER_STATE_ACTIVE);
+    cr_assert_eq(state_of("p2"), ER_STATE_SCHEDULED);
+    cr_assert_eq(OPS->complete(S, "p1", tok, NULL, T0 + 1, &err), 0);
+    free(tok);
+}
+
+/* ---- SQLite-only facts ---- */
+
+TestSuite(sqlite, .init = setup, .fini = teardown, .timeout = 30);
+
+/* The EXPLAIN QUERY PLAN details of a statement, joined by '|'. */
+static void plan_of(int id, char *out, size_t outsz)
+{
+    char sql[2048];
+    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", er_sqlite_sql[id]);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(er_sqlite_handle(S), sql, -1, &st, NULL), SQLITE_OK,
+                 "%s", sqlite3_errmsg(er_sqlite_handle(S)));
+    out[0] = '\0';
+    size_t len = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *d = (const char *)sqlite3_column_text(st, 3);
+        len += (size_t)snprintf(out + len, outsz - len, "%s|", d);
+        cr_assert_lt(len, outsz);
+    }
+    sqlite3_finalize(st);
+}
+
+static void assert_plan(int id, const char *index)
+{
+    char plan[2048];
+    plan_of(id, plan, sizeof plan);
+    char want[96];
+    snprintf(want, sizeof want, "USING INDEX %s ", index);
+    cr_assert_not_null(strstr(plan, want), "statement %d: expected %s in: %s", id, index, plan);
+    /* no full scan of jobs (a bare "SCAN jobs" without an index) */
+    const char *p = plan;
+    while ((p = strstr(p, "SCAN jobs"))) {
+        cr_assert(strncmp(p, "SCAN jobs USING", 15) == 0, "statement %d full scan: %s", id, plan);
+        p += 9;
+    }
+    cr_assert_null(strstr(plan, "USE TEMP B-TREE FOR ORDER BY"), "statement %d sorts: %s", id,
+                   plan);
+}
+
+Test(sqlite, maintenance_and_fetch_statements_use_the_partial_indexes)
+{
+    assert_plan(ER_SQ_FETCH, "jobs_waiting");
+    assert_plan(ER_SQ_PROMOTE, "jobs_scheduled");
+    assert_plan(ER_SQ_REAP_SELECT, "jobs_active");
+    assert_plan(ER_SQ_NEXT_SCHEDULED, "jobs_scheduled");
+    assert_plan(ER_SQ_NEXT_LEASE, "jobs_active");
+    assert_plan(ER_SQ_RET_COMPLETED_AGE, "jobs_completed");
+    assert_plan(ER_SQ_RET_DEAD_AGE, "jobs_dead_queue");
+    assert_plan(ER_SQ_LIST_DEAD, "jobs_dead");
+    assert_plan(ER_SQ_LIST_DEAD_QUEUE, "jobs_dead_queue");
+    assert_plan(ER_SQ_LIST_JOBS, "jobs_queue_state");
+}
+
+Test(sqlite, count_active_uses_an_index)
+{
+    char plan[2048];
+    plan_of(ER_SQ_COUNT_ACTIVE, plan, sizeof plan);
+    cr_assert_not_null(strstr(plan, "USING COVERING INDEX jobs_queue_state"), "%s", plan);
+}
+
+static int64_t user_version(void)
+{
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(er_sqlite_handle(S), "SELECT value FROM meta WHERE key='schema_version'",
+                       -1, &st, NULL);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+Test(sqlite, reopening_a_migrated_store_changes_nothing)
+{
+    cr_assert_eq(user_version(), er_sqlite_schema_version);
+    put("j", "q", 0, T0, T0);
+    OPS->close(S);
+    open_store();
+    cr_assert_eq(user_version(), er_sqlite_schema_version);
+    cr_assert_eq(state_of("j"), ER_STATE_WAITING);
+}
+
+Test(sqlite, a_newer_schema_version_is_refused)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE meta SET value = %d WHERE key = 'schema_version'",
+             er_sqlite_schema_version + 1);
+    cr_assert_eq(sqlite3_exec(er_sqlite_handle(S), sql, NULL, NULL, NULL), SQLITE_OK);
+    OPS->close(S);
+    S = NULL;
+    er_error err = {0};
+    er_store_options opt = {0};
+    cr_assert_eq(OPS->open(g_url, &opt, &S, &err), ER_EINVAL);
+    cr_assert_null(S);
+    cr_assert_not_null(strstr(err.message, "newer"));
+    /* teardown closes S: reopen after restoring the version */
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(g_url, &db), SQLITE_OK);
+    snprintf(sql, sizeof sql, "UPDATE meta SET value = %d WHERE key = 'schema_version'",
+             er_sqlite_schema_version);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    open_store();
+}
+
+Test(sqlite, a_file_that_is_not_a_database_is_unavailable)
+{
+    OPS->close(S);
+    S = NULL;
+    store_drop();
+    store_fresh();
+    FILE *f = fopen(g_url, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 512; i++)
+        fputs("not a database at all ", f);
+    fclose(f);
+    er_error err = {0};
+    er_store_options opt = {0};
+    cr_assert_eq(OPS->open(g_url, &opt, &S, &err), ER_EUNAVAIL);
+    cr_assert_null(S);
+    cr_assert_str_eq(err.field, "store");
+    unlink(g_url);
+    open_store();
+}
