@@ -7,6 +7,13 @@
 #define ER_CLI_CLI_H
 
 int er_cli_serve(int argc, char **argv, char **envp);
+
+/* Client commands (enqueue.c, job.c, queues.c, dlq.c): they talk to a server
+ * through liberrand only. Exit 0 ok, 1 server error, 2 usage, 3 unreachable. */
+int er_cli_enqueue(int argc, char **argv);
+int er_cli_job(int argc, char **argv);
+int er_cli_queues(int argc, char **argv);
+int er_cli_dlq(int argc, char **argv);
 int er_cli_bench(int argc, char **argv, char **envp);
 
 #endif

@@ -114,7 +114,7 @@ static int parse_args(int argc, char **argv, enq_args *a)
         }
         if (only_pos || s[0] != '-' || strcmp(s, "-") == 0) {
             if (a->npos == 3) {
-                er_cli_usage_error(CMD, usage, "unexpected argument '%s'", s);
+                er_cli_usage_error(CMD, "unexpected argument '%s'", s);
                 return -1;
             }
             a->pos[a->npos++] = s;
@@ -128,12 +128,12 @@ static int parse_args(int argc, char **argv, enq_args *a)
         if (r < 0)
             return -1;
         if (r == 0) {
-            er_cli_usage_error(CMD, usage, "unknown option '%s'", s);
+            er_cli_usage_error(CMD, "unknown option '%s'", s);
             return -1;
         }
     }
     if (a->npos < 2) {
-        er_cli_usage_error(CMD, usage, "QUEUE and NAME are required");
+        er_cli_usage_error(CMD, "QUEUE and NAME are required");
         return -1;
     }
     return 0;
@@ -145,14 +145,14 @@ static int build_options(const enq_args *a, json_t *opts)
     int64_t n;
     int bad = 0;
     if (a->delay && a->run_at) {
-        er_cli_usage_error(CMD, usage, "give --delay or --run-at, not both");
+        er_cli_usage_error(CMD, "give --delay or --run-at, not both");
         return -1;
     }
     if (a->id)
         bad |= json_object_set_new(opts, "id", json_string(a->id));
     if (a->delay) {
         if (er_parse_duration(a->delay, &n) < 0) {
-            er_cli_usage_error(CMD, usage, "--delay must be a duration like 500ms, 30s, 5m, 1h");
+            er_cli_usage_error(CMD, "--delay must be a duration like 500ms, 30s, 5m, 1h");
             return -1;
         }
         bad |= json_object_set_new(opts, "delay_ms", json_integer(n));
@@ -161,22 +161,21 @@ static int build_options(const enq_args *a, json_t *opts)
         bad |= json_object_set_new(opts, "run_at", json_string(a->run_at));
     if (a->priority) {
         if (er_cli_parse_int(a->priority, INT64_MIN, INT64_MAX, &n) < 0) {
-            er_cli_usage_error(CMD, usage, "--priority must be an integer");
+            er_cli_usage_error(CMD, "--priority must be an integer");
             return -1;
         }
         bad |= json_object_set_new(opts, "priority", json_integer(n));
     }
     if (a->max_attempts) {
         if (er_cli_parse_int(a->max_attempts, INT64_MIN, INT64_MAX, &n) < 0) {
-            er_cli_usage_error(CMD, usage, "--max-attempts must be an integer");
+            er_cli_usage_error(CMD, "--max-attempts must be an integer");
             return -1;
         }
         bad |= json_object_set_new(opts, "max_attempts", json_integer(n));
     }
     if (a->timeout) {
         if (er_parse_duration(a->timeout, &n) < 0) {
-            er_cli_usage_error(CMD, usage,
-                               "--timeout must be a duration like 500ms, 30s, 5m, 1h");
+            er_cli_usage_error(CMD, "--timeout must be a duration like 500ms, 30s, 5m, 1h");
             return -1;
         }
         bad |= json_object_set_new(opts, "timeout_ms", json_integer(n));
@@ -189,7 +188,7 @@ static int build_options(const enq_args *a, json_t *opts)
         bad |= json_object_set_new(opts, "trace_id", json_string(a->trace));
     if (bad) {
         /* json_string refuses text that is not UTF-8. */
-        er_cli_usage_error(CMD, usage, "option values must be UTF-8 text");
+        er_cli_usage_error(CMD, "option values must be UTF-8 text");
         return -1;
     }
     return 0;

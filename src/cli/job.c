@@ -35,7 +35,7 @@ int er_cli_job(int argc, char **argv)
         }
         if (s[0] != '-') {
             if (npos == 2)
-                return er_cli_usage_error(CMD, usage, "unexpected argument '%s'", s);
+                return er_cli_usage_error(CMD, "unexpected argument '%s'", s);
             pos[npos++] = s;
             i++;
             continue;
@@ -44,12 +44,12 @@ int er_cli_job(int argc, char **argv)
         if (r < 0)
             return ER_EXIT_USAGE;
         if (r == 0)
-            return er_cli_usage_error(CMD, usage, "unknown option '%s'", s);
+            return er_cli_usage_error(CMD, "unknown option '%s'", s);
     }
     if (npos == 0 || strcmp(pos[0], "get") != 0)
-        return er_cli_usage_error(CMD, usage, "expected 'get ID'");
+        return er_cli_usage_error(CMD, "expected 'get ID'");
     if (npos < 2)
-        return er_cli_usage_error(CMD, usage, "ID is required");
+        return er_cli_usage_error(CMD, "ID is required");
 
     errand_client *c = NULL;
     int status = er_cli_connect(CMD, &remote, &c);

@@ -11,9 +11,13 @@ extern char **environ;
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: errand COMMAND [ARGS]\n\n"
+    fprintf(out, "usage: errand COMMAND [ARGS]   (errand COMMAND --help for its options)\n\n"
                  "commands:\n"
                  "  serve      run the job server (errand serve --help)\n"
+                 "  enqueue    add a job: errand enqueue QUEUE NAME [PAYLOAD_JSON]\n"
+                 "  job get    show a job: errand job get ID\n"
+                 "  queues     list queues with job counts\n"
+                 "  dlq        dead letters: errand dlq list | errand dlq redrive ID\n"
                  "  bench      load scenarios against a server (errand bench --help)\n"
                  "  version    print the version\n");
 }
@@ -27,6 +31,14 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "serve") == 0)
         return er_cli_serve(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "enqueue") == 0)
+        return er_cli_enqueue(argc - 2, argv + 2);
+    if (strcmp(cmd, "job") == 0)
+        return er_cli_job(argc - 2, argv + 2);
+    if (strcmp(cmd, "queues") == 0)
+        return er_cli_queues(argc - 2, argv + 2);
+    if (strcmp(cmd, "dlq") == 0)
+        return er_cli_dlq(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)
         return er_cli_bench(argc - 2, argv + 2, environ);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -57,14 +57,15 @@ int er_cli_remote_opt(int argc, char **argv, int *i, const char *cmd, er_remote_
     return r;
 }
 
-int er_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+int er_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", cmd);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n%s", usage);
+    /* One line and where the usage is: a typo should not scroll the screen. */
+    fprintf(stderr, " (see '%s --help')\n", cmd);
     return ER_EXIT_USAGE;
 }
 

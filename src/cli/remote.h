@@ -43,9 +43,9 @@ bool er_cli_flag(char **argv, int *i, const char *name);
 /* Scans --server and --token; same returns as er_cli_opt. */
 int er_cli_remote_opt(int argc, char **argv, int *i, const char *cmd, er_remote_opts *o);
 
-/* Prints "CMD: message" and the usage text on stderr; returns ER_EXIT_USAGE. */
-int er_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Prints "CMD: message (see 'CMD --help')" on stderr; returns ER_EXIT_USAGE. */
+int er_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Creates the client from the options (flag, then environment, then the
  * default). Returns ER_EXIT_OK and *out, or prints why and returns

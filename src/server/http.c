@@ -303,7 +303,7 @@ int er_json_check_keys(const json_t *obj, const char *const *allowed, const char
         if (!ok) {
             char f[64];
             join_field(f, prefix, key);
-            return er_error_set(err, ER_EINVAL, f, "unknown field");
+            return er_error_set(err, ER_EINVAL, f, "unknown field %s", f);
         }
     }
     return 0;

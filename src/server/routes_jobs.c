@@ -184,10 +184,8 @@ static int parse_failure(const json_t *obj, er_failure *f, er_error *err)
         return er_error_set(err, ER_EINVAL, "error", "error is required");
     if (!json_is_object(e))
         return er_error_set(err, ER_EINVAL, "error", "error must be an object");
-    int rc = er_failure_from_json(e, f, err);
-    if (rc < 0)
-        er_error_prefix(err, err->field[0] ? "error." : "error");
-    return rc;
+    /* Its errors already name "error.<field>". */
+    return er_failure_from_json(e, f, err);
 }
 
 /* One item of an "acks" array; errors name fields relative to the item. */

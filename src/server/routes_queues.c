@@ -211,7 +211,7 @@ static int page_param(void *arg, const char *k, const char *v)
     } else {
         char f[64];
         snprintf(f, sizeof f, "%s", k);
-        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter");
+        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter %s", f);
     }
     return 0;
 }

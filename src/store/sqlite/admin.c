@@ -130,10 +130,21 @@ int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t 
 int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                                  er_error *err)
 {
-    er_sqlite_queue *q;
-    int rc = er_sqlite_queue_get(s, queue, &q, err);
-    if (rc == 0)
-        *out = q->settings;
+    /* read through: a reader connection's cache would not see the writer */
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_QUEUE_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW)
+        rc = er_sqlite_settings_parse((const char *)sqlite3_column_text(st, 0),
+                                      sqlite3_column_int(st, 1), out, err);
+    else if (src == SQLITE_DONE)
+        er_queue_settings_default(out);
+    else
+        rc = er_sqlite_error(s->db, src, "read queue", err);
+    sqlite3_reset(st);
     return rc;
 }
 

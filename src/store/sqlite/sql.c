@@ -155,4 +155,5 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_NEXT_SCHEDULED] = "SELECT run_at FROM jobs WHERE state = 0 ORDER BY run_at LIMIT 1",
     [ER_SQ_NEXT_LEASE] =
         "SELECT lease_expires_at FROM jobs WHERE state = 2 ORDER BY lease_expires_at LIMIT 1",
+    [ER_SQ_DATA_VERSION] = "PRAGMA data_version",
 };

@@ -91,9 +91,33 @@ static int run_id(er_store *s, int id, er_error *err)
 
 /* ---- transactions ---- */
 
+/* Drops the queue cache when another connection has committed since the
+ * last check, so a cache never outlives a change made elsewhere. */
+static int check_data_version(er_store *s, er_error *err)
+{
+    sqlite3_stmt *st;
+    int rc = er_sqlite_prep(s, ER_SQ_DATA_VERSION, &st, err);
+    if (rc < 0)
+        return rc;
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+        int64_t v = sqlite3_column_int64(st, 0);
+        if (v != s->data_version)
+            er_sqlite_queue_cache_clear(s);
+        s->data_version = v;
+    } else {
+        rc = er_sqlite_error(s->db, src, "data_version", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
 static int sq_begin(er_store *s, er_error *err)
 {
-    return run_id(s, ER_SQ_BEGIN, err);
+    int rc = run_id(s, ER_SQ_BEGIN, err);
+    if (rc == 0 && (rc = check_data_version(s, err)) < 0)
+        (void)run_id(s, ER_SQ_ROLLBACK, NULL);
+    return rc;
 }
 
 static int sq_commit(er_store *s, er_error *err)

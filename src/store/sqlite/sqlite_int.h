@@ -49,6 +49,7 @@ enum {
     ER_SQ_RET_DEAD_AGE,
     ER_SQ_NEXT_SCHEDULED,
     ER_SQ_NEXT_LEASE,
+    ER_SQ_DATA_VERSION,
     ER_SQ_NSTMT
 };
 
@@ -72,8 +73,10 @@ typedef struct er_sqlite_queue {
 struct er_store {
     sqlite3 *db;
     sqlite3_stmt *st[ER_SQ_NSTMT];
-    er_sqlite_queue **qc; /* owned cache entries, cleared on rollback */
+    er_sqlite_queue **qc; /* owned cache entries, cleared on rollback and when
+                             another connection committed (data_version) */
     size_t nqc, capqc;
+    int64_t data_version;
     er_rand *rand; /* borrowed while a fetch statement runs (for er_token()) */
 };
 

@@ -1,0 +1,188 @@
+# SPDX-License-Identifier: MIT
+#
+# Bearer-token authentication and roles: a server started with producer,
+# worker and admin tokens refuses missing and unknown tokens (401) and
+# calls outside a role (403) without touching the store; /healthz stays
+# open. Also the start-up rules: a non-loopback address without tokens and
+# a malformed --token spec make `errand serve` exit non-zero with a message.
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, StartError, error_of, run_errand  # noqa: E402
+
+PRODUCER = "p" * 24 + "producer"
+WORKER = "w" * 26 + "worker"
+ADMIN = "a" * 27 + "admin"
+TOKEN_ARGS = ["--token", "producer:" + PRODUCER, "--token", "worker:" + WORKER,
+              "--token", "admin:" + ADMIN]
+
+
+class AuthTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server(args=TOKEN_ARGS).start()
+        s = cls.s
+        st, b, _ = s.enqueue("auth-fix", {"name": "x", "id": "auth-dead"}, token=ADMIN)
+        assert st == 201, (st, b)
+        st, b, _ = s.fetch("auth-fix", token=WORKER)
+        assert st == 200 and b["jobs"], (st, b)
+        st, b, _ = s.fail("auth-dead", b["jobs"][0]["lease_token"], {"class": "permanent"},
+                          token=WORKER)
+        assert st == 200, (st, b)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+
+    def refused(self, method, path, body, token, status, code, headers=None):
+        before = self.s.snapshot()
+        st, b, _ = self.s.request(method, path, body=body, token=token, headers=headers)
+        what = "%s %s token=%r -> %s %r" % (method, path, token and token[:4], st, b)
+        self.assertEqual(st, status, what)
+        self.assertEqual(error_of(b).get("code"), code, what)
+        self.assertEqual(self.s.snapshot(), before, "store changed after " + what)
+
+    def test_healthz_without_token_is_200(self):
+        st, b, _ = self.s.get("/healthz", token=None)
+        self.assertEqual((st, b), (200, {"status": "ok"}))
+
+    def test_enqueue_without_token_is_401_unauthenticated(self):
+        self.refused("POST", "/v1/queues/auth-q/jobs", {"name": "x", "id": "a1"}, None, 401,
+                     "unauthenticated")
+
+    def test_enqueue_with_unknown_token_is_401(self):
+        self.refused("POST", "/v1/queues/auth-q/jobs", {"name": "x", "id": "a1"},
+                     "z" * 32, 401, "unauthenticated")
+
+    def test_token_prefix_of_a_real_token_is_401(self):
+        self.refused("POST", "/v1/queues/auth-q/jobs", {"name": "x", "id": "a1"},
+                     ADMIN[:-1], 401, "unauthenticated")
+
+    def test_basic_auth_scheme_is_401(self):
+        self.refused("POST", "/v1/queues/auth-q/jobs", {"name": "x", "id": "a1"}, None, 401,
+                     "unauthenticated", headers={"Authorization": "Basic " + ADMIN})
+
+    def test_get_job_without_token_is_401(self):
+        self.refused("GET", "/v1/jobs/auth-dead", None, None, 401, "unauthenticated")
+
+    def test_fetch_without_token_is_401(self):
+        self.refused("POST", "/v1/fetch", {"queues": ["auth-q"], "worker_id": "w"}, None, 401,
+                     "unauthenticated")
+
+    def test_producer_can_enqueue_and_read(self):
+        st, b, _ = self.s.enqueue("auth-prod", {"name": "x", "id": "prod-1"}, token=PRODUCER)
+        self.assertEqual(st, 201, b)
+        st, b, _ = self.s.get("/v1/jobs/prod-1", token=PRODUCER)
+        self.assertEqual(st, 200, b)
+        st, b, _ = self.s.get("/v1/queues", token=PRODUCER)
+        self.assertEqual(st, 200, b)
+
+    def test_producer_cannot_fetch_403_permission_denied(self):
+        self.s.enqueue("auth-pf", {"name": "x", "id": "pf-1"}, token=PRODUCER)
+        self.refused("POST", "/v1/fetch", {"queues": ["auth-pf"], "worker_id": "w", "wait_ms": 0},
+                     PRODUCER, 403, "permission_denied")
+
+    def test_producer_cannot_put_queue_settings_403(self):
+        self.refused("PUT", "/v1/queues/auth-fix", {"paused": True}, PRODUCER, 403,
+                     "permission_denied")
+
+    def test_worker_cannot_enqueue_403(self):
+        self.refused("POST", "/v1/queues/auth-q/jobs", {"name": "x", "id": "wk-1"}, WORKER, 403,
+                     "permission_denied")
+
+    def test_worker_cannot_put_queue_settings_403(self):
+        self.refused("PUT", "/v1/queues/auth-fix", {"lease_ms": 5000}, WORKER, 403,
+                     "permission_denied")
+
+    def test_worker_cannot_pause_queue_403(self):
+        self.refused("POST", "/v1/queues/auth-fix/pause", {}, WORKER, 403, "permission_denied")
+
+    def test_worker_cannot_redrive_403(self):
+        self.refused("POST", "/v1/dead/auth-dead/redrive", {}, WORKER, 403, "permission_denied")
+
+    def test_worker_cannot_delete_dead_403(self):
+        self.refused("DELETE", "/v1/dead/auth-dead", None, WORKER, 403, "permission_denied")
+
+    def test_worker_can_fetch_and_complete(self):
+        self.s.enqueue("auth-wk", {"name": "x", "id": "wk-ok"}, token=PRODUCER)
+        jobs = self.s.fetch_jobs("auth-wk", token=WORKER)
+        self.assertEqual([j["id"] for j in jobs], ["wk-ok"])
+        st, b, _ = self.s.complete("wk-ok", jobs[0]["lease_token"], token=WORKER)
+        self.assertEqual(st, 200, b)
+
+    def test_admin_can_put_settings_pause_and_redrive(self):
+        st, b, _ = self.s.request("PUT", "/v1/queues/auth-adm", {"lease_ms": 5000}, token=ADMIN)
+        self.assertEqual(st, 200, b)
+        st, b, _ = self.s.post("/v1/queues/auth-adm/pause", token=ADMIN)
+        self.assertEqual(st, 200, b)
+        st, b, _ = self.s.post("/v1/queues/auth-adm/resume", token=ADMIN)
+        self.assertEqual(st, 200, b)
+        st, b, _ = self.s.post("/v1/dead/auth-dead/redrive", token=ADMIN)
+        self.assertIn(st, (200, 201), b)
+        self.assertEqual(b["job"]["id"], "auth-dead-redrive-1")
+        st, b, _ = self.s.enqueue("auth-adm", {"name": "x"}, token=ADMIN)
+        self.assertEqual(st, 201, b)
+        st, b, _ = self.s.fetch("auth-adm", token=ADMIN)
+        self.assertEqual(st, 200, b)
+
+
+class AuthStartupTest(unittest.TestCase):
+    def test_non_loopback_listen_without_token_exits_nonzero_with_message(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_errand(["serve", "--listen", "0.0.0.0:0", "--store",
+                                       "sqlite:" + os.path.join(d, "e.db")])
+        self.assertIsNotNone(rc, "server started on 0.0.0.0 without tokens:\n" + err)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("token", err.lower(), err)
+
+    def test_non_loopback_listen_with_token_starts_and_requires_it(self):
+        with Server(listen="0.0.0.0:0", args=["--token", "admin:" + ADMIN]) as s:
+            st, b, _ = s.get("/v1/queues", token=None)
+            self.assertEqual(st, 401, b)
+            st, b, _ = s.get("/v1/queues", token=ADMIN)
+            self.assertEqual(st, 200, b)
+
+    def test_loopback_without_token_is_open(self):
+        with Server() as s:
+            st, b, _ = s.get("/v1/queues", token=None)
+            self.assertEqual(st, 200, b)
+
+    def test_tokens_from_errand_tokens_env_comma_list(self):
+        env = {"ERRAND_TOKENS": "admin:%s,worker:%s" % (ADMIN, WORKER)}
+        with Server(env=env) as s:
+            self.assertEqual(s.get("/v1/queues", token=None)[0], 401)
+            self.assertEqual(s.get("/v1/queues", token=ADMIN)[0], 200)
+            st, b, _ = s.enqueue("env-q", {"name": "x"}, token=WORKER)
+            self.assertEqual(st, 403, b)
+
+    def bad_token(self, spec):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                       "sqlite:" + os.path.join(d, "e.db"), "--token", spec])
+        self.assertIsNotNone(rc, "server started with --token %r" % spec)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("token", err.lower(), err)
+
+    def test_token_spec_without_role_exits_nonzero(self):
+        self.bad_token("x" * 32)
+
+    def test_token_spec_unknown_role_exits_nonzero(self):
+        self.bad_token("root:" + "x" * 32)
+
+    def test_token_spec_too_short_exits_nonzero(self):
+        self.bad_token("admin:short")
+
+    def test_token_spec_bad_chars_exits_nonzero(self):
+        self.bad_token("admin:" + "x" * 20 + " !@#$%")
+
+    def test_server_does_not_start_with_bad_token_even_via_server_class(self):
+        with self.assertRaises(StartError):
+            Server(args=["--token", "admin:"]).__enter__()
+
+
+if __name__ == "__main__":
+    unittest.main()
