@@ -15,5 +15,7 @@ int er_cli_job(int argc, char **argv);
 int er_cli_queues(int argc, char **argv);
 int er_cli_dlq(int argc, char **argv);
 int er_cli_bench(int argc, char **argv, char **envp);
+/* `errand cron next` (cron.c): local, no server. Exit 0 ok, 2 usage. */
+int er_cli_cron(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static void usage(FILE *out)
                  "  queues     list queues with job counts\n"
                  "  dlq        dead letters: errand dlq list | errand dlq redrive ID\n"
                  "  bench      load scenarios against a server (errand bench --help)\n"
+                 "  cron next  next fire times: errand cron next EXPR [--tz ZONE]\n"
                  "  version    print the version\n");
 }
 
@@ -41,6 +42,8 @@ int main(int argc, char **argv)
         return er_cli_dlq(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)
         return er_cli_bench(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "cron") == 0)
+        return er_cli_cron(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("errand 0.1.0\n");
         return 0;

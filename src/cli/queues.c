@@ -59,7 +59,8 @@ static int print_table(const char *text)
         }
         row[6] = json_is_true(json_object_get(q, "paused")) ? "yes" : "no";
         json_t *a = json_object_get(q, "oldest_waiting_age_ms");
-        if (json_is_integer(a)) {
+        json_t *waiting = json_object_get(counts, "waiting");
+        if (json_is_integer(a) && json_integer_value(waiting) > 0) {
             er_cli_format_age(json_integer_value(a), age, sizeof age);
             row[7] = age;
         } else {

@@ -440,7 +440,8 @@ static int take_json(errand_client *c, json_t *root, const char *key, char **out
     json_t *v = key ? json_object_get(root, key) : root;
     int rc = 0;
     if (!v) {
-        rc = set_error(c, ERRAND_EINTERNAL, NULL, "", "reply has no \"%s\"", key);
+        rc = set_error(c, ERRAND_EINTERNAL, NULL, "", "reply has no \"%s\"",
+                       key ? key : "value");
     } else {
         char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         if (!text)

@@ -40,14 +40,6 @@ static void reqq_push(reqq *q, er_req *r)
     q->len++;
 }
 
-static er_req *reqq_take_all(reqq *q)
-{
-    er_req *h = q->head;
-    q->head = q->tail = NULL;
-    q->len = 0;
-    return h;
-}
-
 /* A worker thread (writer or reader) with its inbox. */
 typedef struct worker {
     er_engine *e;

@@ -115,6 +115,8 @@ class Server:
         self.host = "127.0.0.1"
         self.lines = collections.deque(maxlen=5000)
         self._local = threading.local()
+        self._conns = []  # every connection opened, closed by _drop_connections
+        self._conns_lock = threading.Lock()
         self._listening = None
 
     # ---- process control ----
@@ -220,12 +222,17 @@ class Server:
     def cleanup(self):
         if self.proc is not None and self.alive():
             self.kill()
+        self._drop_connections()
         if self._own_tmp and not os.environ.get("ERRAND_KEEP_TMP"):
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     # ---- HTTP ----
 
     def _drop_connections(self):
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            c.close()
         self._local = threading.local()
 
     def _conn(self, fresh=False):
@@ -235,6 +242,8 @@ class Server:
             if c is not None:
                 c.close()
             c = http.client.HTTPConnection(self.host, self.port, timeout=90)
+            with self._conns_lock:
+                self._conns.append(c)
             self._local.conn = c
             self._local.key = key
         return c

@@ -307,7 +307,7 @@ class ApiTest(unittest.TestCase):
             {"id": "ack-0", "lease_token": tok["ack-0"], "complete": {"result": 5}},
             {"id": "ack-1", "lease_token": "stale-token-0000", "complete": {}},
             {"id": "ack-2", "lease_token": tok["ack-2"],
-             "fail": {"class": "permanent", "message": "no"}},
+             "fail": {"error": {"class": "permanent", "message": "no"}}},
             {"id": "ack-3", "lease_token": tok["ack-3"], "release": {}}]})
         self.assertEqual(st, 200, b)
         res = b["results"]

@@ -286,7 +286,7 @@ CASES = [
      400, "invalid_argument", "acks[0]*"),
     ("acks_item_bad_fail_class", "POST", "/v1/acks",
      {"body": {"acks": [{"id": "active-1", "lease_token": TOK, "complete": {}},
-                        {"id": "active-1", "lease_token": TOK, "fail": {"class": "oops"}}]}}, 400,
+                        {"id": "active-1", "lease_token": TOK, "fail": {"error": {"class": "oops"}}}]}}, 400,
      "invalid_argument", "acks[1]*"),
     ("acks_item_unknown_field", "POST", "/v1/acks",
      {"body": {"acks": [{"id": "active-1", "lease_token": TOK, "complete": {}, "colour": 1}]}},

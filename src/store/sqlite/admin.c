@@ -38,7 +38,7 @@ static int find_info(er_queue_info *qs, size_t n, const char *name)
 
 static int load_queue_rows(er_store *s, er_queue_info **out, size_t *n, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_QUEUE_ALL, &st, err);
     if (rc < 0)
         return rc;
@@ -90,7 +90,7 @@ int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t 
     int rc = load_queue_rows(s, &qs, &len, err);
     if (rc < 0)
         return rc;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_COUNTS, &st, err);
     if (rc == 0) {
         int src;
@@ -130,8 +130,16 @@ int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t 
 int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                                  er_error *err)
 {
-    /* read through: a reader connection's cache would not see the writer */
-    sqlite3_stmt *st;
+    /* Inside a transaction begin() has checked data_version, so the cache is
+     * current; outside one (reader connections) read through. */
+    if (!sqlite3_get_autocommit(s->db)) {
+        er_sqlite_queue *q;
+        int qrc = er_sqlite_queue_get(s, queue, &q, err);
+        if (qrc == 0)
+            *out = q->settings;
+        return qrc;
+    }
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_QUEUE_GET, &st, err);
     if (rc < 0)
         return rc;
@@ -158,7 +166,7 @@ int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_
         return nomem(err);
     er_sqlite_queue *q;
     int rc = er_sqlite_queue_get(s, queue, &q, err);
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     if (rc == 0)
         rc = er_sqlite_prep(s, ER_SQ_QUEUE_PUT, &st, err);
     if (rc == 0) {
@@ -208,7 +216,7 @@ int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *c
         return rc;
     if (limit < 1)
         limit = 1;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, queue ? ER_SQ_LIST_DEAD_QUEUE : ER_SQ_LIST_DEAD, &st, err);
     if (rc < 0)
         return rc;
@@ -311,7 +319,7 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
         rc = nomem(err);
         goto out;
     }
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
     if (rc == 0)
         rc = er_sqlite_bind_job(s, st, &nj, err);
@@ -351,7 +359,7 @@ int er_sqlite_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_
 
 int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_DELETE_DEAD, &st, err);
     if (rc < 0)
         return rc;
@@ -417,7 +425,7 @@ int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queue
         *queues = NULL;
     if (nqueues)
         *nqueues = 0;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_PROMOTE, &st, err);
     if (rc < 0)
         return rc;
@@ -457,7 +465,7 @@ static char *stalled_error(const er_job *j, int64_t now)
 static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns, er_error *err)
 {
     er_job_list due = {0};
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_REAP_SELECT, &st, err);
     if (rc < 0)
         return rc;
@@ -552,7 +560,7 @@ int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
 static int ret_delete(er_store *s, int id, const char *queue, int64_t arg, int limit, int *n,
                       er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, id, &st, err);
     if (rc < 0)
         return rc;
@@ -603,7 +611,7 @@ int er_sqlite_retention(er_store *s, int64_t now, int limit, int *n, er_error *e
 
 static int first_value(er_store *s, int id, int64_t *v, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, id, &st, err);
     if (rc < 0)
         return rc;

@@ -22,7 +22,7 @@ int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *e
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
     if (rc == 0)
         rc = er_sqlite_bind_job(s, st, job, err);
@@ -63,7 +63,7 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
     leased *rows = calloc((size_t)take, sizeof *rows);
     if (!rows)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_FETCH, &st, err);
     int n = 0;
     if (rc == 0) {
@@ -128,7 +128,7 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_li
                            : q->settings.lease_ms > 0 ? q->settings.lease_ms
                                                       : ER_DEFAULT_LEASE_MS;
         if (concurrency > 0) {
-            sqlite3_stmt *st;
+            sqlite3_stmt *st = NULL;
             rc = er_sqlite_prep(s, ER_SQ_COUNT_ACTIVE, &st, err);
             if (rc < 0)
                 break;
@@ -161,7 +161,7 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_li
 /* Explains why a lease-checked UPDATE matched no row. */
 static int lease_refused(er_store *s, const char *id, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_LEASE_STATE, &st, err);
     if (rc < 0)
         return rc;
@@ -196,7 +196,7 @@ static int lease_update(er_store *s, sqlite3_stmt *st, const char *id, er_error 
 int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
                         const char *progress, int64_t now, int64_t *expires_at, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_HEARTBEAT, &st, err);
     if (rc < 0)
         return rc;
@@ -218,7 +218,7 @@ int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t 
 int er_sqlite_complete(er_store *s, const char *id, const char *token, const char *result,
                        int64_t now, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_COMPLETE, &st, err);
     if (rc < 0)
         return rc;
@@ -235,7 +235,7 @@ int er_sqlite_complete(er_store *s, const char *id, const char *token, const cha
 int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t now,
                       er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_RELEASE, &st, err);
     if (rc < 0)
         return rc;
@@ -271,7 +271,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
         rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
         goto out;
     }
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_FAIL_APPLY, &st, err);
     if (rc == 0) {
         sqlite3_bind_int(st, 1, (int)o.state);
@@ -322,7 +322,7 @@ int er_sqlite_get_job(er_store *s, const char *id, er_job *out, er_error *err)
 
 int er_sqlite_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_CANCEL, &st, err);
     if (rc < 0)
         return rc;
@@ -387,7 +387,7 @@ int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limi
         return rc;
     if (limit < 1)
         limit = 1;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_LIST_JOBS, &st, err);
     if (rc < 0)
         return rc;

@@ -84,7 +84,7 @@ int er_sqlite_run(er_store *s, sqlite3_stmt *st, er_error *err)
 
 static int run_id(er_store *s, int id, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, id, &st, err);
     return rc < 0 ? rc : er_sqlite_run(s, st, err);
 }
@@ -95,7 +95,7 @@ static int run_id(er_store *s, int id, er_error *err)
  * last check, so a cache never outlives a change made elsewhere. */
 static int check_data_version(er_store *s, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_DATA_VERSION, &st, err);
     if (rc < 0)
         return rc;
@@ -183,7 +183,7 @@ int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *ou
 
 static int queue_load(er_store *s, er_sqlite_queue *q, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_QUEUE_GET, &st, err);
     if (rc < 0)
         return rc;
@@ -245,7 +245,7 @@ int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err)
     int rc = er_sqlite_queue_get(s, queue, &q, err);
     if (rc < 0 || q->in_table)
         return rc;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_QUEUE_REGISTER, &st, err);
     if (rc < 0)
         return rc;
@@ -373,7 +373,7 @@ int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err)
 
 int er_sqlite_load_job(er_store *s, const char *id, er_job *out, er_error *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_GET_JOB, &st, err);
     if (rc < 0)
         return rc;
