@@ -118,7 +118,12 @@ int er_cli_serve(int argc, char **argv, char **envp)
 
     serve_ctx c = {0};
     evthread_use_pthreads();
-    c.base = event_base_new();
+    /* the changelist coalesces evhttp's many per-request epoll_ctl calls */
+    struct event_config *ecfg_base = event_config_new();
+    if (ecfg_base)
+        event_config_set_flag(ecfg_base, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    c.base = ecfg_base ? event_base_new_with_config(ecfg_base) : NULL;
+    event_config_free(ecfg_base);
     if (!c.base) {
         fprintf(stderr, "errand serve: cannot create the event loop\n");
         er_settings_fini(&st);

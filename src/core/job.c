@@ -276,7 +276,7 @@ static int backoff_from_json(const json_t *v, const er_backoff *base, const char
     json_t *val;
     json_object_foreach((json_t *)v, key, val) {
         field_name(f, field, key);
-        int64_t n;
+        int64_t n = 0;
         if (strcmp(key, "type") == 0) {
             if (json_is_null(val))
                 continue;
@@ -345,7 +345,7 @@ int er_job_defaults_merge(er_job_defaults *d, const json_t *obj, const char *pre
     json_t *val;
     json_object_foreach((json_t *)obj, key, val) {
         field_name(f, prefix, key);
-        int64_t n;
+        int64_t n = 0;
         bool clear = json_is_null(val);
         if (strcmp(key, "max_attempts") == 0) {
             if (!clear && get_int(val, f, 1, ER_MAX_ATTEMPTS_MAX, &n, err) < 0)
@@ -456,8 +456,8 @@ static int parse_job(const json_t *obj, const char *queue, int64_t now, size_t p
                      er_rand *r, er_job *job, er_error *err)
 {
     const json_t *v;
-    const char *s;
-    int64_t n;
+    const char *s = NULL;
+    int64_t n = 0;
     if (!json_is_object(obj))
         return er_error_set(err, ER_EINVAL, "job", "a job must be a JSON object");
     const char *key;

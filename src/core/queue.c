@@ -67,7 +67,7 @@ static int parse_rate(const json_t *v, bool strict, er_queue_settings *t, er_err
                             "rate_limit must be an object {max, per_ms} or null");
     const char *key;
     json_t *val;
-    int64_t n;
+    int64_t n = 0;
     json_object_foreach((json_t *)v, key, val) {
         field_name(f, "rate_limit", key);
         if (strcmp(key, "max") == 0) {
@@ -98,7 +98,7 @@ static int parse_retention(const json_t *v, bool strict, er_retention *r, er_err
                             "retention must be an object {completed, dead}");
     const char *key, *k2;
     json_t *val, *v2;
-    int64_t n;
+    int64_t n = 0;
     json_object_foreach((json_t *)v, key, val) {
         field_name(f, "retention", key);
         if (strcmp(key, "completed") == 0) {
@@ -153,7 +153,7 @@ static int apply(er_queue_settings *s, const json_t *body, bool strict, er_error
     er_queue_settings t = *s;
     const char *key;
     json_t *val;
-    int64_t n;
+    int64_t n = 0;
     json_object_foreach((json_t *)body, key, val) {
         if (strcmp(key, "paused") == 0) {
             if (!json_is_boolean(val))

@@ -192,6 +192,21 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
     return 0;
 }
 
+/* A heartbeat without extend_ms extends by the job's queue lease_ms. */
+static int default_extend(er_exec_ctx *x, er_req *req)
+{
+    er_job job;
+    er_job_init(&job);
+    int rc = x->ops->get_job(x->store, req->id, &job, &req->err);
+    er_queue_settings qs;
+    if (rc == 0)
+        rc = x->ops->get_queue_settings(x->store, job.queue, &qs, &req->err);
+    if (rc == 0)
+        req->extend_ms = qs.lease_ms;
+    er_job_fini(&job);
+    return rc;
+}
+
 int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
 {
     int rc = 0;
@@ -208,6 +223,11 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
         rc = exec_acks(x, req, now);
         break;
     case ER_REQ_HEARTBEAT:
+        if (req->extend_ms <= 0) {
+            rc = default_extend(x, req);
+            if (rc < 0)
+                break;
+        }
         rc = x->ops->heartbeat(x->store, req->id, req->token, req->extend_ms, req->progress, now,
                                &req->expires_at, &req->err);
         break;

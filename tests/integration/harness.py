@@ -341,15 +341,15 @@ class Server:
             raise AssertionError("GET job %s -> %s %r" % (job_id, st, b))
         return b["job"]
 
-    def complete(self, job_id, token, result=None, **kw):
-        body = {"lease_token": token}
+    def complete(self, job_id, lease_token, result=None, **kw):
+        body = {"lease_token": lease_token}
         if result is not None:
             body["result"] = result
         return self.post("/v1/jobs/%s/complete" % qpath(job_id), body, **kw)
 
-    def fail(self, job_id, token, error, **kw):
-        return self.post("/v1/jobs/%s/fail" % qpath(job_id), {"lease_token": token, "error": error},
-                         **kw)
+    def fail(self, job_id, lease_token, error, **kw):
+        return self.post("/v1/jobs/%s/fail" % qpath(job_id),
+                         {"lease_token": lease_token, "error": error}, **kw)
 
     def queue_info(self, name, **kw):
         st, b, _ = self.get("/v1/queues", **kw)

@@ -183,6 +183,69 @@ class ApiTest(unittest.TestCase):
         self.assertGreaterEqual(dt, 0.9)
         self.assertLess(dt, 3.0)
 
+    def test_long_poll_wakes_when_a_delayed_job_becomes_due(self):
+        b = self.enq("api-lp-due", {"name": "d", "id": "lpd-1", "delay_ms": 700})
+        due = parse_time(b["job"]["run_at"])
+        jobs = self.s.fetch_jobs("api-lp-due", wait_ms=5000)
+        self.assertEqual([j["id"] for j in jobs], ["lpd-1"])
+        self.assertGreaterEqual(now_ms() + 50, due)
+        self.assertLess(now_ms() - due, 1000, "woken long after the job was due")
+
+    def test_long_poll_wakes_when_a_job_is_released(self):
+        self.enq("api-lp-rel", {"name": "r", "id": "lpr-1"})
+        j = self.one("api-lp-rel")
+        out = {}
+
+        def poll():
+            t = time.monotonic()
+            out["jobs"] = self.s.fetch_jobs("api-lp-rel", worker_id="w2", wait_ms=3000)
+            out["t"] = time.monotonic() - t
+
+        th = threading.Thread(target=poll)
+        th.start()
+        time.sleep(0.3)
+        st, b, _ = self.s.post("/v1/jobs/lpr-1/release", {"lease_token": j["lease_token"]})
+        self.assertEqual(st, 200, b)
+        th.join(10)
+        self.assertEqual([x["id"] for x in out["jobs"]], ["lpr-1"])
+        self.assertLess(out["t"], 1.5)
+
+    def test_concurrent_fetchers_never_lease_the_same_job(self):
+        q = "api-race"
+        st, b, _ = self.s.enqueue(q, {"jobs": [{"name": "r", "id": "race-%d" % i}
+                                               for i in range(200)]})
+        self.assertEqual(st, 201, b)
+        got, errors = [], []
+        lock = threading.Lock()
+
+        def worker(w):
+            while True:
+                st, b, _ = self.s.fetch(q, worker_id="w%d" % w, max=7, wait_ms=0)
+                if st != 200:
+                    errors.append((st, b))
+                    return
+                if not b["jobs"]:
+                    return
+                with lock:
+                    got.extend(j["id"] for j in b["jobs"])
+
+        ths = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(30)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(got), len(set(got)), "a job was leased twice")
+        self.assertEqual(sorted(got), sorted("race-%d" % i for i in range(200)))
+
+    def test_run_at_in_the_future_is_scheduled_and_in_the_past_is_waiting(self):
+        b = self.enq("api-runat", {"name": "r", "id": "ra-fut", "run_at": "2099-01-01T00:00:00.000Z"})
+        self.assertEqual(b["job"]["state"], "scheduled")
+        self.assertEqual(b["job"]["run_at"], "2099-01-01T00:00:00.000Z")
+        b = self.enq("api-runat", {"name": "r", "id": "ra-past", "run_at": "2001-01-01T00:00:00Z"})
+        self.assertEqual(b["job"]["state"], "waiting")
+        self.assertEqual([j["id"] for j in self.s.fetch_jobs("api-runat", max=5)], ["ra-past"])
+
     # ---- acknowledgements ----
 
     def test_heartbeat_extends_the_lease(self):
@@ -347,6 +410,13 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 409, b)
         self.assertEqual(error_of(b).get("code"), "conflict")
         self.assertEqual(self.state("del-2"), "active")
+        # a scheduled job is cancelled and never promoted
+        self.enq("api-del", {"name": "d", "id": "del-3", "delay_ms": 300})
+        st, b, _ = self.s.request("DELETE", "/v1/jobs/del-3")
+        self.assertEqual(st, 200, b)
+        time.sleep(0.6)
+        self.assertEqual(self.state("del-3"), "cancelled")
+        self.assertEqual(self.s.fetch_jobs("api-del"), [])
         st, b, _ = self.s.get("/v1/jobs/no-such-job")
         self.assertEqual(st, 404, b)
         self.assertEqual(error_of(b).get("code"), "not_found")

@@ -129,7 +129,10 @@ class CrashTest(unittest.TestCase):
             self.assertGreater(len(self.acked), 0, "no enqueue was acknowledged:\n" +
                                self.s.log_text())
             self.s.start()  # same db file, new port
-            self.check_store()
+            states = self.check_store()
+            sys.stderr.write("cycle %d: %d enqueues acknowledged, %d completions acknowledged,"
+                             " %d rows\n" % (cycle, len(self.acked), len(self.completed),
+                                             len(states)))
             self.check_http_sample(self.acked)
         # drain: expired leases come back, everything gets completed
         left = self.drain(timeout=30)

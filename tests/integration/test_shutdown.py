@@ -23,6 +23,7 @@ class ShutdownTest(unittest.TestCase):
     def setUp(self):
         self.s = Server().start()
         self.acked = set()
+        self.refused = {}  # id -> status of a non-2xx answer
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.threads = []
@@ -44,9 +45,11 @@ class ShutdownTest(unittest.TestCase):
                 except NET_ERRORS:
                     time.sleep(0.02)
                     continue
-                if 200 <= st < 300:
-                    with self.lock:
+                with self.lock:
+                    if 200 <= st < 300:
                         self.acked.add(jid)
+                    else:
+                        self.refused[jid] = st
         for t in range(n):
             th = threading.Thread(target=run, args=(t,))
             th.start()
@@ -89,9 +92,13 @@ class ShutdownTest(unittest.TestCase):
             t.join(30)
         with self.lock:
             acked = set(self.acked)
+            refused = dict(self.refused)
         self.s.start()
         on_disk = {r[0] for r in self.s.query("SELECT id FROM jobs")}
         self.assertEqual(sorted(acked - on_disk), [], "answered 2xx but not on disk")
+        # a refusal during shutdown is 503 unavailable, and nothing was written
+        self.assertEqual({st for st in refused.values()} - {503}, set(), refused)
+        self.assertEqual(sorted(set(refused) & on_disk), [], "answered 503 but written")
         for jid in sorted(acked)[:50] + sorted(acked)[-50:]:
             self.assertIsNotNone(self.s.job(jid), jid)
         self.assertEqual(self.s.get("/readyz")[0], 200)

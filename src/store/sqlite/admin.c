@@ -628,7 +628,7 @@ static int first_value(er_store *s, int id, int64_t *v, er_error *err)
 
 int er_sqlite_next_due(er_store *s, int64_t *at, er_error *err)
 {
-    int64_t a, b;
+    int64_t a = INT64_MAX, b = INT64_MAX;
     int rc = first_value(s, ER_SQ_NEXT_SCHEDULED, &a, err);
     if (rc == 0)
         rc = first_value(s, ER_SQ_NEXT_LEASE, &b, err);
