@@ -826,6 +826,11 @@ int er_cron_next(const er_cron *c, const er_tz *tz, int64_t after_ms, int64_t *n
 {
     if (after_ms < MIN_MS || after_ms > MAX_MS)
         return er_error_set(err, ER_EINVAL, "cron", "start time is out of range");
+    /* A hand-built er_cron must have a value in every field's range. */
+    if (!(c->seconds & 0x0FFFFFFFFFFFFFFFull) || !(c->minutes & 0x0FFFFFFFFFFFFFFFull) ||
+        !(c->hours & 0xFFFFFFu) || !(c->dom & 0xFFFFFFFEu) || !(c->months & 0x1FFEu) ||
+        !(c->dow & 0x7Fu))
+        return er_error_set(err, ER_EINVAL, "cron", "a field matches no value");
     int64_t t = floor_div(after_ms, 1000) + 1; /* fires are whole seconds */
     int64_t limit = t + ER_CRON_HORIZON_S;
     bool wall = !c->hour_star;
@@ -836,28 +841,24 @@ int er_cron_next(const er_cron *c, const er_tz *tz, int64_t after_ms, int64_t *n
         seg_at(tz, t, &o, &next);
         int64_t seg_end = next > limit ? limit + 1 : next;
         int64_t lo = t + o;
-        if (wall && hw + 1 > lo)
-            lo = hw + 1; /* skip wall times already shown (fall-back repeat) */
+        if (wall) {
+            /* Spring forward: wall times in (hw, t+o) never showed; a match
+             * there fires once, at t, the first instant after the gap. */
+            if (hw + 1 < lo && find_match(c, hw + 1, lo, &w)) {
+                *next_ms = t * 1000;
+                return 0;
+            }
+            if (hw + 1 > lo)
+                lo = hw + 1; /* skip wall times already shown (fall-back repeat) */
+        }
         if (find_match(c, lo, seg_end + o, &w)) {
             *next_ms = (w - o) * 1000;
             return 0;
         }
         if (next > limit)
             break;
-        if (wall) {
-            int32_t o2;
-            int64_t next2;
-            seg_at(tz, next, &o2, &next2);
-            /* Spring forward: wall times in [next+o, next+o2) never show; a
-             * match there fires once, at the first instant after the gap. */
-            int64_t glo = next + o > hw + 1 ? next + o : hw + 1;
-            if (o2 > o && find_match(c, glo, next + o2, &w)) {
-                *next_ms = next * 1000;
-                return 0;
-            }
-            if (next - 1 + o > hw)
-                hw = next - 1 + o;
-        }
+        if (wall && next - 1 + o > hw)
+            hw = next - 1 + o;
         t = next;
     }
     return er_error_set(err, ER_EINVAL, "cron", "the expression never fires within 9 years");

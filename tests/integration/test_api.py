@@ -239,9 +239,10 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(sorted(got), sorted("race-%d" % i for i in range(200)))
 
     def test_run_at_in_the_future_is_scheduled_and_in_the_past_is_waiting(self):
-        b = self.enq("api-runat", {"name": "r", "id": "ra-fut", "run_at": "2099-01-01T00:00:00.000Z"})
+        at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() + 3600))
+        b = self.enq("api-runat", {"name": "r", "id": "ra-fut", "run_at": at})
         self.assertEqual(b["job"]["state"], "scheduled")
-        self.assertEqual(b["job"]["run_at"], "2099-01-01T00:00:00.000Z")
+        self.assertEqual(b["job"]["run_at"], at)
         b = self.enq("api-runat", {"name": "r", "id": "ra-past", "run_at": "2001-01-01T00:00:00Z"})
         self.assertEqual(b["job"]["state"], "waiting")
         self.assertEqual([j["id"] for j in self.s.fetch_jobs("api-runat", max=5)], ["ra-past"])

@@ -270,3 +270,17 @@ Test(cron_next_utc, macros_fire_at_their_times)
     const char *const m[] = {"2026-02-01T00:00:00.000Z"};
     expect_utc("@monthly", "2026-01-01T00:00:00Z", 1, m);
 }
+
+Test(cron_next_utc, hand_built_empty_field_is_refused)
+{
+    er_cron c = parse_ok("0 0 * * *");
+    c.months = 1u << 13; /* no month in 1..12 */
+    er_tz *tz = NULL;
+    cr_assert_eq(er_tz_open(NULL, &tz, NULL), 0);
+    er_error err = {0};
+    int64_t next = 7;
+    cr_assert_eq(er_cron_next(&c, tz, 0, &next, &err), ER_EINVAL);
+    cr_assert_str_eq(err.message, "a field matches no value");
+    cr_assert_eq(next, 7);
+    er_tz_free(tz);
+}
