@@ -139,6 +139,95 @@ ERRAND_API int errand_dead_list(errand_client *c, const char *queue, int limit, 
  * ERRAND_ENOTFOUND when `id` is not a dead job. */
 ERRAND_API int errand_dead_redrive(errand_client *c, const char *id, char **json_out);
 
+/* ---- more calls, one per API endpoint (docs/api.md) --------------------
+ * Same rules as above. Arguments named *_json are JSON text, checked to
+ * parse before anything is sent (ERRAND_EINVAL, field named); ids and queue
+ * names are percent-encoded here. */
+
+/* POST /v1/queues/{queue}/jobs {"jobs": jobs_json}: jobs_json is a JSON
+ * array of job objects (each with "name"). *json_out: {"ids", "duplicates"}. */
+ERRAND_API int errand_enqueue_bulk(errand_client *c, const char *queue, const char *jobs_json,
+                                   char **json_out);
+
+/* POST /v1/fetch with request_json (an object: "queues", "worker_id",
+ * "max", "wait_ms", "lease_ms", "acks"). Blocks up to its wait_ms.
+ * *json_out: the reply {"jobs": [...], "acks"?: [...]}. The worker runtime
+ * below does this for you. */
+ERRAND_API int errand_fetch(errand_client *c, const char *request_json, char **json_out);
+
+/* POST /v1/jobs/{id}/heartbeat: extends the lease to now + extend_ms
+ * (1000..86400000) and stores progress_json when not NULL.
+ * *json_out (may be NULL): {"lease_expires_at"}. ERRAND_ESTALE: lease lost. */
+ERRAND_API int errand_heartbeat(errand_client *c, const char *id, const char *lease_token,
+                                long extend_ms, const char *progress_json, char **json_out);
+
+/* POST /v1/jobs/{id}/complete with result_json (NULL: no result). */
+ERRAND_API int errand_complete(errand_client *c, const char *id, const char *lease_token,
+                               const char *result_json);
+
+/* POST /v1/jobs/{id}/fail; error_json is the "error" object ({"class",
+ * "message", "delay_ms"|"retry_after_ms", "backtrace"}). *json_out (may be
+ * NULL): {"state", "run_at"?}. */
+ERRAND_API int errand_fail(errand_client *c, const char *id, const char *lease_token,
+                           const char *error_json, char **json_out);
+
+/* POST /v1/jobs/{id}/release: back to waiting at once, attempt not counted. */
+ERRAND_API int errand_release(errand_client *c, const char *id, const char *lease_token);
+
+/* POST /v1/acks {"acks": acks_json}: many outcomes in one request.
+ * *json_out: {"results": [...]}, one per item, in order. */
+ERRAND_API int errand_acks(errand_client *c, const char *acks_json, char **json_out);
+
+/* DELETE /v1/jobs/{id} (admin): cancels a scheduled or waiting job.
+ * *json_out: the job. ERRAND_ECONFLICT when it is active or finished. */
+ERRAND_API int errand_job_cancel(errand_client *c, const char *id, char **json_out);
+
+/* GET /v1/queues/{queue}: *json_out is the queue object. */
+ERRAND_API int errand_queue_get(errand_client *c, const char *queue, char **json_out);
+
+/* GET /v1/queues/{queue}/jobs: state NULL = waiting; limit 0 = server
+ * default; cursor NULL = first page. *json_out: {"jobs", "next_cursor"}. */
+ERRAND_API int errand_queue_jobs(errand_client *c, const char *queue, const char *state,
+                                 int limit, const char *cursor, char **json_out);
+
+/* PUT /v1/queues/{queue} (admin) with settings_json (an object, merged
+ * field by field). *json_out: {"settings": {...}}. */
+ERRAND_API int errand_queue_settings(errand_client *c, const char *queue,
+                                     const char *settings_json, char **json_out);
+
+/* POST /v1/queues/{queue}/pause (paused != 0) or /resume (admin). */
+ERRAND_API int errand_queue_pause(errand_client *c, const char *queue, int paused,
+                                  char **json_out);
+
+/* DELETE /v1/dead/{id} (admin). */
+ERRAND_API int errand_dead_delete(errand_client *c, const char *id);
+
+/* GET /healthz (ready == 0) or /readyz (ready != 0), no token needed:
+ * 0 when the server answers 200; ERRAND_EUNAVAIL while it is not ready. */
+ERRAND_API int errand_health(errand_client *c, int ready);
+
+/* GET /metrics: *text_out is the Prometheus text. */
+ERRAND_API int errand_metrics(errand_client *c, char **text_out);
+
+/* Schedulers (API.md "Schedulers"): PUT /v1/schedulers/{key} with
+ * spec_json; GET one (key) or all (key NULL); DELETE; POST .../trigger.
+ * json_out may be NULL where a reply is not wanted. */
+ERRAND_API int errand_scheduler_put(errand_client *c, const char *key, const char *spec_json,
+                                    char **json_out);
+ERRAND_API int errand_scheduler_get(errand_client *c, const char *key, char **json_out);
+ERRAND_API int errand_scheduler_delete(errand_client *c, const char *key);
+ERRAND_API int errand_scheduler_trigger(errand_client *c, const char *key, char **json_out);
+
+/* Leases (API.md "Leases"): POST /v1/leases with request_json ({"type",
+ * "code", "run_key", "ttl_ms"}), and renew / complete / release with an
+ * owner token (ttl_ms only for renew). ERRAND_ECONFLICT when the key is
+ * held or done (the reply body is in errand_last_error()'s message). */
+ERRAND_API int errand_lease_acquire(errand_client *c, const char *request_json, char **json_out);
+ERRAND_API int errand_lease_renew(errand_client *c, const char *owner_token, long ttl_ms,
+                                  char **json_out);
+ERRAND_API int errand_lease_complete(errand_client *c, const char *owner_token);
+ERRAND_API int errand_lease_release(errand_client *c, const char *owner_token);
+
 /* The error of the last call on c (borrowed: valid until the next call on c
  * or errand_client_free). Never NULL for a non-NULL c. */
 ERRAND_API const errand_error *errand_last_error(const errand_client *c);
@@ -151,6 +240,150 @@ ERRAND_API const char *errand_strerror(int code);
 
 /* Frees memory this library returned. NULL does nothing. */
 ERRAND_API void errand_free(void *p);
+
+/* ---- worker runtime (docs/workers.md) ----------------------------------
+ * A worker leases jobs from one or more queues and runs a handler for each
+ * on one of `concurrency` handler threads. One fetcher thread keeps up to
+ * concurrency + prefetch jobs leased, carrying finished outcomes on its next
+ * fetch (or on POST /v1/acks while it long-polls); a timer thread extends
+ * the leases of held jobs every lease/3 and enforces the per-job timeout.
+ * errand_worker_stop() (async-signal-safe) starts a graceful stop: no more
+ * fetches, prefetched jobs released at once, running handlers given up to
+ * grace_ms, then the leases of jobs still running released (not failed) so
+ * another worker gets them at once. */
+
+typedef struct errand_worker errand_worker;
+typedef struct errand_job errand_job;
+
+/* Log levels of the log callback. */
+enum { ERRAND_LOG_DEBUG = 0, ERRAND_LOG_INFO = 1, ERRAND_LOG_WARN = 2, ERRAND_LOG_ERROR = 3 };
+
+/* Why a job must stop (errand_job_stop_reason, the on_stop callback). */
+enum {
+    ERRAND_STOP_NONE = 0,
+    ERRAND_STOP_LEASE_LOST = 1, /* a heartbeat got 409: another worker may run it now */
+    ERRAND_STOP_TIMEOUT = 2,    /* the job ran past its timeout: it counts as transient */
+    ERRAND_STOP_SHUTDOWN = 3,   /* the grace period ended: its lease was released */
+};
+
+/* The handler: runs one job on a handler thread, may block. It reports the
+ * outcome with one of errand_job_complete / _fail_transient /
+ * _fail_permanent / _retry_later / _throttled (the last call wins) and
+ * returns 0. Returning without an outcome completes the job with no result
+ * when it returns 0, and fails it as transient when it returns non-zero. */
+typedef int (*errand_handler_fn)(errand_job *job, void *user);
+
+/* Log callback: one JSON object per line (no newline), e.g. the per-job
+ * line {"level","msg":"job done","job_id","queue","name","attempt",
+ * "duration_ms","age_ms","outcome",...}. Called from any worker thread,
+ * possibly at once from several: it must be thread-safe. */
+typedef void (*errand_log_fn)(int level, const char *json_line, void *user);
+
+/* Stop callback: `job` must stop (reason ERRAND_STOP_*). Called once per job
+ * from the timer or main thread while the handler runs; it must not block
+ * and must not free the job. The job is valid until the handler returns. */
+typedef void (*errand_stop_fn)(errand_job *job, int reason, void *user);
+
+typedef struct errand_worker_config {
+    const char *server_url;     /* required, copied */
+    const char *token;          /* NULL: none; copied */
+    const char *const *queues;  /* required: 1..16 queue names, tried in order; copied */
+    size_t nqueues;
+    int concurrency;            /* handler threads, 1..1000 (0: 1) */
+    int prefetch;               /* jobs leased ahead of free threads, 0..10000 (-1: concurrency) */
+    long lease_ms;              /* lease asked for and extended to (0: 60000) */
+    long timeout_ms;            /* per job, the job's own timeout_ms if smaller (0: 30000) */
+    long grace_ms;              /* shutdown grace (0: 45000); must be timeout < grace < lease */
+    long poll_wait_ms;          /* long-poll of an idle fetch, 100..60000 (0: 2000); an idle
+                                 * worker notices a stop within this time */
+    int max_started;            /* > 0: a retry_later/throttled outcome of a job leased
+                                 * max_started times or more becomes permanent; 0: only the
+                                 * queue's max_started on the server applies (default 100) */
+    const char *worker_id;      /* NULL: "HOSTNAME-PID"; copied */
+    errand_log_fn log;          /* NULL: no logs */
+    void *log_user;
+    errand_stop_fn on_stop;     /* NULL: handlers poll errand_job_should_stop() */
+    void *stop_user;
+} errand_worker_config;
+
+/* Fills *cfg with zeroes and prefetch = -1 (every default). */
+ERRAND_API void errand_worker_config_init(errand_worker_config *cfg);
+
+/* Validates cfg and creates a worker; no network I/O and no threads yet.
+ * Returns 0 and *out (free with errand_worker_free), ERRAND_EINVAL with a
+ * one-line reason in errbuf (when not NULL) naming the wrong setting, e.g.
+ * "timeout (30000 ms) must be shorter than grace (20000 ms)", or
+ * ERRAND_ENOMEM. handler is called with `user`. */
+ERRAND_API int errand_worker_new(const errand_worker_config *cfg, errand_handler_fn handler,
+                                 void *user, errand_worker **out, char *errbuf,
+                                 size_t errbuf_size);
+
+/* Runs the worker on the calling thread until it is stopped. Returns 0
+ * after a graceful stop (every job completed, failed or released), or a
+ * negative code when threads could not start (ERRAND_ENOMEM). Server
+ * errors do not end the run: fetches and acks are retried with backoff and
+ * logged. Call once per worker. */
+ERRAND_API int errand_worker_run(errand_worker *w);
+
+/* Asks a running worker to stop gracefully. Async-signal-safe, callable
+ * from any thread and before run() (run then returns at once). */
+ERRAND_API void errand_worker_stop(errand_worker *w);
+
+/* Installs SIGTERM and SIGINT handlers for w: the first signal calls
+ * errand_worker_stop(w), a second one ends the process at once with
+ * _exit(128 + signal). One worker per process can own the signals.
+ * Returns 0 or ERRAND_EINVAL. */
+ERRAND_API int errand_worker_install_signal_handlers(errand_worker *w);
+
+/* Counters since run() began (any thread may read them). */
+typedef struct errand_worker_stats {
+    long long fetched, completed, failed, released, lease_lost, timed_out, fetches, acks_sent;
+} errand_worker_stats;
+ERRAND_API void errand_worker_get_stats(errand_worker *w, errand_worker_stats *out);
+
+/* Frees the worker. Blocks until every handler thread has returned (a
+ * handler still running after run() returned had its lease released).
+ * NULL does nothing. */
+ERRAND_API void errand_worker_free(errand_worker *w);
+
+/* Job facts, borrowed: valid until the handler returns. Strings are
+ * NUL-terminated; trace_id is "" when the job has none. payload is the
+ * JSON text of the job's payload; json the whole leased job object. */
+ERRAND_API const char *errand_job_id(const errand_job *job);
+ERRAND_API const char *errand_job_name(const errand_job *job);
+ERRAND_API const char *errand_job_queue(const errand_job *job);
+ERRAND_API const char *errand_job_payload(const errand_job *job);
+ERRAND_API const char *errand_job_json(const errand_job *job);
+ERRAND_API const char *errand_job_idempotency_key(const errand_job *job);
+ERRAND_API const char *errand_job_trace_id(const errand_job *job);
+ERRAND_API const char *errand_job_lease_token(const errand_job *job);
+ERRAND_API int errand_job_attempt(const errand_job *job);
+/* Times the job was leased in all (retry-later rounds included). */
+ERRAND_API long errand_job_started(const errand_job *job);
+/* When the handler must be done: ms since the Unix epoch. */
+ERRAND_API long long errand_job_deadline(const errand_job *job);
+/* The same as milliseconds left (negative once past). */
+ERRAND_API long long errand_job_remaining_ms(const errand_job *job);
+
+/* True once the job's lease is lost (a heartbeat got 409). */
+ERRAND_API int errand_job_lease_lost(const errand_job *job);
+/* ERRAND_STOP_* (0 = keep going): lease lost, timed out or released at
+ * shutdown. Any thread may call it. */
+ERRAND_API int errand_job_should_stop(const errand_job *job);
+
+/* Outcomes; call from the handler. The last call before the handler
+ * returns wins. After a stop (errand_job_should_stop) the outcome is
+ * ignored: a lost or released lease cannot report, a timeout is transient.
+ * complete: result_json NULL or JSON text (ERRAND_EINVAL when it does not
+ * parse; no outcome is set then). fail_*: msg NULL or one line, copied.
+ * retry_later: back to scheduled after delay_ms, attempt not counted.
+ * throttled: the same, and the whole queue pauses for retry_after_ms.
+ * Returns 0, or ERRAND_EINVAL (negative delay, bad JSON). */
+ERRAND_API int errand_job_complete(errand_job *job, const char *result_json);
+ERRAND_API int errand_job_fail_transient(errand_job *job, const char *msg);
+ERRAND_API int errand_job_fail_permanent(errand_job *job, const char *msg);
+ERRAND_API int errand_job_retry_later(errand_job *job, long delay_ms);
+ERRAND_API int errand_job_throttled(errand_job *job, long retry_after_ms);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
  * jansson for building requests and reading replies. It owns the client's
  * last-error record; it never prints, exits, or touches server internals.
  */
-#include "errand/errand.h"
+#include "client/client_int.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -101,7 +101,7 @@ static int code_from_reply(const char *name, long status)
     }
 }
 
-static void clear_error(errand_client *c)
+void er_client_clear(errand_client *c)
 {
     c->last_status = 0;
     c->code_name[0] = c->message[0] = c->field[0] = '\0';
@@ -114,21 +114,40 @@ static void clear_error(errand_client *c)
 static int set_error(errand_client *c, int code, const char *name, const char *field,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static int set_error(errand_client *c, int code, const char *name, const char *field,
-                     const char *fmt, ...)
+static int vset_error(errand_client *c, int code, const char *name, const char *field,
+                      const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+static int vset_error(errand_client *c, int code, const char *name, const char *field,
+                      const char *fmt, va_list ap)
 {
     c->last.code = code;
     c->last.http_status = c->last_status;
     snprintf(c->code_name, sizeof c->code_name, "%s", name ? name : code_name(code));
     snprintf(c->field, sizeof c->field, "%s", field ? field : "");
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(c->message, sizeof c->message, fmt, ap);
-    va_end(ap);
     for (char *p = c->message; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
     return code;
+}
+
+static int set_error(errand_client *c, int code, const char *name, const char *field,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vset_error(c, code, name, field, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int er_client_error(errand_client *c, int code, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vset_error(c, code, NULL, field, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 const errand_error *errand_last_error(const errand_client *c)
@@ -333,7 +352,7 @@ int errand_request(errand_client *c, const char *method, const char *path,
 {
     if (!c)
         return ERRAND_EINVAL;
-    clear_error(c);
+    er_client_clear(c);
     if (!method || !method_ok(method))
         return set_error(c, ERRAND_EINVAL, NULL, "method", "method must be an HTTP verb");
     if (!path || path[0] != '/' || has_ctl(path) || strchr(path, ' '))
@@ -410,7 +429,7 @@ int errand_request(errand_client *c, const char *method, const char *path,
 
 /* Sends a request and parses a 2xx reply into *root (new reference).
  * Returns 0 or the error code (already recorded). */
-static int call_json(errand_client *c, const char *method, const char *path, const char *body,
+int er_client_call_json(errand_client *c, const char *method, const char *path, const char *body,
                      json_t **root)
 {
     long st = 0;
@@ -435,7 +454,7 @@ static int call_json(errand_client *c, const char *method, const char *path, con
 }
 
 /* Dumps root (key NULL) or its member `key` as owned text into *out; takes root. */
-static int take_json(errand_client *c, json_t *root, const char *key, char **out)
+int er_client_take_json(errand_client *c, json_t *root, const char *key, char **out)
 {
     json_t *v = key ? json_object_get(root, key) : root;
     int rc = 0;
@@ -453,7 +472,7 @@ static int take_json(errand_client *c, json_t *root, const char *key, char **out
     return rc;
 }
 
-static int need(errand_client *c, const char *s, const char *field)
+int er_client_need(errand_client *c, const char *s, const char *field)
 {
     if (!s || !*s)
         return set_error(c, ERRAND_EINVAL, NULL, field, "%s is required", field);
@@ -461,7 +480,7 @@ static int need(errand_client *c, const char *s, const char *field)
 }
 
 /* prefix + percent-encoded seg + suffix, owned; NULL on out of memory. */
-static char *make_path(errand_client *c, const char *prefix, const char *seg, const char *suffix)
+char *er_client_path(errand_client *c, const char *prefix, const char *seg, const char *suffix)
 {
     char *esc = curl_easy_escape(c->curl, seg, 0);
     if (!esc)
@@ -475,19 +494,19 @@ static char *make_path(errand_client *c, const char *prefix, const char *seg, co
 }
 
 /* GET/POST prefix+seg+suffix and hand back member `key` (NULL: all). */
-static int simple_call(errand_client *c, const char *method, const char *prefix, const char *seg,
+int er_client_simple(errand_client *c, const char *method, const char *prefix, const char *seg,
                        const char *suffix, const char *key, char **out)
 {
-    char *path = make_path(c, prefix, seg, suffix);
+    char *path = er_client_path(c, prefix, seg, suffix);
     if (!path)
         return set_error(c, ERRAND_ENOMEM, NULL, "", "out of memory");
     /* A POST sends "{}" so a server that reads a body finds a valid one. */
     json_t *root = NULL;
-    int rc = call_json(c, method, path, strcmp(method, "GET") == 0 ? NULL : "{}", &root);
+    int rc = er_client_call_json(c, method, path, strcmp(method, "GET") == 0 ? NULL : "{}", &root);
     free(path);
     if (rc < 0)
         return rc;
-    return take_json(c, root, key, out);
+    return er_client_take_json(c, root, key, out);
 }
 
 int errand_enqueue(errand_client *c, const char *queue, const char *name,
@@ -495,12 +514,12 @@ int errand_enqueue(errand_client *c, const char *queue, const char *name,
 {
     if (!c)
         return ERRAND_EINVAL;
-    clear_error(c);
+    er_client_clear(c);
     if (!job_json_out)
         return set_error(c, ERRAND_EINVAL, NULL, "job_json_out", "job_json_out is required");
-    int rc = need(c, queue, "queue");
+    int rc = er_client_need(c, queue, "queue");
     if (rc == 0)
-        rc = need(c, name, "name");
+        rc = er_client_need(c, name, "name");
     if (rc < 0)
         return rc;
 
@@ -541,53 +560,53 @@ int errand_enqueue(errand_client *c, const char *queue, const char *name,
     }
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    char *path = make_path(c, "/v1/queues/", queue, "/jobs");
+    char *path = er_client_path(c, "/v1/queues/", queue, "/jobs");
     if (!text || !path) {
         free(text);
         free(path);
         return set_error(c, ERRAND_ENOMEM, NULL, "", "out of memory");
     }
     json_t *root = NULL;
-    rc = call_json(c, "POST", path, text, &root);
+    rc = er_client_call_json(c, "POST", path, text, &root);
     free(text);
     free(path);
     if (rc < 0)
         return rc;
-    return take_json(c, root, "job", job_json_out);
+    return er_client_take_json(c, root, "job", job_json_out);
 }
 
 int errand_job_get(errand_client *c, const char *id, char **job_json_out)
 {
     if (!c)
         return ERRAND_EINVAL;
-    clear_error(c);
+    er_client_clear(c);
     if (!job_json_out)
         return set_error(c, ERRAND_EINVAL, NULL, "job_json_out", "job_json_out is required");
-    int rc = need(c, id, "id");
+    int rc = er_client_need(c, id, "id");
     if (rc < 0)
         return rc;
-    return simple_call(c, "GET", "/v1/jobs/", id, "", "job", job_json_out);
+    return er_client_simple(c, "GET", "/v1/jobs/", id, "", "job", job_json_out);
 }
 
 int errand_queues(errand_client *c, char **json_out)
 {
     if (!c)
         return ERRAND_EINVAL;
-    clear_error(c);
+    er_client_clear(c);
     if (!json_out)
         return set_error(c, ERRAND_EINVAL, NULL, "json_out", "json_out is required");
     json_t *root = NULL;
-    int rc = call_json(c, "GET", "/v1/queues", NULL, &root);
+    int rc = er_client_call_json(c, "GET", "/v1/queues", NULL, &root);
     if (rc < 0)
         return rc;
-    return take_json(c, root, NULL, json_out);
+    return er_client_take_json(c, root, NULL, json_out);
 }
 
 int errand_dead_list(errand_client *c, const char *queue, int limit, char **json_out)
 {
     if (!c)
         return ERRAND_EINVAL;
-    clear_error(c);
+    er_client_clear(c);
     if (!json_out)
         return set_error(c, ERRAND_EINVAL, NULL, "json_out", "json_out is required");
     if (limit < 0)
@@ -604,21 +623,21 @@ int errand_dead_list(errand_client *c, const char *queue, int limit, char **json
     if (n < 0 || (size_t)n >= sizeof path)
         return set_error(c, ERRAND_EINVAL, NULL, "queue", "queue name is too long");
     json_t *root = NULL;
-    int rc = call_json(c, "GET", path, NULL, &root);
+    int rc = er_client_call_json(c, "GET", path, NULL, &root);
     if (rc < 0)
         return rc;
-    return take_json(c, root, NULL, json_out);
+    return er_client_take_json(c, root, NULL, json_out);
 }
 
 int errand_dead_redrive(errand_client *c, const char *id, char **json_out)
 {
     if (!c)
         return ERRAND_EINVAL;
-    clear_error(c);
+    er_client_clear(c);
     if (!json_out)
         return set_error(c, ERRAND_EINVAL, NULL, "json_out", "json_out is required");
-    int rc = need(c, id, "id");
+    int rc = er_client_need(c, id, "id");
     if (rc < 0)
         return rc;
-    return simple_call(c, "POST", "/v1/dead/", id, "/redrive", "job", json_out);
+    return er_client_simple(c, "POST", "/v1/dead/", id, "/redrive", "job", json_out);
 }

@@ -13,6 +13,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,6 +91,7 @@ static er_hctx *ctx_get(er_server *s)
     c->finish = NULL;
     c->orphan = false;
     c->parked = false;
+    c->sending = false;
     c->next_free = NULL;
     return c;
 }
@@ -122,13 +124,36 @@ static int dump_cb(const char *buf, size_t size, void *data)
     return evbuffer_add(data, buf, size);
 }
 
+static void on_conn_close(struct evhttp_connection *evcon, void *arg);
+
+/* The reply was written out: the request is answered. */
+static void on_reply_written(struct evhttp_request *req, void *arg)
+{
+    er_hctx *c = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        evhttp_connection_set_closecb(evcon, NULL, NULL);
+    ctx_release(c);
+}
+
+/* The request stays in flight until its reply is written (or the connection
+ * fails), so a graceful shutdown does not exit with replies still queued. */
 static void send_reply(er_hctx *c, int status)
 {
     count_status(c, status);
+    struct evhttp_request *req = c->req;
     if (!c->s->accepting)
-        evhttp_add_header(evhttp_request_get_output_headers(c->req), "Connection", "close");
-    evhttp_send_reply(c->req, status, NULL, NULL);
-    ctx_release(c);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (!evcon) { /* no connection: evhttp_send_reply only frees req */
+        evhttp_send_reply(req, status, NULL, NULL);
+        ctx_release(c);
+        return;
+    }
+    c->sending = true;
+    evhttp_request_set_on_complete_cb(req, on_reply_written, c);
+    evhttp_connection_set_closecb(evcon, on_conn_close, c);
+    evhttp_send_reply(req, status, NULL, NULL);
 }
 
 void er_http_reply_json(er_hctx *c, int status, json_t *body)
@@ -151,12 +176,11 @@ void er_http_reply_error(er_hctx *c, const er_error *err)
 {
     int code = err->code ? err->code : ER_EINTERNAL;
     const char *msg = err->message[0] ? err->message : er_error_code_name(code);
-    json_t *body = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", er_error_code_name(code),
-                             "message", msg, "field",
-                             err->field[0] ? json_string(err->field) : json_null());
+    json_t *body =
+        json_pack("{s:{s:s,s:s,s:o}}", "error", "code", er_error_code_name(code), "message", msg,
+                  "field", err->field[0] ? json_string(err->field) : json_null());
     if (code == ER_EAUTH)
-        evhttp_add_header(evhttp_request_get_output_headers(c->req), "WWW-Authenticate",
-                          "Bearer");
+        evhttp_add_header(evhttp_request_get_output_headers(c->req), "WWW-Authenticate", "Bearer");
     er_http_reply_json(c, er_error_http_status(code), body);
 }
 
@@ -190,10 +214,15 @@ void er_http_reply_text(er_hctx *c, int status, const char *content_type, const 
 
 /* ---- engine hand-off ---- */
 
-/* The connection of a parked request went away (libevent frees it). */
+/* libevent is freeing the connection of a parked request or of a reply
+ * being written. */
 static void on_conn_close(struct evhttp_connection *evcon, void *arg)
 {
     er_hctx *c = arg;
+    if (c->sending) {
+        ctx_release(c); /* the reply is lost; libevent frees the request */
+        return;
+    }
     if (!c->req)
         return;
     if (evhttp_request_get_connection(c->req) == NULL)
@@ -213,10 +242,7 @@ static void on_engine_done(er_req *r)
         er_req_free(r);
         return;
     }
-    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-    if (evcon)
-        evhttp_connection_set_closecb(evcon, NULL, NULL);
-    c->finish(c, r);
+    c->finish(c, r); /* replies: send_reply replaces the close callback */
     er_req_free(r);
 }
 
@@ -296,7 +322,8 @@ int er_json_check_keys(const json_t *obj, const char *const *allowed, const char
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         bool ok = false;
         for (const char *const *a = allowed; *a && !ok; a++)
             ok = strcmp(*a, key) == 0;
@@ -579,8 +606,7 @@ static int literal_is_loopback(const char *host)
     if (inet_pton(AF_INET, host, &a4) == 1)
         return (ntohl(a4.s_addr) >> 24) == 127;
     if (inet_pton(AF_INET6, host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6) ||
-               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
     return -1;
 }
 
@@ -650,6 +676,10 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
         return er_error_set(err, ER_EUNAVAIL, "listen", "cannot listen on %s: %s", cfg->listen,
                             strerror(e));
     }
+    /* Accepted sockets inherit TCP_NODELAY from the listener on Linux:
+     * replies go out at once instead of waiting behind Nagle. */
+    int one = 1;
+    setsockopt(evhttp_bound_socket_get_fd(s->bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) != 0) {

@@ -63,6 +63,7 @@ struct er_hctx {
     er_finish_fn finish;
     bool orphan;                /* connection gone, request detached: free it ourselves */
     bool parked;                /* waiting for the engine */
+    bool sending;               /* reply handed to libevent, not yet written */
     er_hctx *next_free;
 };
 

@@ -24,7 +24,8 @@ void er_route_readyz(er_hctx *c)
         er_http_reply_text(c, 200, "application/json", body, sizeof body - 1);
         return;
     }
-    er_http_fail(c, ER_EUNAVAIL, NULL, c->s->accepting ? "the store is not ready" : "shutting down");
+    er_http_fail(c, ER_EUNAVAIL, NULL,
+                 c->s->accepting ? "the store is not ready" : "shutting down");
 }
 
 static void metric(struct evbuffer *b, const char *name, const char *type, const char *help,
@@ -46,8 +47,8 @@ void er_route_metrics(er_hctx *c)
            s->accepting && er_engine_ready(s->engine));
     metric(b, "errand_commits_total", "counter", "Store transactions committed by the writer.",
            st.commits);
-    metric(b, "errand_commit_requests_total", "counter",
-           "Requests answered by group commits.", st.commit_requests);
+    metric(b, "errand_commit_requests_total", "counter", "Requests answered by group commits.",
+           st.commit_requests);
     metric(b, "errand_commit_failures_total", "counter", "Group commits that failed.",
            st.commit_failures);
     metric(b, "errand_jobs_enqueued_total", "counter", "Jobs enqueued.", st.enqueued);
@@ -61,7 +62,7 @@ void er_route_metrics(er_hctx *c)
     metric(b, "errand_jobs_reaped_total", "counter", "Expired leases reaped (stalled jobs).",
            st.reaped);
     metric(b, "errand_jobs_dead_total", "counter", "Jobs moved to the dead letters.", st.dead);
-    metric(b, "errand_fetches_parked", "gauge", "Long-poll fetches waiting for jobs.",
+    metric(b, "errand_fetches_parked_total", "counter", "Fetches that long-polled for jobs.",
            st.parked_fetches);
     /* This request is in flight itself; it is counted. */
     metric(b, "errand_http_requests_in_flight", "gauge", "HTTP requests received, not answered.",

@@ -1,0 +1,909 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * liberrand's worker runtime (errand.h, docs/workers.md): `concurrency`
+ * handler threads fed from a local queue, one fetcher thread that keeps up
+ * to concurrency + prefetch jobs leased and carries finished outcomes on its
+ * next fetch, one acker thread that sends outcomes while the fetcher
+ * long-polls, and one timer thread for lease heartbeats and job timeouts.
+ * One mutex guards the shared state; every network call is made without it,
+ * each thread on its own client (own connection). It never prints: logs go
+ * to the configured callback as JSON lines.
+ */
+#include "client/worker_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ACKS 1000     /* the API's limit per request */
+#define MAX_FETCH 1000    /* the API's fetch max */
+#define ERR_BACKOFF_MIN 100
+#define ERR_BACKOFF_MAX 5000
+#define FLUSH_GIVE_UP_MS 10000 /* at shutdown, stop retrying acks after this long */
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bool valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '.' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_mono)
+{
+    struct timespec ts;
+    int64_t ms = until_mono;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static int64_t backoff_next(int64_t cur)
+{
+    return cur <= 0 ? ERR_BACKOFF_MIN : (cur * 2 > ERR_BACKOFF_MAX ? ERR_BACKOFF_MAX : cur * 2);
+}
+
+void er_worker_log(errand_worker *w, int level, json_t *fields)
+{
+    if (!w->log) {
+        json_decref(fields);
+        return;
+    }
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    json_t *line = json_object();
+    char ts[32];
+    er_wk_time_format(er_wk_now_ms(), ts);
+    json_object_set_new(line, "ts", json_string(ts));
+    json_object_set_new(line, "level", json_string(names[level & 3]));
+    json_object_update(line, fields);
+    json_decref(fields);
+    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(line);
+    if (text)
+        w->log(level, text, w->log_user);
+    free(text);
+}
+
+/* Logs msg with the last error of client c. */
+static void log_client_error(errand_worker *w, int level, const char *msg, errand_client *c)
+{
+    const errand_error *e = errand_last_error(c);
+    er_worker_log(w, level, json_pack("{s:s,s:s,s:s,s:I}", "msg", msg, "error", e->code_name,
+                                      "message", e->message, "http_status",
+                                      (json_int_t)e->http_status));
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+void errand_worker_config_init(errand_worker_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->prefetch = -1;
+}
+
+static int cfg_error(char *errbuf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cfg_error(char *errbuf, size_t n, const char *fmt, ...)
+{
+    if (errbuf && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(errbuf, n, fmt, ap);
+        va_end(ap);
+    }
+    return ERRAND_EINVAL;
+}
+
+/* Checks cfg and fills w's settings (defaults applied). */
+static int check_config(const errand_worker_config *cfg, errand_worker *w, char *eb, size_t en)
+{
+    if (!cfg->server_url || !*cfg->server_url)
+        return cfg_error(eb, en, "server URL is required");
+    if (!cfg->queues || cfg->nqueues == 0)
+        return cfg_error(eb, en, "at least one queue is required");
+    if (cfg->nqueues > 16)
+        return cfg_error(eb, en, "at most 16 queues (got %zu)", cfg->nqueues);
+    for (size_t i = 0; i < cfg->nqueues; i++)
+        if (!cfg->queues[i] || !valid_name(cfg->queues[i]))
+            return cfg_error(eb, en,
+                             "queue '%s' is not a valid name (1..128 of A-Z a-z 0-9 _ . : -)",
+                             cfg->queues[i] ? cfg->queues[i] : "(null)");
+    w->concurrency = cfg->concurrency ? cfg->concurrency : 1;
+    if (w->concurrency < 1 || w->concurrency > 1000)
+        return cfg_error(eb, en, "concurrency must be 1..1000 (got %d)", cfg->concurrency);
+    w->prefetch = cfg->prefetch < 0 ? w->concurrency : cfg->prefetch;
+    if (cfg->prefetch > 10000)
+        return cfg_error(eb, en, "prefetch must be 0..10000 (got %d)", cfg->prefetch);
+    w->lease_ms = cfg->lease_ms ? cfg->lease_ms : 60000;
+    w->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 30000;
+    w->grace_ms = cfg->grace_ms ? cfg->grace_ms : 45000;
+    w->poll_wait_ms = cfg->poll_wait_ms ? cfg->poll_wait_ms : 2000;
+    if (w->lease_ms < 1000 || w->lease_ms > 86400000)
+        return cfg_error(eb, en, "lease must be 1s..24h (got %ld ms)", w->lease_ms);
+    if (w->timeout_ms < 1)
+        return cfg_error(eb, en, "timeout must be positive (got %ld ms)", w->timeout_ms);
+    if (w->grace_ms < 1)
+        return cfg_error(eb, en, "grace must be positive (got %ld ms)", w->grace_ms);
+    /* The three numbers: a job ends (or is timed out) before the grace ends,
+     * and the grace ends before an unrenewed lease would. */
+    if (w->timeout_ms >= w->grace_ms)
+        return cfg_error(eb, en,
+                         "timeout (%ld ms) must be shorter than grace (%ld ms): "
+                         "need timeout < grace < lease",
+                         w->timeout_ms, w->grace_ms);
+    if (w->grace_ms >= w->lease_ms)
+        return cfg_error(eb, en,
+                         "grace (%ld ms) must be shorter than lease (%ld ms): "
+                         "need timeout < grace < lease",
+                         w->grace_ms, w->lease_ms);
+    if (w->poll_wait_ms < 100 || w->poll_wait_ms > 60000)
+        return cfg_error(eb, en, "poll wait must be 100ms..60s (got %ld ms)", w->poll_wait_ms);
+    if (cfg->max_started < 0)
+        return cfg_error(eb, en, "max_started must be 0 or more (got %d)", cfg->max_started);
+    w->max_started = cfg->max_started;
+    if (cfg->worker_id && !valid_name(cfg->worker_id))
+        return cfg_error(eb, en, "worker id '%s' is not a valid name", cfg->worker_id);
+    return 0;
+}
+
+int errand_worker_new(const errand_worker_config *cfg, errand_handler_fn handler, void *user,
+                      errand_worker **out, char *errbuf, size_t errbuf_size)
+{
+    if (errbuf && errbuf_size)
+        errbuf[0] = '\0';
+    if (!cfg || !handler || !out)
+        return cfg_error(errbuf, errbuf_size, "config, handler and out are required");
+    errand_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return ERRAND_ENOMEM;
+    int rc = check_config(cfg, w, errbuf, errbuf_size);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    /* A client now, so a bad URL or token is refused here, not in run(). */
+    errand_client *probe = NULL;
+    rc = errand_client_new(cfg->server_url, cfg->token, &probe);
+    errand_client_free(probe);
+    if (rc < 0) {
+        free(w);
+        return rc == ERRAND_EINVAL
+                   ? cfg_error(errbuf, errbuf_size, "bad server URL or token: %s", cfg->server_url)
+                   : rc;
+    }
+    w->handler = handler;
+    w->user = user;
+    w->log = cfg->log;
+    w->log_user = cfg->log_user;
+    w->on_stop = cfg->on_stop;
+    w->stop_user = cfg->stop_user;
+    w->stop_pipe[0] = w->stop_pipe[1] = -1;
+    w->url = strdup(cfg->server_url);
+    w->token = cfg->token ? strdup(cfg->token) : NULL;
+    w->queues = calloc(cfg->nqueues, sizeof *w->queues);
+    w->nqueues = cfg->nqueues;
+    char wid[160];
+    if (cfg->worker_id) {
+        snprintf(wid, sizeof wid, "%s", cfg->worker_id);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        for (char *p = host; *p; p++)
+            if (!valid_name((char[]){*p, '\0'}))
+                *p = '-';
+        snprintf(wid, sizeof wid, "%.100s-%ld", host, (long)getpid());
+    }
+    w->worker_id = strdup(wid);
+    w->acks = json_array();
+    w->held.lnext = w->held.lprev = &w->held;
+    bool ok = w->url && (!cfg->token || w->token) && w->queues && w->worker_id && w->acks &&
+              pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0;
+    for (size_t i = 0; ok && i < cfg->nqueues; i++)
+        ok = (w->queues[i] = strdup(cfg->queues[i])) != NULL;
+    if (!ok) {
+        errand_worker_free(w);
+        return ERRAND_ENOMEM;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_t *cvs[] = {&w->cv_work, &w->cv_fetch, &w->cv_timer, &w->cv_ack, &w->cv_idle};
+    for (size_t i = 0; i < sizeof cvs / sizeof cvs[0]; i++)
+        pthread_cond_init(cvs[i], &ca);
+    pthread_condattr_destroy(&ca);
+    w->sync_ready = true;
+    *out = w;
+    return 0;
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+void er_job_unref(errand_job *j)
+{
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    free(j->id), free(j->queue), free(j->name), free(j->payload), free(j->json);
+    free(j->idem), free(j->trace), free(j->token), free(j->result), free(j->msg);
+    free(j);
+}
+
+static char *dup_str(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return strdup(s ? s : "");
+}
+
+/* A job from one leased job object; NULL when it lacks id or token. */
+static errand_job *job_from_json(errand_worker *w, json_t *o)
+{
+    if (!json_string_value(json_object_get(o, "id")) ||
+        !json_string_value(json_object_get(o, "lease_token")))
+        return NULL;
+    errand_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    atomic_init(&j->refs, 1);
+    atomic_init(&j->stop, 0);
+    j->w = w;
+    j->id = dup_str(o, "id");
+    j->queue = dup_str(o, "queue");
+    j->name = dup_str(o, "name");
+    j->idem = dup_str(o, "idempotency_key");
+    j->trace = dup_str(o, "trace_id");
+    j->token = dup_str(o, "lease_token");
+    json_t *p = json_object_get(o, "payload");
+    j->payload = p ? json_dumps(p, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("null");
+    j->json = json_dumps(o, JSON_COMPACT);
+    j->attempt = (int)json_integer_value(json_object_get(o, "attempt"));
+    j->started = (long)json_integer_value(json_object_get(o, "started"));
+    j->job_timeout_ms = (long)json_integer_value(json_object_get(o, "timeout_ms"));
+    const char *created = json_string_value(json_object_get(o, "created_at"));
+    if (!created || er_wk_time_parse(created, &j->created_wall) < 0)
+        j->created_wall = 0;
+    if (!j->id || !j->queue || !j->name || !j->idem || !j->trace || !j->token || !j->payload ||
+        !j->json) {
+        er_job_unref(j);
+        return NULL;
+    }
+    int64_t now = er_wk_mono_ms();
+    j->next_hb = now + w->lease_ms / 3;
+    return j;
+}
+
+static void held_add_locked(errand_worker *w, errand_job *j)
+{
+    j->lprev = w->held.lprev;
+    j->lnext = &w->held;
+    w->held.lprev->lnext = j;
+    w->held.lprev = j;
+    j->in_held = true;
+}
+
+void er_held_remove_locked(errand_worker *w, errand_job *j)
+{
+    (void)w;
+    if (!j->in_held)
+        return;
+    j->lprev->lnext = j->lnext;
+    j->lnext->lprev = j->lprev;
+    j->lprev = j->lnext = NULL;
+    j->in_held = false;
+}
+
+/* An ack item for j: {"id","lease_token", kind: body}; body taken. */
+json_t *er_ack_item(const errand_job *j, const char *kind, json_t *body)
+{
+    json_t *it = json_pack("{s:s,s:s}", "id", j->id, "lease_token", j->token);
+    if (it)
+        json_object_set_new(it, kind, body);
+    else
+        json_decref(body);
+    return it;
+}
+
+void er_push_ack_locked(errand_worker *w, json_t *item)
+{
+    if (!item)
+        return;
+    json_array_append_new(w->acks, item);
+    pthread_cond_signal(&w->cv_fetch);
+    if (w->fetch_parked || w->acker_force)
+        pthread_cond_signal(&w->cv_ack);
+}
+
+/* ---- sending outcomes ----------------------------------------------------- */
+
+/* Logs the refused items of an ack results array. */
+static void check_ack_results(errand_worker *w, json_t *results)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(results, i, r) {
+        json_t *e = json_object_get(r, "error");
+        if (!e)
+            continue;
+        er_worker_log(w, ERRAND_LOG_WARN,
+                      json_pack("{s:s,s:s?,s:s?,s:s?}", "msg", "outcome refused by the server",
+                                "job_id", json_string_value(json_object_get(r, "id")), "error",
+                                json_string_value(json_object_get(e, "code")), "message",
+                                json_string_value(json_object_get(e, "message"))));
+    }
+}
+
+/* Takes up to MAX_ACKS pending acks (locked); NULL when none. */
+static json_t *take_acks_locked(errand_worker *w)
+{
+    size_t n = json_array_size(w->acks);
+    if (n == 0)
+        return NULL;
+    if (n <= MAX_ACKS) {
+        json_t *all = w->acks;
+        w->acks = json_array();
+        if (!w->acks) { /* keep the old array rather than lose it */
+            w->acks = all;
+            return NULL;
+        }
+        return all;
+    }
+    json_t *part = json_array();
+    for (size_t i = 0; i < MAX_ACKS; i++)
+        json_array_append(part, json_array_get(w->acks, i));
+    for (size_t i = 0; i < MAX_ACKS; i++)
+        json_array_remove(w->acks, 0);
+    return part;
+}
+
+/* Puts acks that could not be sent back in front (locked); takes acks. */
+static void restore_acks_locked(errand_worker *w, json_t *acks)
+{
+    json_array_extend(acks, w->acks);
+    json_decref(w->acks);
+    w->acks = acks;
+}
+
+/* POST /v1/acks; returns 0, a transport error (retry), or 1 when the server
+ * refused the whole request (do not retry). Takes acks only on 0 and 1. */
+static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
+{
+    char *text = json_dumps(acks, JSON_COMPACT);
+    if (!text)
+        return ERRAND_ENOMEM;
+    char *reply = NULL;
+    int rc = errand_acks(c, text, &reply);
+    free(text);
+    if (rc == 0) {
+        json_t *root = json_loads(reply, 0, NULL);
+        check_ack_results(w, json_object_get(root, "results"));
+        json_decref(root);
+        atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
+        json_decref(acks);
+    } else if (errand_last_status(c) >= 400 && errand_last_status(c) < 500) {
+        log_client_error(w, ERRAND_LOG_ERROR, "acks refused; these outcomes are dropped", c);
+        json_decref(acks);
+        rc = 1;
+    }
+    free(reply);
+    return rc;
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+static errand_client *thread_client(errand_worker *w, long total_ms)
+{
+    errand_client *c = NULL;
+    if (errand_client_new(w->url, w->token, &c) < 0)
+        return NULL;
+    errand_client_set_timeouts(c, 5000, total_ms);
+    return c;
+}
+
+/* Releases the jobs of a list (linked by qnext) on client c, at once; used
+ * for prefetched jobs at stop and for jobs fetched after it. */
+static void release_now(errand_worker *w, errand_client *c, errand_job *list)
+{
+    json_t *acks = json_array();
+    for (errand_job *j = list; j; j = j->qnext)
+        json_array_append_new(acks, er_ack_item(j, "release", json_object()));
+    size_t n = json_array_size(acks);
+    while (list) {
+        errand_job *next = list->qnext;
+        er_job_unref(list);
+        list = next;
+    }
+    if (n == 0) {
+        json_decref(acks);
+        return;
+    }
+    atomic_fetch_add(&w->st_released, (long long)n);
+    er_worker_log(w, ERRAND_LOG_INFO,
+                  json_pack("{s:s,s:I}", "msg", "released prefetched jobs", "count", (json_int_t)n));
+    pthread_mutex_lock(&w->mu);
+    restore_acks_locked(w, acks); /* the acker or the final flush sends them first */
+    pthread_cond_signal(&w->cv_ack);
+    pthread_mutex_unlock(&w->mu);
+    (void)c;
+}
+
+static json_t *fetch_body(errand_worker *w, int max, long wait_ms, json_t *acks)
+{
+    json_t *qs = json_array();
+    for (size_t i = 0; i < w->nqueues; i++)
+        json_array_append_new(qs, json_string(w->queues[i]));
+    json_t *b = json_pack("{s:o,s:s,s:i,s:I,s:I}", "queues", qs, "worker_id", w->worker_id,
+                          "max", max, "wait_ms", (json_int_t)wait_ms, "lease_ms",
+                          (json_int_t)w->lease_ms);
+    if (b && acks)
+        json_object_set(b, "acks", acks);
+    return b;
+}
+
+static void *fetcher_main(void *arg)
+{
+    errand_worker *w = arg;
+    errand_client *c = thread_client(w, w->poll_wait_ms + 30000);
+    bool drained = false;
+    int64_t backoff = 0;
+    pthread_mutex_lock(&w->mu);
+    while (c) {
+        long cap = (long)w->concurrency + w->prefetch - w->nqueued - w->running;
+        while (!w->stopping && cap <= 0 && json_array_size(w->acks) == 0) {
+            pthread_cond_wait(&w->cv_fetch, &w->mu);
+            cap = (long)w->concurrency + w->prefetch - w->nqueued - w->running;
+        }
+        if (w->stopping)
+            break;
+        json_t *acks = take_acks_locked(w);
+        int max = cap > MAX_FETCH ? MAX_FETCH : (int)cap;
+        long wait = drained ? w->poll_wait_ms : 0;
+        w->fetch_parked = max > 0 && wait > 0;
+        pthread_mutex_unlock(&w->mu);
+
+        int rc;
+        json_t *root = NULL;
+        if (max <= 0) { /* only outcomes to send */
+            json_incref(acks);
+            rc = send_acks(w, c, acks);
+            if (rc == 1)
+                rc = 0;
+            if (rc == 0) {
+                json_decref(acks);
+                acks = NULL;
+            }
+        } else {
+            json_t *body = fetch_body(w, max, wait, acks);
+            char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+            json_decref(body);
+            char *reply = NULL;
+            rc = text ? errand_fetch(c, text, &reply) : ERRAND_ENOMEM;
+            free(text);
+            atomic_fetch_add(&w->st_fetches, 1);
+            if (rc == 0) {
+                root = json_loads(reply, 0, NULL);
+                if (acks) {
+                    check_ack_results(w, json_object_get(root, "acks"));
+                    atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
+                }
+                json_decref(acks);
+                acks = NULL;
+            } else {
+                log_client_error(w, ERRAND_LOG_WARN, "fetch failed; retrying", c);
+                if (acks && errand_last_status(c) == 400) {
+                    /* A refused request applied nothing; resend the outcomes alone. */
+                    json_incref(acks);
+                    if (send_acks(w, c, acks) >= 0) {
+                        json_decref(acks);
+                        acks = NULL;
+                    }
+                }
+            }
+            free(reply);
+        }
+
+        pthread_mutex_lock(&w->mu);
+        w->fetch_parked = false;
+        if (acks)
+            restore_acks_locked(w, acks);
+        if (rc < 0) {
+            backoff = backoff_next(backoff);
+            timed_wait(&w->cv_fetch, &w->mu, er_wk_mono_ms() + backoff);
+            continue;
+        }
+        backoff = 0;
+        json_t *jobs = json_object_get(root, "jobs");
+        size_t got = json_array_size(jobs);
+        errand_job *late = NULL; /* fetched after a stop: release at once */
+        for (size_t i = 0; i < got; i++) {
+            errand_job *j = job_from_json(w, json_array_get(jobs, i));
+            if (!j) {
+                er_worker_log(w, ERRAND_LOG_ERROR,
+                              json_pack("{s:s}", "msg", "cannot read a leased job; its lease "
+                                                        "will expire and it will be redelivered"));
+                continue;
+            }
+            atomic_fetch_add(&w->st_fetched, 1);
+            if (w->stopping) {
+                j->qnext = late;
+                late = j;
+                continue;
+            }
+            j->where = ER_JOB_QUEUED;
+            if (w->q_tail)
+                w->q_tail->qnext = j;
+            else
+                w->q_head = j;
+            w->q_tail = j;
+            w->nqueued++;
+            held_add_locked(w, j);
+            pthread_cond_signal(&w->cv_work);
+        }
+        if (got && w->timer_sleeping)
+            pthread_cond_signal(&w->cv_timer);
+        json_decref(root);
+        drained = max > 0 && (long)got < max;
+        if (late) {
+            pthread_mutex_unlock(&w->mu);
+            release_now(w, c, late);
+            pthread_mutex_lock(&w->mu);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!c)
+        er_worker_log(w, ERRAND_LOG_ERROR, json_pack("{s:s}", "msg", "fetcher: out of memory"));
+    errand_client_free(c);
+    return NULL;
+}
+
+/* Sends outcomes while the fetcher long-polls, and everything at the end. */
+static void *acker_main(void *arg)
+{
+    errand_worker *w = arg;
+    errand_client *c = thread_client(w, 30000);
+    int64_t backoff = 0, failing_since = 0;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!(json_array_size(w->acks) > 0 && (w->fetch_parked || w->acker_force)) &&
+               !w->acker_exit)
+            pthread_cond_wait(&w->cv_ack, &w->mu);
+        if (json_array_size(w->acks) == 0 && w->acker_exit)
+            break;
+        if (json_array_size(w->acks) == 0)
+            continue;
+        json_t *acks = take_acks_locked(w);
+        pthread_mutex_unlock(&w->mu);
+        int rc = c ? send_acks(w, c, acks) : ERRAND_ENOMEM;
+        if (rc < 0 && c)
+            log_client_error(w, ERRAND_LOG_WARN, "sending outcomes failed; retrying", c);
+        pthread_mutex_lock(&w->mu);
+        if (rc >= 0) {
+            backoff = failing_since = 0;
+            continue;
+        }
+        int64_t now = er_wk_mono_ms();
+        if (!failing_since)
+            failing_since = now;
+        if (w->acker_exit && now - failing_since > FLUSH_GIVE_UP_MS) {
+            /* Their leases will expire and the jobs run again: at-least-once holds. */
+            er_worker_log(w, ERRAND_LOG_ERROR,
+                          json_pack("{s:s,s:I}", "msg",
+                                    "giving up sending outcomes at shutdown; those jobs will be "
+                                    "redelivered when their leases expire",
+                                    "count", (json_int_t)json_array_size(acks)));
+            json_decref(acks);
+            continue;
+        }
+        restore_acks_locked(w, acks);
+        backoff = backoff_next(backoff);
+        timed_wait(&w->cv_ack, &w->mu, now + backoff);
+    }
+    pthread_mutex_unlock(&w->mu);
+    errand_client_free(c);
+    return NULL;
+}
+
+static void *handler_main(void *arg)
+{
+    errand_worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->q_head && !w->stopping && !w->handlers_exit)
+            pthread_cond_wait(&w->cv_work, &w->mu);
+        if (w->stopping || w->handlers_exit)
+            break;
+        errand_job *j = w->q_head;
+        w->q_head = j->qnext;
+        if (!w->q_head)
+            w->q_tail = NULL;
+        j->qnext = NULL;
+        w->nqueued--;
+        w->running++;
+        j->where = ER_JOB_RUNNING;
+        int64_t now = er_wk_mono_ms();
+        long t = w->timeout_ms;
+        if (j->job_timeout_ms > 0 && j->job_timeout_ms < t)
+            t = j->job_timeout_ms;
+        j->timeout_used = t;
+        j->start_mono = now;
+        j->start_wall = er_wk_now_ms();
+        j->deadline = now + t;
+        j->abandon_at = j->deadline + (w->grace_ms - w->timeout_ms);
+        if (w->timer_sleeping && j->deadline < w->timer_wake)
+            pthread_cond_signal(&w->cv_timer);
+        atomic_fetch_add(&j->refs, 1); /* the handler's reference */
+        pthread_mutex_unlock(&w->mu);
+
+        int rc = w->handler(j, w->user);
+        er_worker_finish(w, j, rc);
+        er_job_unref(j);
+
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void *timer_main(void *arg)
+{
+    errand_worker *w = arg;
+    errand_client *c = thread_client(w, w->lease_ms / 3 > 10000 ? 10000 : w->lease_ms / 3 + 1000);
+    const int64_t interval = w->lease_ms / 3;
+    enum { BATCH = 64 };
+    pthread_mutex_lock(&w->mu);
+    while (!w->timer_exit) {
+        int64_t now = er_wk_mono_ms();
+        int64_t next = now + 1000;
+        errand_job *hb[BATCH], *notify[BATCH];
+        int nhb = 0, nnotify = 0;
+        for (errand_job *j = w->held.lnext; j != &w->held;) {
+            errand_job *nx = j->lnext;
+            if (j->where == ER_JOB_RUNNING) {
+                if (atomic_load(&j->stop) == 0 && now >= j->deadline && nnotify < BATCH) {
+                    atomic_store(&j->stop, ERRAND_STOP_TIMEOUT);
+                    atomic_fetch_add(&w->st_timed_out, 1);
+                    atomic_fetch_add(&j->refs, 1);
+                    notify[nnotify++] = j;
+                } else if (atomic_load(&j->stop) == ERRAND_STOP_TIMEOUT && now >= j->abandon_at) {
+                    er_worker_abandon_locked(w, j);
+                    j = nx;
+                    continue;
+                }
+                int64_t due = atomic_load(&j->stop) == 0 ? j->deadline : j->abandon_at;
+                if (due < next)
+                    next = due;
+            }
+            if (!j->hb_busy && now >= j->next_hb && nhb < BATCH) {
+                j->hb_busy = true;
+                atomic_fetch_add(&j->refs, 1);
+                hb[nhb++] = j;
+            } else if (!j->hb_busy && j->next_hb < next) {
+                next = j->next_hb;
+            }
+            j = nx;
+        }
+        if (nhb == 0 && nnotify == 0) {
+            w->timer_sleeping = true;
+            w->timer_wake = next;
+            timed_wait(&w->cv_timer, &w->mu, next);
+            w->timer_sleeping = false;
+            continue;
+        }
+        pthread_mutex_unlock(&w->mu);
+        for (int i = 0; i < nnotify; i++) {
+            er_worker_log(w, ERRAND_LOG_WARN,
+                          json_pack("{s:s,s:s,s:s,s:I}", "msg", "job timed out", "job_id",
+                                    notify[i]->id, "queue", notify[i]->queue, "timeout_ms",
+                                    (json_int_t)notify[i]->timeout_used));
+            if (w->on_stop)
+                w->on_stop(notify[i], ERRAND_STOP_TIMEOUT, w->stop_user);
+        }
+        int hrc[BATCH];
+        for (int i = 0; i < nhb; i++) {
+            hrc[i] = c ? errand_heartbeat(c, hb[i]->id, hb[i]->token, w->lease_ms, NULL, NULL)
+                       : ERRAND_ENOMEM;
+            if (hrc[i] < 0 && hrc[i] != ERRAND_ESTALE && c)
+                log_client_error(w, ERRAND_LOG_WARN, "heartbeat failed; retrying", c);
+        }
+        errand_job *lost[BATCH];
+        int nlost = 0;
+        pthread_mutex_lock(&w->mu);
+        int64_t after = er_wk_mono_ms();
+        for (int i = 0; i < nhb; i++) {
+            errand_job *j = hb[i];
+            j->hb_busy = false;
+            if (hrc[i] == 0) {
+                j->next_hb = after + interval;
+            } else if (hrc[i] == ERRAND_ESTALE || hrc[i] == ERRAND_ENOTFOUND) {
+                if (j->in_held && er_worker_lose_locked(w, j))
+                    lost[nlost++] = j; /* keeps the heartbeat's reference */
+                else
+                    er_job_unref(j);
+                continue;
+            } else {
+                j->next_hb = after + 1000;
+            }
+            er_job_unref(j);
+        }
+        pthread_mutex_unlock(&w->mu);
+        for (int i = 0; i < nlost; i++) {
+            er_worker_log(w, ERRAND_LOG_WARN,
+                          json_pack("{s:s,s:s,s:s}", "msg", "lease lost; the job must stop",
+                                    "job_id", lost[i]->id, "queue", lost[i]->queue));
+            if (lost[i]->where == ER_JOB_RUNNING && w->on_stop)
+                w->on_stop(lost[i], ERRAND_STOP_LEASE_LOST, w->stop_user);
+            er_job_unref(lost[i]);
+        }
+        for (int i = 0; i < nnotify; i++)
+            er_job_unref(notify[i]);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    errand_client_free(c);
+    return NULL;
+}
+
+/* ---- run and stop ----------------------------------------------------------- */
+
+void errand_worker_stop(errand_worker *w)
+{
+    if (!w)
+        return;
+    atomic_store(&w->stop_requested, 1);
+    char b = 1;
+    ssize_t r = write(w->stop_pipe[1], &b, 1); /* full pipe: a byte is already there */
+    (void)r;
+}
+
+static int start_thread(errand_worker *w, pthread_t *t, void *(*fn)(void *))
+{
+    /* Worker threads leave SIGTERM/SIGINT to the thread that called run(). */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int rc = pthread_create(t, NULL, fn, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc == 0 ? 0 : ERRAND_ENOMEM;
+}
+
+/* Waits until the stop pipe is readable. */
+static void wait_stop(errand_worker *w)
+{
+    for (;;) {
+        fd_set rf;
+        FD_ZERO(&rf);
+        FD_SET(w->stop_pipe[0], &rf);
+        int n = select(w->stop_pipe[0] + 1, &rf, NULL, NULL, NULL);
+        if (n > 0 || atomic_load(&w->stop_requested))
+            break;
+        if (n < 0 && errno != EINTR)
+            break;
+    }
+}
+
+int errand_worker_run(errand_worker *w)
+{
+    if (!w || w->ran)
+        return ERRAND_EINVAL;
+    w->ran = true;
+    w->handlers = calloc((size_t)w->concurrency, sizeof *w->handlers);
+    if (!w->handlers)
+        return ERRAND_ENOMEM;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < w->concurrency; i++)
+        if ((rc = start_thread(w, &w->handlers[i], handler_main)) == 0)
+            w->nhandlers++;
+    if (rc == 0 && (rc = start_thread(w, &w->timer, timer_main)) == 0)
+        w->timer_started = true;
+    if (rc == 0 && (rc = start_thread(w, &w->acker, acker_main)) == 0)
+        w->acker_started = true;
+    if (rc == 0 && (rc = start_thread(w, &w->fetcher, fetcher_main)) == 0)
+        w->fetcher_started = true;
+    if (rc == 0) {
+        er_worker_log(w, ERRAND_LOG_INFO,
+                      json_pack("{s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "msg", "worker started",
+                                "worker_id", w->worker_id, "concurrency", w->concurrency,
+                                "prefetch", w->prefetch, "lease_ms", (json_int_t)w->lease_ms,
+                                "timeout_ms", (json_int_t)w->timeout_ms, "grace_ms",
+                                (json_int_t)w->grace_ms));
+        wait_stop(w);
+    }
+    er_worker_shutdown(w);
+    return rc;
+}
+
+void errand_worker_get_stats(errand_worker *w, errand_worker_stats *out)
+{
+    if (!w || !out)
+        return;
+    out->fetched = atomic_load(&w->st_fetched);
+    out->completed = atomic_load(&w->st_completed);
+    out->failed = atomic_load(&w->st_failed);
+    out->released = atomic_load(&w->st_released);
+    out->lease_lost = atomic_load(&w->st_lease_lost);
+    out->timed_out = atomic_load(&w->st_timed_out);
+    out->fetches = atomic_load(&w->st_fetches);
+    out->acks_sent = atomic_load(&w->st_acks_sent);
+}
+
+void errand_worker_free(errand_worker *w)
+{
+    if (!w)
+        return;
+    if (w->ran && w->sync_ready) {
+        pthread_mutex_lock(&w->mu);
+        w->stopping = w->handlers_exit = true;
+        pthread_cond_broadcast(&w->cv_work);
+        pthread_mutex_unlock(&w->mu);
+    }
+    for (int i = 0; i < w->nhandlers; i++)
+        pthread_join(w->handlers[i], NULL);
+    free(w->handlers);
+    while (w->q_head) {
+        errand_job *j = w->q_head;
+        w->q_head = j->qnext;
+        er_job_unref(j);
+    }
+    if (w->sync_ready) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv_work);
+        pthread_cond_destroy(&w->cv_fetch);
+        pthread_cond_destroy(&w->cv_timer);
+        pthread_cond_destroy(&w->cv_ack);
+        pthread_cond_destroy(&w->cv_idle);
+    }
+    for (size_t i = 0; w->queues && i < w->nqueues; i++)
+        free(w->queues[i]);
+    free(w->queues);
+    free(w->url), free(w->token), free(w->worker_id);
+    json_decref(w->acks);
+    if (w->stop_pipe[0] >= 0)
+        close(w->stop_pipe[0]);
+    if (w->stop_pipe[1] >= 0)
+        close(w->stop_pipe[1]);
+    free(w);
+}
+
+/* ---- signals ------------------------------------------------------------------ */
+
+static errand_worker *_Atomic sig_worker;
+static atomic_int sig_count;
+
+static void on_signal(int sig)
+{
+    if (atomic_fetch_add(&sig_count, 1) > 0)
+        _exit(128 + sig);
+    errand_worker_stop(atomic_load(&sig_worker));
+}
+
+int errand_worker_install_signal_handlers(errand_worker *w)
+{
+    if (!w)
+        return ERRAND_EINVAL;
+    atomic_store(&sig_worker, w);
+    atomic_store(&sig_count, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return ERRAND_EINVAL;
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The worker runtime's internals, shared by worker.c (threads, fetching,
+ * heartbeats) and worker_job.c (job accessors, outcomes, shutdown). Not
+ * installed. Fields marked (mu) are guarded by the worker's mutex; the
+ * outcome fields of a job belong to its handler thread until it returns.
+ */
+#ifndef ER_CLIENT_WORKER_INT_H
+#define ER_CLIENT_WORKER_INT_H
+
+#include "client/client_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { ER_JOB_QUEUED = 1, ER_JOB_RUNNING = 2, ER_JOB_DONE = 3 };
+
+/* Handler outcomes (errand_job_complete and friends). */
+enum { ER_OC_NONE = 0, ER_OC_COMPLETE, ER_OC_TRANSIENT, ER_OC_PERMANENT, ER_OC_RETRY_LATER,
+       ER_OC_THROTTLED };
+
+struct errand_job {
+    errand_worker *w;
+    atomic_int refs;  /* the worker's list, the handler, the timer while in use */
+    atomic_int stop;  /* ERRAND_STOP_* */
+    /* Immutable after the fetch. */
+    char *id, *queue, *name, *payload, *json, *idem, *trace, *token;
+    int attempt;
+    long started;
+    long job_timeout_ms; /* the job's own timeout_ms, 0 when absent */
+    int64_t created_wall;
+    /* (mu) */
+    int where;
+    bool in_held, hb_busy, abandoned;
+    struct errand_job *qnext;        /* local ready queue */
+    struct errand_job *lprev, *lnext; /* held list: leased, no outcome yet */
+    int64_t next_hb;                 /* monotonic ms */
+    int64_t start_mono, deadline, abandon_at, start_wall;
+    long timeout_used;
+    /* The handler's outcome. */
+    int oc;
+    char *result; /* JSON text or NULL */
+    char *msg;
+    long delay_ms;
+};
+
+struct errand_worker {
+    /* Settings (immutable). */
+    char *url, *token, *worker_id;
+    char **queues;
+    size_t nqueues;
+    int concurrency, prefetch, max_started;
+    long lease_ms, timeout_ms, grace_ms, poll_wait_ms;
+    errand_handler_fn handler;
+    void *user;
+    errand_log_fn log;
+    void *log_user;
+    errand_stop_fn on_stop;
+    void *stop_user;
+
+    int stop_pipe[2];
+    atomic_int stop_requested;
+    bool ran, sync_ready;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_fetch, cv_timer, cv_ack, cv_idle;
+    /* (mu) */
+    errand_job *q_head, *q_tail;
+    int nqueued, running;
+    errand_job held; /* sentinel of the held list */
+    json_t *acks;    /* pending ack items */
+    bool fetch_parked, acker_force, stopping, handlers_exit, timer_exit, acker_exit;
+    bool timer_sleeping;
+    int64_t timer_wake;
+
+    pthread_t *handlers;
+    int nhandlers;
+    pthread_t fetcher, timer, acker;
+    bool fetcher_started, timer_started, acker_started;
+
+    atomic_llong st_fetched, st_completed, st_failed, st_released, st_lease_lost, st_timed_out,
+        st_fetches, st_acks_sent;
+};
+
+/* Time (worker_job.c): wall and monotonic ms; RFC 3339 UTC format/parse. */
+int64_t er_wk_now_ms(void);
+int64_t er_wk_mono_ms(void);
+void er_wk_time_format(int64_t ms, char out[32]);
+int er_wk_time_parse(const char *s, int64_t *ms);
+
+/* Logs fields (taken) plus ts and level through the log callback. */
+void er_worker_log(errand_worker *w, int level, json_t *fields);
+
+void er_job_unref(errand_job *j);
+void er_held_remove_locked(errand_worker *w, errand_job *j);
+json_t *er_ack_item(const errand_job *j, const char *kind, json_t *body);
+void er_push_ack_locked(errand_worker *w, json_t *item);
+
+/* After the handler returned rc: turns its outcome into an ack (unless the
+ * job was stopped), logs the job line. */
+void er_worker_finish(errand_worker *w, errand_job *j, int rc);
+/* The handler outlived its timeout by the abandon window: fail the job as
+ * transient now and ignore the handler's outcome. */
+void er_worker_abandon_locked(errand_worker *w, errand_job *j);
+/* A heartbeat found the lease gone: drop a queued job, mark a running one.
+ * Returns true when the caller should notify (the job stays referenced). */
+bool er_worker_lose_locked(errand_worker *w, errand_job *j);
+/* The graceful stop sequence of run(). */
+void er_worker_shutdown(errand_worker *w);
+
+#endif

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Internals of the PostgreSQL store, shared by its .c files and its tests:
+ * the connection and pool structs, the statement table (prepared once per
+ * connection), parameter building, error mapping and the row <-> er_job
+ * mapping. Nothing outside src/store/postgres and tests/store includes it.
+ */
+#ifndef ER_STORE_PG_INT_H
+#define ER_STORE_PG_INT_H
+
+#include <libpq-fe.h>
+
+#include "store/postgres/postgres.h"
+#include "store/store.h"
+
+/* Statement ids; er_pg_sql[id] is the text, prepared as "e<id>". */
+enum {
+    ER_PG_INSERT_JOB,
+    ER_PG_GET_JOB,
+    ER_PG_GET_JOB_LOCK,
+    ER_PG_QUEUE_GET,
+    ER_PG_QUEUE_PUT,
+    ER_PG_QUEUE_ALL,
+    ER_PG_LIST_QUEUES,
+    ER_PG_FETCH,
+    ER_PG_HEARTBEAT,
+    ER_PG_COMPLETE,
+    ER_PG_RELEASE,
+    ER_PG_FAIL_APPLY,
+    ER_PG_CANCEL,
+    ER_PG_LIST_JOBS,
+    ER_PG_LIST_DEAD,
+    ER_PG_LIST_DEAD_QUEUE,
+    ER_PG_REDRIVE_APPLY,
+    ER_PG_DELETE_DEAD,
+    ER_PG_PROMOTE,
+    ER_PG_REAP_SELECT,
+    ER_PG_REAP_APPLY,
+    ER_PG_RET_COMPLETED_AGE,
+    ER_PG_RET_COMPLETED_COUNT,
+    ER_PG_RET_DEAD_AGE,
+    ER_PG_NEXT_DUE,
+    ER_PG_NSTMT
+};
+
+extern const char *const er_pg_sql[ER_PG_NSTMT];
+
+/* Schema migrations, applied in order at the first open (pg.c). */
+extern const char *const er_pg_migrations[];
+extern const int er_pg_schema_version;
+
+/* Columns of every job SELECT/RETURNING (er_pg_row_job); seq is last. */
+enum { ER_PG_COL_SEQ = 32, ER_PG_NCOLS = 33 };
+
+/* One physical connection; lives in a pool between er_store uses. */
+typedef struct er_pg_conn {
+    PGconn *pg;
+    bool prepared[ER_PG_NSTMT];
+    struct er_pg_conn *next; /* idle list */
+} er_pg_conn;
+
+typedef struct er_pg_pool er_pg_pool;
+
+/* Settings read in the current transaction (cleared at its end). */
+typedef struct er_pg_qs {
+    char *name;
+    er_queue_settings settings;
+} er_pg_qs;
+
+struct er_store {
+    er_pg_pool *pool; /* borrowed: pools live until er_postgres_pool_drain */
+    er_pg_conn *c;
+    bool in_tx;
+    bool caller_clock; /* clock=caller: use the `now` callers pass */
+    int64_t tx_now;    /* the store's clock (now()) of the open transaction */
+    er_pg_qs *qc;      /* transaction-scoped settings cache */
+    size_t nqc;
+    char **notified; /* queues notified in this transaction */
+    size_t nnotified;
+};
+
+/* Query parameters in text format. */
+#define ER_PG_MAXP 40
+typedef struct er_pg_params {
+    int n;
+    const char *v[ER_PG_MAXP];
+    char buf[ER_PG_MAXP][32];
+} er_pg_params;
+
+void er_pg_p_str(er_pg_params *p, const char *s); /* NULL -> SQL NULL; borrowed */
+void er_pg_p_i64(er_pg_params *p, int64_t v);
+void er_pg_p_f64(er_pg_params *p, double v);
+void er_pg_p_bool(er_pg_params *p, bool v);
+
+/* Maps a failed result (or a broken connection when res is NULL) to an
+ * ER_E* code with PostgreSQL's message in *err; the one place SQLSTATEs
+ * are translated. Every SQL error aborts the PostgreSQL transaction, so
+ * every code it returns is a storage error the caller must roll back. */
+int er_pg_error(er_store *s, const PGresult *res, const char *what, er_error *err);
+
+/* Runs prepared statement `id` (preparing it on first use on this
+ * connection). On success *res holds the result (PQclear it). */
+int er_pg_exec(er_store *s, int id, const er_pg_params *p, PGresult **res, er_error *err);
+/* er_pg_exec for a statement whose rows are not needed; *affected (may be
+ * NULL) gets the row count of the command. */
+int er_pg_run(er_store *s, int id, const er_pg_params *p, int64_t *affected, er_error *err);
+
+/* The store clock: the caller's `now` with clock=caller, else the time of
+ * the open transaction (now() in PostgreSQL). */
+int64_t er_pg_now(const er_store *s, int64_t now);
+
+/* Opens a transaction unless one is open (*own says whether this call did);
+ * op_end commits an owned one on rc == 0 and rolls it back otherwise. */
+int er_pg_op_begin(er_store *s, bool *own, er_error *err);
+int er_pg_op_end(er_store *s, bool own, int rc, er_error *err);
+
+/* Whether `queue` was already notified in this transaction; records it. */
+bool er_pg_notify_once(er_store *s, const char *queue);
+/* Transaction-scoped settings cache. */
+er_pg_qs *er_pg_qs_find(er_store *s, const char *queue);
+int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs);
+
+/* Parses stored settings text (NULL = defaults) and the paused column. */
+int er_pg_settings_parse(const char *text, bool paused, er_queue_settings *out, er_error *err);
+
+/* Appends a job's 32 columns (ER_PG_INSERT_JOB order) to p. */
+void er_pg_p_job(er_pg_params *p, const er_job *j);
+/* Reads row `row` from column `col0` on (ER_PG col order) into *j
+ * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled. */
+int er_pg_row_job(const PGresult *res, int row, int col0, er_job *j, er_error *err);
+int64_t er_pg_i64(const PGresult *res, int row, int col);
+/* Reads one job by id into *out (ER_ENOTFOUND when none); lock = FOR UPDATE. */
+int er_pg_load_job(er_store *s, const char *id, bool lock, er_job *out, er_error *err);
+
+/* A PostgreSQL array literal builder ({"a","b",NULL}). */
+typedef struct er_pg_array {
+    char *buf;
+    size_t len, cap;
+    int n;
+    bool oom;
+} er_pg_array;
+void er_pg_array_str(er_pg_array *a, const char *s); /* NULL -> NULL element */
+void er_pg_array_i64(er_pg_array *a, int64_t v);
+/* The finished literal (owned by a) or NULL on ENOMEM. */
+const char *er_pg_array_done(er_pg_array *a);
+void er_pg_array_fini(er_pg_array *a);
+
+/* Operations (pg_jobs.c, pg_admin.c), in store.h's order. */
+int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
+                  er_error *err);
+int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+                er_error *err);
+int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
+                    const char *progress, int64_t now, int64_t *expires_at, er_error *err);
+int er_pg_complete(er_store *s, const char *id, const char *token, const char *result,
+                   int64_t now, er_error *err);
+int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
+               er_rand *r, er_fail_outcome *outcome, er_error *err);
+int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);
+int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err);
+int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, const char *cursor,
+                    er_job_list *out, char **next_cursor, er_error *err);
+int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err);
+int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
+                             er_error *err);
+int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
+                             er_error *err);
+int er_pg_list_dead(er_store *s, const char *queue, int limit, const char *cursor,
+                    er_job_list *out, char **next_cursor, er_error *err);
+int er_pg_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+int er_pg_delete_dead(er_store *s, const char *id, er_error *err);
+int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+                  er_error *err);
+int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+               er_error *err);
+int er_pg_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
+int er_pg_next_due(er_store *s, int64_t *at, er_error *err);
+
+#endif

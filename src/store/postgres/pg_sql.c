@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The PostgreSQL store's SQL: schema migrations (tables, partial indexes,
+ * the fetch function and the application's errand.enqueue functions) and
+ * the text of every prepared statement. Statements that would need several
+ * round trips are single statements with data-modifying CTEs, or call a
+ * PL/pgSQL function, so each store operation is one round trip.
+ */
+#include "store/postgres/pg_int.h"
+
+/* The SQL below spells these limits and defaults out. */
+_Static_assert(ER_NAME_MAX == 128 && ER_ID_MAX == 200 && ER_PRIORITY_MAX == 1000 &&
+                   ER_MAX_ATTEMPTS_MAX == 1000 && ER_DELAY_MAX_MS == 31622400000LL &&
+                   ER_TIMEOUT_MAX_MS == 86400000LL && ER_BULK_MAX == 10000 &&
+                   ER_PAYLOAD_MAX_DEFAULT == 524288,
+               "update the limits in pg_sql.c");
+_Static_assert(ER_DEFAULT_MAX_ATTEMPTS == 8 && ER_DEFAULT_BACKOFF_DELAY_MS == 2000 &&
+                   ER_DEFAULT_BACKOFF_MAX_MS == 900000 && ER_DEFAULT_TIMEOUT_MS == 30000,
+               "update the defaults in pg_sql.c");
+
+/* Migrations. Each step runs, in order, in the one transaction that holds
+ * the schema's advisory lock, with search_path set to the schema, and is
+ * recorded in <schema>.migrations. To change the schema, append a step
+ * (never edit one that has shipped). Functions pin their search_path to the
+ * schema (SET search_path FROM CURRENT). */
+const char *const er_pg_migrations[] = {
+    /* 1: jobs, queues, the notify helper and the fetch function */
+    "CREATE TABLE jobs ("
+    " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " id text NOT NULL UNIQUE,"
+    " queue text NOT NULL,"
+    " name text NOT NULL,"
+    " payload text NOT NULL,"
+    " state smallint NOT NULL,"
+    " priority integer NOT NULL DEFAULT 0,"
+    " grp text,"
+    " run_at bigint NOT NULL,"
+    " max_attempts integer NOT NULL,"
+    " backoff_type smallint NOT NULL,"
+    " backoff_delay_ms bigint NOT NULL,"
+    " backoff_max_ms bigint NOT NULL,"
+    " backoff_jitter double precision NOT NULL,"
+    " timeout_ms bigint NOT NULL,"
+    " trace_id text,"
+    " idempotency_key text,"
+    " attempts integer NOT NULL DEFAULT 0,"
+    " started integer NOT NULL DEFAULT 0,"
+    " stalled integer NOT NULL DEFAULT 0,"
+    " lease_owner text,"
+    " lease_token text,"
+    " lease_expires_at bigint NOT NULL DEFAULT 0,"
+    " last_error text,"
+    " result text,"
+    " progress text,"
+    " created_at bigint NOT NULL,"
+    " updated_at bigint NOT NULL,"
+    " started_at bigint NOT NULL DEFAULT 0,"
+    " finished_at bigint NOT NULL DEFAULT 0,"
+    " redriven_at bigint NOT NULL DEFAULT 0,"
+    " redrive_count integer NOT NULL DEFAULT 0,"
+    " set_flags integer NOT NULL DEFAULT 0);"
+    "CREATE INDEX jobs_queue_state ON jobs (queue, state, seq);"
+    "CREATE INDEX jobs_waiting ON jobs (queue, priority DESC, run_at, seq) WHERE state = 1;"
+    "CREATE INDEX jobs_scheduled ON jobs (run_at) WHERE state = 0;"
+    "CREATE INDEX jobs_active ON jobs (lease_expires_at) WHERE state = 2;"
+    "CREATE INDEX jobs_completed ON jobs (queue, finished_at) WHERE state = 3;"
+    "CREATE INDEX jobs_dead ON jobs (finished_at, seq) WHERE state = 4;"
+    "CREATE INDEX jobs_dead_queue ON jobs (queue, finished_at, seq) WHERE state = 4;"
+    /* settings is er_queue_settings_to_json's text; paused, concurrency and
+     * lease_ms (0 = the default) are copies the fetch function reads */
+    "CREATE TABLE queues ("
+    " name text PRIMARY KEY,"
+    " settings text,"
+    " paused boolean NOT NULL DEFAULT false,"
+    " throttled_until bigint NOT NULL DEFAULT 0,"
+    " concurrency integer NOT NULL DEFAULT 0,"
+    " lease_ms bigint NOT NULL DEFAULT 0);"
+    /* NOTIFY <schema>_ready with the queue; delivered at commit */
+    "CREATE FUNCTION notify_ready(q text) RETURNS integer LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " BEGIN PERFORM pg_notify(current_schema() || '_ready', q); RETURN 1; END $f$;"
+    /* Leases up to p_max waiting jobs from the queues in order, skipping
+     * paused and throttled ones; a queue with a concurrency limit is locked
+     * (its queues row) so fetchers on every node count its active jobs one
+     * after the other. Lease tokens come from the caller, in order. */
+    "CREATE FUNCTION fetch_jobs(p_queues text[], p_worker text, p_max integer,"
+    " p_lease bigint, p_now bigint, p_tokens text[], p_default_lease bigint)"
+    " RETURNS SETOF jobs LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$"
+    " DECLARE v_q text; v_r record; v_have boolean; v_take integer; v_got integer;"
+    " v_used integer := 0; v_lease bigint; v_active bigint;"
+    " BEGIN"
+    "  FOREACH v_q IN ARRAY p_queues LOOP"
+    "   EXIT WHEN v_used >= p_max;"
+    "   SELECT q.paused, q.throttled_until, q.concurrency, q.lease_ms INTO v_r"
+    "    FROM queues q WHERE q.name = v_q;"
+    "   v_have := FOUND;"
+    "   CONTINUE WHEN v_have AND (v_r.paused OR v_r.throttled_until > p_now);"
+    "   v_take := p_max - v_used;"
+    "   v_lease := CASE WHEN p_lease > 0 THEN p_lease"
+    "    WHEN v_have AND v_r.lease_ms > 0 THEN v_r.lease_ms ELSE p_default_lease END;"
+    "   IF v_have AND v_r.concurrency > 0 THEN"
+    "    PERFORM 1 FROM queues q WHERE q.name = v_q FOR UPDATE;"
+    "    SELECT count(*) INTO v_active FROM jobs j WHERE j.queue = v_q AND j.state = 2;"
+    "    CONTINUE WHEN v_active >= v_r.concurrency;"
+    "    v_take := least(v_take, v_r.concurrency - v_active);"
+    "   END IF;"
+    "   RETURN QUERY UPDATE jobs j SET state = 2, attempts = j.attempts + 1,"
+    "    started = j.started + 1, lease_owner = p_worker, lease_token = p_tokens[v_used + x.rn],"
+    "    lease_expires_at = p_now + v_lease, started_at = p_now, updated_at = p_now"
+    "    FROM (SELECT s.seq, row_number() OVER () AS rn FROM (SELECT w.seq FROM jobs w"
+    "     WHERE w.queue = v_q AND w.state = 1 ORDER BY w.priority DESC, w.run_at, w.seq"
+    "     LIMIT v_take FOR UPDATE SKIP LOCKED) s) x"
+    "    WHERE j.seq = x.seq RETURNING j.*;"
+    "   GET DIAGNOSTICS v_got = ROW_COUNT;"
+    "   v_used := v_used + v_got;"
+    "  END LOOP;"
+    " END $f$;",
+
+    /* 2: errand.enqueue and errand.enqueue_bulk for applications, which call
+     * them inside their own transactions. They validate like the server's
+     * enqueue (API.md) and apply the queue's defaults, then the server's. */
+    "CREATE FUNCTION _fail(msg text) RETURNS void LANGUAGE plpgsql AS $f$"
+    " BEGIN RAISE EXCEPTION 'errand.enqueue: %', msg USING ERRCODE = '22023'; END $f$;"
+    "CREATE FUNCTION _name(v text, field text) RETURNS text LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " BEGIN"
+    "  IF v IS NULL OR v !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN"
+    "   PERFORM _fail(field || ' must be 1..128 characters of [A-Za-z0-9_.:-]');"
+    "  END IF;"
+    "  RETURN v;"
+    " END $f$;"
+    "CREATE FUNCTION _id(v text, field text) RETURNS text LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " BEGIN"
+    "  IF v IS NULL OR v !~ '^[!-.0-~]{1,200}$' THEN"
+    "   PERFORM _fail(field || ' must be 1..200 printable ASCII characters without spaces or ''/''');"
+    "  END IF;"
+    "  RETURN v;"
+    " END $f$;"
+    /* an optional integer option lo..hi; NULL when absent or null */
+    "CREATE FUNCTION _int(o jsonb, k text, field text, lo bigint, hi bigint) RETURNS bigint"
+    " LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$"
+    " DECLARE v jsonb := o -> k;"
+    " BEGIN"
+    "  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN RETURN NULL; END IF;"
+    "  IF jsonb_typeof(v) <> 'number' OR v::text !~ '^-?[0-9]{1,18}$'"
+    "     OR v::text::bigint < lo OR v::text::bigint > hi THEN"
+    "   PERFORM _fail(field || ' must be an integer ' || lo || '..' || hi);"
+    "  END IF;"
+    "  RETURN v::text::bigint;"
+    " END $f$;"
+    /* an optional string option; NULL when absent or null */
+    "CREATE FUNCTION _str(o jsonb, k text) RETURNS text LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " DECLARE v jsonb := o -> k;"
+    " BEGIN"
+    "  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN RETURN NULL; END IF;"
+    "  IF jsonb_typeof(v) <> 'string' THEN PERFORM _fail(k || ' must be a string'); END IF;"
+    "  RETURN v #>> '{}';"
+    " END $f$;"
+    "CREATE FUNCTION enqueue(queue text, name text, payload jsonb, options jsonb DEFAULT '{}')"
+    " RETURNS text LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$"
+    " #variable_conflict use_variable\n"
+    " DECLARE"
+    "  o jsonb := coalesce(options, '{}');"
+    "  v_now bigint := (extract(epoch FROM now()) * 1000)::bigint;"
+    "  v_payload text := coalesce(payload::text, '{}');"
+    "  v_key text; v_qd jsonb; v_b jsonb; v_flags integer := 0; v_n integer;"
+    "  v_id text; v_prio bigint; v_run bigint; v_delay bigint; v_at timestamptz;"
+    "  v_ma bigint; v_bt integer := 0; v_bd bigint := 2000; v_bm bigint := 900000;"
+    "  v_bj double precision := 0.5; v_has_bm boolean := false; v_to bigint;"
+    "  v_grp text; v_trace text; v_idem text; v_state integer;"
+    " BEGIN"
+    "  PERFORM _name(queue, 'queue');"
+    "  PERFORM _name(name, 'name');"
+    "  IF jsonb_typeof(o) <> 'object' THEN PERFORM _fail('options must be a JSON object'); END IF;"
+    "  FOR v_key IN SELECT jsonb_object_keys(o) LOOP"
+    "   IF v_key <> ALL (ARRAY['id','priority','delay_ms','run_at','max_attempts','backoff',"
+    "       'timeout_ms','group','trace_id','idempotency_key']) THEN"
+    "    PERFORM _fail(v_key || ' is not a known option');"
+    "   END IF;"
+    "  END LOOP;"
+    "  IF octet_length(v_payload) > 524288 THEN"
+    "   PERFORM _fail('payload is ' || octet_length(v_payload) || ' bytes; the limit is 524288 bytes');"
+    "  END IF;"
+    "  v_id := _str(o, 'id');"
+    "  IF v_id IS NULL THEN"
+    "   v_id := lpad(to_hex(v_now), 12, '0') || substr(md5(gen_random_uuid()::text), 1, 14);"
+    "  ELSE PERFORM _id(v_id, 'id'); END IF;"
+    "  SELECT q.settings::jsonb -> 'defaults' INTO v_qd FROM queues q WHERE q.name = queue;"
+    "  v_qd := coalesce(v_qd, '{}');"
+    "  v_prio := _int(o, 'priority', 'priority', 0, 1000);"
+    "  IF v_prio IS NULL THEN v_prio := coalesce((v_qd ->> 'priority')::bigint, 0);"
+    "  ELSE v_flags := v_flags | 8; END IF;"
+    "  v_delay := _int(o, 'delay_ms', 'delay_ms', 0, 31622400000);"
+    "  v_run := v_now;"
+    "  IF v_delay IS NOT NULL AND _str(o, 'run_at') IS NOT NULL THEN"
+    "   PERFORM _fail('give delay_ms or run_at, not both');"
+    "  END IF;"
+    "  IF v_delay IS NOT NULL THEN v_run := v_now + v_delay;"
+    "  ELSIF _str(o, 'run_at') IS NOT NULL THEN"
+    "   BEGIN v_at := _str(o, 'run_at')::timestamptz;"
+    "   EXCEPTION WHEN others THEN"
+    "    PERFORM _fail('run_at must be an RFC 3339 time such as \"2026-11-30T02:00:00.000Z\"');"
+    "   END;"
+    "   v_run := (extract(epoch FROM v_at) * 1000)::bigint;"
+    "   IF v_run > v_now + 31622400000 THEN PERFORM _fail('run_at must be at most 366 days ahead'); END IF;"
+    "   v_run := greatest(v_run, v_now);"
+    "  END IF;"
+    "  v_state := CASE WHEN v_run > v_now THEN 0 ELSE 1 END;"
+    "  v_ma := _int(o, 'max_attempts', 'max_attempts', 1, 1000);"
+    "  IF v_ma IS NULL THEN v_ma := coalesce((v_qd ->> 'max_attempts')::bigint, 8);"
+    "  ELSE v_flags := v_flags | 1; END IF;"
+    "  v_b := o -> 'backoff';"
+    "  IF v_b IS NOT NULL AND jsonb_typeof(v_b) <> 'null' THEN"
+    "   v_flags := v_flags | 2;"
+    "   IF jsonb_typeof(v_b) <> 'object' THEN"
+    "    PERFORM _fail('backoff must be an object {type, delay_ms, max_delay_ms, jitter}');"
+    "   END IF;"
+    "   FOR v_key IN SELECT jsonb_object_keys(v_b) LOOP"
+    "    IF v_key <> ALL (ARRAY['type','delay_ms','max_delay_ms','jitter']) THEN"
+    "     PERFORM _fail('backoff.' || v_key || ' is not a known field');"
+    "    END IF;"
+    "   END LOOP;"
+    "   IF _str(v_b, 'type') IS NOT NULL THEN"
+    "    v_bt := array_position(ARRAY['exponential','fixed','capped'], _str(v_b, 'type')) - 1;"
+    "    IF v_bt IS NULL THEN"
+    "     PERFORM _fail('backoff.type must be \"exponential\", \"fixed\" or \"capped\"');"
+    "    END IF;"
+    "   END IF;"
+    "   v_bd := coalesce(_int(v_b, 'delay_ms', 'backoff.delay_ms', 0, 31622400000), v_bd);"
+    "   v_has_bm := _int(v_b, 'max_delay_ms', 'backoff.max_delay_ms', 0, 31622400000) IS NOT NULL;"
+    "   v_bm := coalesce(_int(v_b, 'max_delay_ms', 'backoff.max_delay_ms', 0, 31622400000), v_bm);"
+    "   IF v_b -> 'jitter' IS NOT NULL AND jsonb_typeof(v_b -> 'jitter') <> 'null' THEN"
+    "    IF jsonb_typeof(v_b -> 'jitter') <> 'number' OR (v_b ->> 'jitter')::double precision < 0"
+    "       OR (v_b ->> 'jitter')::double precision > 1 THEN"
+    "     PERFORM _fail('backoff.jitter must be a number 0..1');"
+    "    END IF;"
+    "    v_bj := (v_b ->> 'jitter')::double precision;"
+    "   END IF;"
+    "   IF v_bm < v_bd THEN"
+    "    IF v_has_bm THEN PERFORM _fail('backoff.max_delay_ms must be >= delay_ms'); END IF;"
+    "    v_bm := v_bd;"
+    "   END IF;"
+    "  ELSIF v_qd ? 'backoff' THEN"
+    "   v_bt := coalesce(array_position(ARRAY['exponential','fixed','capped'],"
+    "    v_qd -> 'backoff' ->> 'type') - 1, 0);"
+    "   v_bd := (v_qd -> 'backoff' ->> 'delay_ms')::bigint;"
+    "   v_bm := (v_qd -> 'backoff' ->> 'max_delay_ms')::bigint;"
+    "   v_bj := (v_qd -> 'backoff' ->> 'jitter')::double precision;"
+    "  END IF;"
+    "  v_to := _int(o, 'timeout_ms', 'timeout_ms', 1, 86400000);"
+    "  IF v_to IS NULL THEN v_to := coalesce((v_qd ->> 'timeout_ms')::bigint, 30000);"
+    "  ELSE v_flags := v_flags | 4; END IF;"
+    "  v_grp := _str(o, 'group');"
+    "  IF v_grp IS NOT NULL THEN PERFORM _name(v_grp, 'group'); END IF;"
+    "  v_trace := _str(o, 'trace_id');"
+    "  IF v_trace IS NOT NULL THEN PERFORM _id(v_trace, 'trace_id'); END IF;"
+    "  v_idem := coalesce(_id(_str(o, 'idempotency_key'), 'idempotency_key'), v_id);"
+    "  INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at, max_attempts,"
+    "   backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"
+    "   idempotency_key, created_at, updated_at, set_flags)"
+    "  VALUES (v_id, queue, name, v_payload, v_state, v_prio, v_grp, v_run, v_ma, v_bt, v_bd, v_bm,"
+    "   v_bj, v_to, v_trace, v_idem, v_now, v_now, v_flags)"
+    "  ON CONFLICT ON CONSTRAINT jobs_id_key DO NOTHING;"
+    "  GET DIAGNOSTICS v_n = ROW_COUNT;"
+    "  IF v_n > 0 THEN"
+    "   INSERT INTO queues (name) VALUES (queue) ON CONFLICT ON CONSTRAINT queues_pkey DO NOTHING;"
+    "   IF v_state = 1 THEN PERFORM notify_ready(queue); END IF;"
+    "  END IF;"
+    "  RETURN v_id;"
+    " END $f$;"
+    /* jobs: a JSON array of {name, payload, ...options}; all or nothing */
+    "CREATE FUNCTION enqueue_bulk(queue text, jobs jsonb) RETURNS SETOF text LANGUAGE plpgsql"
+    " SET search_path FROM CURRENT AS $f$"
+    " #variable_conflict use_variable\n"
+    " DECLARE v_j jsonb;"
+    " BEGIN"
+    "  IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN"
+    "   PERFORM _fail('jobs must be a JSON array');"
+    "  END IF;"
+    "  IF jsonb_array_length(jobs) > 10000 THEN PERFORM _fail('at most 10000 jobs at once'); END IF;"
+    "  FOR v_j IN SELECT e FROM jsonb_array_elements(jobs) AS e LOOP"
+    "   IF jsonb_typeof(v_j) <> 'object' THEN PERFORM _fail('a job must be a JSON object'); END IF;"
+    "   RETURN NEXT enqueue(queue, _str(v_j, 'name'), v_j -> 'payload', v_j - 'name' - 'payload');"
+    "  END LOOP;"
+    " END $f$;",
+};
+
+const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
+
+/* Every job SELECT/RETURNING lists these, in this order (er_pg_row_job),
+ * with the jobs table aliased j; ER_PG_COL_SEQ is the index of seq. */
+#define COLS                                                                                   \
+    "j.id, j.queue, j.name, j.payload, j.state, j.priority, j.grp, j.run_at, j.max_attempts,"  \
+    " j.backoff_type, j.backoff_delay_ms, j.backoff_max_ms, j.backoff_jitter, j.timeout_ms,"   \
+    " j.trace_id, j.idempotency_key, j.attempts, j.started, j.stalled, j.lease_owner,"         \
+    " j.lease_token, j.lease_expires_at, j.last_error, j.result, j.progress, j.created_at,"    \
+    " j.updated_at, j.started_at, j.finished_at, j.redriven_at, j.redrive_count, j.set_flags," \
+    " j.seq"
+
+#define INSERT_COLS                                                                          \
+    "(id, queue, name, payload, state, priority, grp, run_at, max_attempts, backoff_type,"   \
+    " backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"               \
+    " idempotency_key, attempts, started, stalled, lease_owner, lease_token,"                \
+    " lease_expires_at, last_error, result, progress, created_at, updated_at, started_at,"   \
+    " finished_at, redriven_at, redrive_count, set_flags)"                                   \
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"   \
+    " $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)"
+
+#define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
+
+/* A lease-checked update u (one row when it applied) reported with the
+ * job's state before it (NULL when there is no such job), so one round
+ * trip tells applied / stale / not found: columns applied, state. */
+#define LEASE_REPORT(idp)                                                                  \
+    " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \
+    idp
+
+const char *const er_pg_sql[ER_PG_NSTMT] = {
+    /* $33: notify (the job is waiting and its queue was not notified yet in
+     * this transaction). Columns: inserted, then the existing job when not. */
+    [ER_PG_INSERT_JOB] =
+        "WITH ins AS (INSERT INTO jobs " INSERT_COLS
+        " ON CONFLICT (id) DO NOTHING RETURNING queue, state),"
+        " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
+        " SELECT n.c, " COLS " FROM (SELECT count(*) AS c,"
+        " count(CASE WHEN state = 1 AND $33::boolean THEN notify_ready(queue) END) AS w"
+        " FROM ins) n LEFT JOIN jobs j ON j.id = $1 AND n.c = 0",
+    [ER_PG_GET_JOB] = "SELECT " COLS " FROM jobs j WHERE j.id = $1",
+    [ER_PG_GET_JOB_LOCK] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
+                           " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = $1"
+                           " FOR UPDATE OF j",
+    [ER_PG_QUEUE_GET] = "SELECT settings, paused FROM queues WHERE name = $1",
+    [ER_PG_QUEUE_PUT] =
+        "INSERT INTO queues (name, settings, paused, concurrency, lease_ms)"
+        " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET"
+        " settings = excluded.settings, paused = excluded.paused,"
+        " concurrency = excluded.concurrency, lease_ms = excluded.lease_ms"
+        " RETURNING CASE WHEN NOT paused THEN notify_ready(name) END",
+    [ER_PG_QUEUE_ALL] = "SELECT name, settings, paused FROM queues ORDER BY name COLLATE \"C\"",
+    [ER_PG_LIST_QUEUES] =
+        "SELECT q.name, q.settings, q.paused,"
+        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 0),"
+        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 1),"
+        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 2),"
+        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 3),"
+        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 4),"
+        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 5),"
+        " (SELECT min(j.run_at) FROM jobs j WHERE j.queue = q.name AND j.state = 1)"
+        " FROM queues q ORDER BY q.name COLLATE \"C\"",
+    [ER_PG_FETCH] = "SELECT " COLS " FROM fetch_jobs($1::text[], $2, $3, $4, $5, $6::text[], $7) j",
+    [ER_PG_HEARTBEAT] = "WITH u AS (UPDATE jobs SET lease_expires_at = $1,"
+                        " progress = coalesce($2, progress), updated_at = $3"
+                        " WHERE id = $4 AND state = 2 AND lease_token = $5 RETURNING 1)"
+                        LEASE_REPORT("$4"),
+    [ER_PG_COMPLETE] = "WITH u AS (UPDATE jobs SET state = 3, result = $1, finished_at = $2,"
+                       " updated_at = $2, " CLEAR_LEASE
+                       " WHERE id = $3 AND state = 2 AND lease_token = $4 RETURNING 1)"
+                       LEASE_REPORT("$3"),
+    [ER_PG_RELEASE] = "WITH u AS (UPDATE jobs SET state = 1, attempts = greatest(attempts - 1, 0),"
+                      " updated_at = $1, " CLEAR_LEASE
+                      " WHERE id = $2 AND state = 2 AND lease_token = $3"
+                      " RETURNING notify_ready(queue))" LEASE_REPORT("$2"),
+    /* $8 > 0: a throttled failure pauses the queue until then */
+    [ER_PG_FAIL_APPLY] =
+        "WITH t AS (INSERT INTO queues (name, throttled_until) SELECT queue, $8 FROM jobs"
+        " WHERE id = $7 AND $8 > 0 ON CONFLICT (name) DO UPDATE SET"
+        " throttled_until = greatest(queues.throttled_until, excluded.throttled_until))"
+        " UPDATE jobs SET state = $1, run_at = $2, attempts = $3, last_error = $4,"
+        " updated_at = $5, finished_at = $6, " CLEAR_LEASE " WHERE id = $7",
+    /* the cancelled job, or NULLs and the current state (NULL: no job) */
+    [ER_PG_CANCEL] = "WITH u AS (UPDATE jobs j SET state = 5, finished_at = $1, updated_at = $1"
+                     " WHERE j.id = $2 AND j.state IN (0, 1) RETURNING " COLS ")"
+                     " SELECT u.*, c.state FROM (SELECT 1) d LEFT JOIN u ON true"
+                     " LEFT JOIN jobs c ON c.id = $2",
+    [ER_PG_LIST_JOBS] = "SELECT " COLS " FROM jobs j WHERE j.queue = $1 AND j.state = $2"
+                        " AND j.seq > $3 ORDER BY j.seq LIMIT $4",
+    [ER_PG_LIST_DEAD] = "SELECT " COLS " FROM jobs j WHERE j.state = 4"
+                        " AND (j.finished_at, j.seq) < ($1, $2)"
+                        " ORDER BY j.finished_at DESC, j.seq DESC LIMIT $3",
+    [ER_PG_LIST_DEAD_QUEUE] = "SELECT " COLS " FROM jobs j WHERE j.state = 4 AND j.queue = $4"
+                              " AND (j.finished_at, j.seq) < ($1, $2)"
+                              " ORDER BY j.finished_at DESC, j.seq DESC LIMIT $3",
+    /* $1..$32 the copy, $33 now, $34 redrive_count, $35 the dead job's id;
+     * returns how many were inserted (0: the id exists) */
+    [ER_PG_REDRIVE_APPLY] =
+        "WITH ins AS (INSERT INTO jobs " INSERT_COLS
+        " ON CONFLICT (id) DO NOTHING RETURNING queue),"
+        " m AS (UPDATE jobs SET redriven_at = $33, redrive_count = $34, updated_at = $33"
+        " WHERE id = $35 AND EXISTS (SELECT 1 FROM ins)),"
+        " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
+        " SELECT count(notify_ready(queue)) FROM ins",
+    [ER_PG_DELETE_DEAD] = "DELETE FROM jobs WHERE id = $1 AND state = 4",
+    [ER_PG_PROMOTE] = "WITH p AS (UPDATE jobs SET state = 1, updated_at = $1"
+                      " WHERE seq IN (SELECT seq FROM jobs WHERE state = 0 AND run_at <= $1"
+                      " ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING queue)"
+                      " SELECT queue, count(*), notify_ready(queue) FROM p GROUP BY queue",
+    [ER_PG_REAP_SELECT] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
+                          " LEFT JOIN queues q ON q.name = j.queue"
+                          " WHERE j.state = 2 AND j.lease_expires_at <= $1"
+                          " ORDER BY j.lease_expires_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED",
+    /* $1 seqs, $2 new states, $3 last_error (NULL keeps), $4 now */
+    [ER_PG_REAP_APPLY] =
+        "WITH u AS (UPDATE jobs j SET state = x.st, stalled = j.stalled + 1,"
+        " last_error = coalesce(x.err, j.last_error),"
+        " finished_at = CASE WHEN x.st = 4 THEN $4 ELSE 0 END, updated_at = $4, " CLEAR_LEASE
+        " FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS x(seq, st, err)"
+        " WHERE j.seq = x.seq RETURNING j.queue, j.state)"
+        " SELECT queue, notify_ready(queue) FROM u WHERE state = 1 GROUP BY queue",
+    /* $1 queues, $2 cutoff per queue, $3 limit */
+    [ER_PG_RET_COMPLETED_AGE] =
+        "DELETE FROM jobs WHERE seq IN (SELECT d.seq FROM unnest($1::text[], $2::bigint[])"
+        " AS r(q, cutoff) CROSS JOIN LATERAL (SELECT seq FROM jobs WHERE state = 3"
+        " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)",
+    /* $2 how many of the newest completed jobs each queue keeps */
+    [ER_PG_RET_COMPLETED_COUNT] =
+        "DELETE FROM jobs WHERE seq IN (SELECT d.seq FROM unnest($1::text[], $2::bigint[])"
+        " AS r(q, keep) CROSS JOIN LATERAL (SELECT seq FROM jobs WHERE state = 3"
+        " AND queue = r.q ORDER BY finished_at DESC OFFSET r.keep LIMIT $3) d LIMIT $3)",
+    [ER_PG_RET_DEAD_AGE] =
+        "DELETE FROM jobs WHERE seq IN (SELECT d.seq FROM unnest($1::text[], $2::bigint[])"
+        " AS r(q, cutoff) CROSS JOIN LATERAL (SELECT seq FROM jobs WHERE state = 4"
+        " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)",
+    [ER_PG_NEXT_DUE] = "SELECT least((SELECT min(run_at) FROM jobs WHERE state = 0),"
+                       " (SELECT min(lease_expires_at) FROM jobs WHERE state = 2))",
+};
