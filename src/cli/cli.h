@@ -15,6 +15,9 @@ int er_cli_job(int argc, char **argv);
 int er_cli_queues(int argc, char **argv);
 int er_cli_dlq(int argc, char **argv);
 int er_cli_bench(int argc, char **argv, char **envp);
+/* `errand work` (work.c): runs a command per job through liberrand's worker
+ * runtime. Exit 0 after a graceful stop, 1 when it could not run, 2 usage. */
+int er_cli_work(int argc, char **argv);
 /* `errand cron next` (cron.c): local, no server. Exit 0 ok, 2 usage. */
 int er_cli_cron(int argc, char **argv);
 

@@ -18,6 +18,7 @@ static void usage(FILE *out)
                  "  job get    show a job: errand job get ID\n"
                  "  queues     list queues with job counts\n"
                  "  dlq        dead letters: errand dlq list | errand dlq redrive ID\n"
+                 "  work       run a command per job: errand work --queue Q -- CMD [ARGS]\n"
                  "  bench      load scenarios against a server (errand bench --help)\n"
                  "  cron next  next fire times: errand cron next EXPR [--tz ZONE]\n"
                  "  version    print the version\n");
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
         return er_cli_dlq(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)
         return er_cli_bench(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "work") == 0)
+        return er_cli_work(argc - 2, argv + 2);
     if (strcmp(cmd, "cron") == 0)
         return er_cli_cron(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -12,7 +12,9 @@
 #include "client/worker_int.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 #define MAX_ACKS 1000     /* the API's limit per request */
 #define MAX_FETCH 1000    /* the API's fetch max */
+#define ACK_DELAY_MS 5    /* longest wait of an outcome for a fetch to ride on */
 #define ERR_BACKOFF_MIN 100
 #define ERR_BACKOFF_MAX 5000
 #define FLUSH_GIVE_UP_MS 10000 /* at shutdown, stop retrying acks after this long */
@@ -239,18 +242,22 @@ void er_job_unref(errand_job *j)
 {
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
         return;
-    free(j->id), free(j->queue), free(j->name), free(j->payload), free(j->json);
-    free(j->idem), free(j->trace), free(j->token), free(j->result), free(j->msg);
+    free(atomic_load(&j->payload_text));
+    free(atomic_load(&j->json_text));
+    free(j->msg);
+    json_decref(j->result);
+    json_decref(j->obj);
     free(j);
 }
 
-static char *dup_str(json_t *o, const char *key)
+static const char *str_of(json_t *o, const char *key)
 {
     const char *s = json_string_value(json_object_get(o, key));
-    return strdup(s ? s : "");
+    return s ? s : "";
 }
 
-/* A job from one leased job object; NULL when it lacks id or token. */
+/* A job from one leased job object (kept, not copied); NULL when it lacks
+ * id or token. */
 static errand_job *job_from_json(errand_worker *w, json_t *o)
 {
     if (!json_string_value(json_object_get(o, "id")) ||
@@ -261,27 +268,22 @@ static errand_job *job_from_json(errand_worker *w, json_t *o)
         return NULL;
     atomic_init(&j->refs, 1);
     atomic_init(&j->stop, 0);
+    atomic_init(&j->payload_text, NULL);
+    atomic_init(&j->json_text, NULL);
     j->w = w;
-    j->id = dup_str(o, "id");
-    j->queue = dup_str(o, "queue");
-    j->name = dup_str(o, "name");
-    j->idem = dup_str(o, "idempotency_key");
-    j->trace = dup_str(o, "trace_id");
-    j->token = dup_str(o, "lease_token");
-    json_t *p = json_object_get(o, "payload");
-    j->payload = p ? json_dumps(p, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("null");
-    j->json = json_dumps(o, JSON_COMPACT);
+    j->obj = json_incref(o);
+    j->id = str_of(o, "id");
+    j->queue = str_of(o, "queue");
+    j->name = str_of(o, "name");
+    j->idem = str_of(o, "idempotency_key");
+    j->trace = str_of(o, "trace_id");
+    j->token = str_of(o, "lease_token");
     j->attempt = (int)json_integer_value(json_object_get(o, "attempt"));
     j->started = (long)json_integer_value(json_object_get(o, "started"));
     j->job_timeout_ms = (long)json_integer_value(json_object_get(o, "timeout_ms"));
     const char *created = json_string_value(json_object_get(o, "created_at"));
     if (!created || er_wk_time_parse(created, &j->created_wall) < 0)
         j->created_wall = 0;
-    if (!j->id || !j->queue || !j->name || !j->idem || !j->trace || !j->token || !j->payload ||
-        !j->json) {
-        er_job_unref(j);
-        return NULL;
-    }
     int64_t now = er_wk_mono_ms();
     j->next_hb = now + w->lease_ms / 3;
     return j;
@@ -382,14 +384,15 @@ static void restore_acks_locked(errand_worker *w, json_t *acks)
  * refused the whole request (do not retry). Takes acks only on 0 and 1. */
 static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
 {
-    char *text = json_dumps(acks, JSON_COMPACT);
+    json_t *body = json_pack("{s:O}", "acks", acks);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
     if (!text)
         return ERRAND_ENOMEM;
-    char *reply = NULL;
-    int rc = errand_acks(c, text, &reply);
+    json_t *root = NULL;
+    int rc = er_client_call_json(c, "POST", "/v1/acks", text, &root);
     free(text);
     if (rc == 0) {
-        json_t *root = json_loads(reply, 0, NULL);
         check_ack_results(w, json_object_get(root, "results"));
         json_decref(root);
         atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
@@ -399,7 +402,6 @@ static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
         json_decref(acks);
         rc = 1;
     }
-    free(reply);
     return rc;
 }
 
@@ -462,17 +464,41 @@ static void *fetcher_main(void *arg)
     int64_t backoff = 0;
     pthread_mutex_lock(&w->mu);
     while (c) {
-        long cap = (long)w->concurrency + w->prefetch - w->nqueued - w->running;
-        while (!w->stopping && cap <= 0 && json_array_size(w->acks) == 0) {
-            pthread_cond_wait(&w->cv_fetch, &w->mu);
+        /* Fetch when a thread is free and the local queue is at most half
+         * full (so each fetch brings a batch, not one job); send outcomes
+         * alone when no fetch is due within ACK_DELAY_MS. */
+        long cap;
+        int64_t acks_since = 0;
+        for (;;) {
             cap = (long)w->concurrency + w->prefetch - w->nqueued - w->running;
+            if (w->stopping || (cap > 0 && w->nqueued <= w->prefetch / 2))
+                break;
+            cap = 0;
+            if (json_array_size(w->acks) == 0) {
+                acks_since = 0;
+                pthread_cond_wait(&w->cv_fetch, &w->mu);
+                continue;
+            }
+            int64_t now = er_wk_mono_ms();
+            if (!acks_since)
+                acks_since = now;
+            if (now - acks_since >= ACK_DELAY_MS || json_array_size(w->acks) >= MAX_ACKS)
+                break;
+            timed_wait(&w->cv_fetch, &w->mu, acks_since + ACK_DELAY_MS);
         }
         if (w->stopping)
             break;
-        json_t *acks = take_acks_locked(w);
         int max = cap > MAX_FETCH ? MAX_FETCH : (int)cap;
         long wait = drained ? w->poll_wait_ms : 0;
-        w->fetch_parked = max > 0 && wait > 0;
+        json_t *acks = NULL;
+        if (max > 0 && wait > 0) {
+            /* A long poll answers late: outcomes go through the acker meanwhile. */
+            w->fetch_parked = true;
+            if (json_array_size(w->acks) > 0)
+                pthread_cond_signal(&w->cv_ack);
+        } else {
+            acks = take_acks_locked(w);
+        }
         pthread_mutex_unlock(&w->mu);
 
         int rc;
@@ -490,12 +516,10 @@ static void *fetcher_main(void *arg)
             json_t *body = fetch_body(w, max, wait, acks);
             char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
             json_decref(body);
-            char *reply = NULL;
-            rc = text ? errand_fetch(c, text, &reply) : ERRAND_ENOMEM;
+            rc = text ? er_client_call_json(c, "POST", "/v1/fetch", text, &root) : ERRAND_ENOMEM;
             free(text);
             atomic_fetch_add(&w->st_fetches, 1);
             if (rc == 0) {
-                root = json_loads(reply, 0, NULL);
                 if (acks) {
                     check_ack_results(w, json_object_get(root, "acks"));
                     atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
@@ -513,7 +537,6 @@ static void *fetcher_main(void *arg)
                     }
                 }
             }
-            free(reply);
         }
 
         pthread_mutex_lock(&w->mu);
@@ -720,6 +743,7 @@ static void *timer_main(void *arg)
                 log_client_error(w, ERRAND_LOG_WARN, "heartbeat failed; retrying", c);
         }
         errand_job *lost[BATCH];
+        int lost_kind[BATCH];
         int nlost = 0;
         pthread_mutex_lock(&w->mu);
         int64_t after = er_wk_mono_ms();
@@ -729,10 +753,13 @@ static void *timer_main(void *arg)
             if (hrc[i] == 0) {
                 j->next_hb = after + interval;
             } else if (hrc[i] == ERRAND_ESTALE || hrc[i] == ERRAND_ENOTFOUND) {
-                if (j->in_held && er_worker_lose_locked(w, j))
+                int kind = er_worker_lose_locked(w, j);
+                if (kind) {
+                    lost_kind[nlost] = kind;
                     lost[nlost++] = j; /* keeps the heartbeat's reference */
-                else
+                } else {
                     er_job_unref(j);
+                }
                 continue;
             } else {
                 j->next_hb = after + 1000;
@@ -744,7 +771,7 @@ static void *timer_main(void *arg)
             er_worker_log(w, ERRAND_LOG_WARN,
                           json_pack("{s:s,s:s,s:s}", "msg", "lease lost; the job must stop",
                                     "job_id", lost[i]->id, "queue", lost[i]->queue));
-            if (lost[i]->where == ER_JOB_RUNNING && w->on_stop)
+            if (lost_kind[i] == 2 && w->on_stop)
                 w->on_stop(lost[i], ERRAND_STOP_LEASE_LOST, w->stop_user);
             er_job_unref(lost[i]);
         }
@@ -785,14 +812,10 @@ static int start_thread(errand_worker *w, pthread_t *t, void *(*fn)(void *))
 /* Waits until the stop pipe is readable. */
 static void wait_stop(errand_worker *w)
 {
-    for (;;) {
-        fd_set rf;
-        FD_ZERO(&rf);
-        FD_SET(w->stop_pipe[0], &rf);
-        int n = select(w->stop_pipe[0] + 1, &rf, NULL, NULL, NULL);
-        if (n > 0 || atomic_load(&w->stop_requested))
-            break;
-        if (n < 0 && errno != EINTR)
+    struct pollfd p = {.fd = w->stop_pipe[0], .events = POLLIN};
+    while (!atomic_load(&w->stop_requested)) {
+        int n = poll(&p, 1, 1000);
+        if (n > 0 || (n < 0 && errno != EINTR))
             break;
     }
 }

@@ -25,8 +25,11 @@ struct errand_job {
     errand_worker *w;
     atomic_int refs;  /* the worker's list, the handler, the timer while in use */
     atomic_int stop;  /* ERRAND_STOP_* */
-    /* Immutable after the fetch. */
-    char *id, *queue, *name, *payload, *json, *idem, *trace, *token;
+    /* Immutable after the fetch: the leased job object, and strings borrowed from it. */
+    json_t *obj;
+    const char *id, *queue, *name, *idem, *trace, *token;
+    char *_Atomic payload_text; /* made on first use */
+    char *_Atomic json_text;
     int attempt;
     long started;
     long job_timeout_ms; /* the job's own timeout_ms, 0 when absent */
@@ -41,7 +44,7 @@ struct errand_job {
     long timeout_used;
     /* The handler's outcome. */
     int oc;
-    char *result; /* JSON text or NULL */
+    json_t *result; /* NULL: no result */
     char *msg;
     long delay_ms;
 };
@@ -104,9 +107,10 @@ void er_worker_finish(errand_worker *w, errand_job *j, int rc);
 /* The handler outlived its timeout by the abandon window: fail the job as
  * transient now and ignore the handler's outcome. */
 void er_worker_abandon_locked(errand_worker *w, errand_job *j);
-/* A heartbeat found the lease gone: drop a queued job, mark a running one.
- * Returns true when the caller should notify (the job stays referenced). */
-bool er_worker_lose_locked(errand_worker *w, errand_job *j);
+/* A heartbeat found the lease gone: drops a queued job (returns 1), marks
+ * a running one (returns 2; notify its handler), or returns 0 when the job
+ * already had its outcome. */
+int er_worker_lose_locked(errand_worker *w, errand_job *j);
 /* The graceful stop sequence of run(). */
 void er_worker_shutdown(errand_worker *w);
 

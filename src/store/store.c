@@ -41,9 +41,11 @@ int er_store_resolve(const char *url, const er_store_ops **ops, const char **res
         *rest = url + 7;
         return 0;
     }
-    if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0)
-        return er_error_set(err, ER_EINVAL, "store",
-                            "the PostgreSQL store is not built in this version");
+    if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0) {
+        *ops = &er_postgres_ops;
+        *rest = url; /* libpq takes the whole URL */
+        return 0;
+    }
     if (strstr(url, "://"))
         return er_error_set(err, ER_EINVAL, "store", "unknown store scheme in '%s'", url);
     if (!*url)
@@ -60,4 +62,17 @@ void er_queue_info_list_free(er_queue_info *qs, size_t n)
     for (size_t i = 0; i < n; i++)
         free(qs[i].name);
     free(qs);
+}
+
+int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
+                          bool *duplicate, er_error *err)
+{
+    if (ops->enqueue_many)
+        return ops->enqueue_many(s, jobs, n, duplicate, err);
+    for (size_t i = 0; i < n; i++) {
+        int rc = ops->enqueue(s, &jobs[i], &duplicate[i], NULL, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }

@@ -158,9 +158,25 @@ typedef struct er_store_ops {
     /* The earliest run_at of a scheduled job or lease expiry of an active
      * one (so the engine can sleep until then); INT64_MAX when none. */
     int (*next_due)(er_store *s, int64_t *at, er_error *err);
+
+    /* Optional, NULL when a store has none (er_store_enqueue_many then calls
+     * enqueue per job): inserts n validated jobs, in order, in one round
+     * trip. duplicate[i] = true when job i's id existed or came earlier in
+     * the batch; such a job changes nothing. */
+    int (*enqueue_many)(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                        er_error *err);
 } er_store_ops;
 
 extern const er_store_ops er_sqlite_ops;
+/* The PostgreSQL store (src/store/postgres/postgres.h: URL options, pool,
+ * LISTEN). Unlike SQLite it reads the store's clock by default: with
+ * clock=store (the default) every lease, schedule and maintenance decision
+ * uses PostgreSQL's now() of the current transaction instead of the `now`
+ * arguments, so servers on several hosts agree on time; clock=caller in the
+ * URL restores the injected-clock behaviour for tests. Any SQL error aborts
+ * the PostgreSQL transaction, so it is reported as a storage error
+ * (ER_EUNAVAIL, ER_EFULL, ER_ENOMEM or ER_EINTERNAL), never as a logical one. */
+extern const er_store_ops er_postgres_ops;
 
 /* Picks the ops for a store URL ("sqlite:PATH" or a bare path -> sqlite,
  * "postgres://..." / "postgresql://..." -> postgres) and sets *rest to the
@@ -169,5 +185,9 @@ int er_store_resolve(const char *url, const er_store_ops **ops, const char **res
                      er_error *err);
 
 void er_queue_info_list_free(er_queue_info *qs, size_t n);
+
+/* ops->enqueue_many when the store has it, else ops->enqueue for each job. */
+int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
+                          bool *duplicate, er_error *err);
 
 #endif

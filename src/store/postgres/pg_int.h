@@ -16,6 +16,7 @@
 /* Statement ids; er_pg_sql[id] is the text, prepared as "e<id>". */
 enum {
     ER_PG_INSERT_JOB,
+    ER_PG_INSERT_MANY,
     ER_PG_GET_JOB,
     ER_PG_GET_JOB_LOCK,
     ER_PG_QUEUE_GET,
@@ -72,6 +73,8 @@ struct er_store {
     er_pg_conn *c;
     bool in_tx;
     bool caller_clock; /* clock=caller: use the `now` callers pass */
+    er_durability durability;
+    int busy_ms;
     int64_t tx_now;    /* the store's clock (now()) of the open transaction */
     er_pg_qs *qc;      /* transaction-scoped settings cache */
     size_t nqc;
@@ -114,8 +117,9 @@ int64_t er_pg_now(const er_store *s, int64_t now);
 int er_pg_op_begin(er_store *s, bool *own, er_error *err);
 int er_pg_op_end(er_store *s, bool own, int rc, er_error *err);
 
-/* Whether `queue` was already notified in this transaction; records it. */
-bool er_pg_notify_once(er_store *s, const char *queue);
+/* Whether `queue` was notified in this transaction / record that it was. */
+bool er_pg_notified(const er_store *s, const char *queue);
+void er_pg_mark_notified(er_store *s, const char *queue);
 /* Transaction-scoped settings cache. */
 er_pg_qs *er_pg_qs_find(er_store *s, const char *queue);
 int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs);
@@ -148,6 +152,8 @@ void er_pg_array_fini(er_pg_array *a);
 /* Operations (pg_jobs.c, pg_admin.c), in store.h's order. */
 int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
                   er_error *err);
+int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                       er_error *err);
 int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
                 er_error *err);
 int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,

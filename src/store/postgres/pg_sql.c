@@ -143,11 +143,11 @@ const char *const er_pg_migrations[] = {
     " DECLARE v jsonb := o -> k;"
     " BEGIN"
     "  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN RETURN NULL; END IF;"
-    "  IF jsonb_typeof(v) <> 'number' OR v::text !~ '^-?[0-9]{1,18}$'"
-    "     OR v::text::bigint < lo OR v::text::bigint > hi THEN"
-    "   PERFORM _fail(field || ' must be an integer ' || lo || '..' || hi);"
+    "  IF jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]{1,18}$' THEN"
+    "   IF v::text::bigint BETWEEN lo AND hi THEN RETURN v::text::bigint; END IF;"
     "  END IF;"
-    "  RETURN v::text::bigint;"
+    "  PERFORM _fail(field || ' must be an integer ' || lo || '..' || hi);"
+    "  RETURN NULL;"
     " END $f$;"
     /* an optional string option; NULL when absent or null */
     "CREATE FUNCTION _str(o jsonb, k text) RETURNS text LANGUAGE plpgsql"
@@ -232,11 +232,11 @@ const char *const er_pg_migrations[] = {
     "   v_has_bm := _int(v_b, 'max_delay_ms', 'backoff.max_delay_ms', 0, 31622400000) IS NOT NULL;"
     "   v_bm := coalesce(_int(v_b, 'max_delay_ms', 'backoff.max_delay_ms', 0, 31622400000), v_bm);"
     "   IF v_b -> 'jitter' IS NOT NULL AND jsonb_typeof(v_b -> 'jitter') <> 'null' THEN"
-    "    IF jsonb_typeof(v_b -> 'jitter') <> 'number' OR (v_b ->> 'jitter')::double precision < 0"
-    "       OR (v_b ->> 'jitter')::double precision > 1 THEN"
+    "    IF jsonb_typeof(v_b -> 'jitter') <> 'number' THEN"
     "     PERFORM _fail('backoff.jitter must be a number 0..1');"
     "    END IF;"
     "    v_bj := (v_b ->> 'jitter')::double precision;"
+    "    IF NOT (v_bj BETWEEN 0 AND 1) THEN PERFORM _fail('backoff.jitter must be a number 0..1'); END IF;"
     "   END IF;"
     "   IF v_bm < v_bd THEN"
     "    IF v_has_bm THEN PERFORM _fail('backoff.max_delay_ms must be >= delay_ms'); END IF;"
@@ -256,7 +256,8 @@ const char *const er_pg_migrations[] = {
     "  IF v_grp IS NOT NULL THEN PERFORM _name(v_grp, 'group'); END IF;"
     "  v_trace := _str(o, 'trace_id');"
     "  IF v_trace IS NOT NULL THEN PERFORM _id(v_trace, 'trace_id'); END IF;"
-    "  v_idem := coalesce(_id(_str(o, 'idempotency_key'), 'idempotency_key'), v_id);"
+    "  v_idem := _str(o, 'idempotency_key');"
+    "  IF v_idem IS NULL THEN v_idem := v_id; ELSE PERFORM _id(v_idem, 'idempotency_key'); END IF;"
     "  INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at, max_attempts,"
     "   backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"
     "   idempotency_key, created_at, updated_at, set_flags)"
@@ -327,6 +328,35 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " SELECT n.c, " COLS " FROM (SELECT count(*) AS c,"
         " count(CASE WHEN state = 1 AND $33::boolean THEN notify_ready(queue) END) AS w"
         " FROM ins) n LEFT JOIN jobs j ON j.id = $1 AND n.c = 0",
+    /* $1: a JSON array of jobs (columns as keys, i = position). Returns the
+     * positions inserted: the first of each id that did not exist. */
+    [ER_PG_INSERT_MANY] =
+        "WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(i integer, id text,"
+        " queue text, name text, payload text, state smallint, priority integer, grp text,"
+        " run_at bigint, max_attempts integer, backoff_type smallint, backoff_delay_ms bigint,"
+        " backoff_max_ms bigint, backoff_jitter double precision, timeout_ms bigint,"
+        " trace_id text, idempotency_key text, attempts integer, started integer,"
+        " stalled integer, lease_owner text, lease_token text, lease_expires_at bigint,"
+        " last_error text, result text, progress text, created_at bigint, updated_at bigint,"
+        " started_at bigint, finished_at bigint, redriven_at bigint, redrive_count integer,"
+        " set_flags integer)),"
+        " ins AS (INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at,"
+        " max_attempts, backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter,"
+        " timeout_ms, trace_id, idempotency_key, attempts, started, stalled, lease_owner,"
+        " lease_token, lease_expires_at, last_error, result, progress, created_at, updated_at,"
+        " started_at, finished_at, redriven_at, redrive_count, set_flags)"
+        " SELECT id, queue, name, payload, state, priority, grp, run_at, max_attempts,"
+        " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"
+        " idempotency_key, attempts, started, stalled, lease_owner, lease_token,"
+        " lease_expires_at, last_error, result, progress, created_at, updated_at, started_at,"
+        " finished_at, redriven_at, redrive_count, set_flags FROM x ORDER BY i"
+        " ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
+        " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
+        " ON CONFLICT (name) DO NOTHING),"
+        " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
+        " WHERE state = 1) w)"
+        " SELECT f.i FROM (SELECT min(x.i) AS i FROM x JOIN ins ON ins.id = x.id"
+        " GROUP BY x.id) f, (SELECT count(*) FROM nt) n",
     [ER_PG_GET_JOB] = "SELECT " COLS " FROM jobs j WHERE j.id = $1",
     [ER_PG_GET_JOB_LOCK] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
                            " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = $1"
@@ -364,8 +394,8 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                       " RETURNING notify_ready(queue))" LEASE_REPORT("$2"),
     /* $8 > 0: a throttled failure pauses the queue until then */
     [ER_PG_FAIL_APPLY] =
-        "WITH t AS (INSERT INTO queues (name, throttled_until) SELECT queue, $8 FROM jobs"
-        " WHERE id = $7 AND $8 > 0 ON CONFLICT (name) DO UPDATE SET"
+        "WITH t AS (INSERT INTO queues (name, throttled_until) SELECT queue, $8::bigint FROM jobs"
+        " WHERE id = $7 AND $8::bigint > 0 ON CONFLICT (name) DO UPDATE SET"
         " throttled_until = greatest(queues.throttled_until, excluded.throttled_until))"
         " UPDATE jobs SET state = $1, run_at = $2, attempts = $3, last_error = $4,"
         " updated_at = $5, finished_at = $6, " CLEAR_LEASE " WHERE id = $7",
@@ -404,7 +434,7 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_REAP_APPLY] =
         "WITH u AS (UPDATE jobs j SET state = x.st, stalled = j.stalled + 1,"
         " last_error = coalesce(x.err, j.last_error),"
-        " finished_at = CASE WHEN x.st = 4 THEN $4 ELSE 0 END, updated_at = $4, " CLEAR_LEASE
+        " finished_at = CASE WHEN x.st = 4 THEN $4::bigint ELSE 0 END, updated_at = $4::bigint, " CLEAR_LEASE
         " FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS x(seq, st, err)"
         " WHERE j.seq = x.seq RETURNING j.queue, j.state)"
         " SELECT queue, notify_ready(queue) FROM u WHERE state = 1 GROUP BY queue",

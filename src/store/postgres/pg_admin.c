@@ -1,0 +1,562 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The PostgreSQL store's queue, dead-letter and maintenance operations.
+ * Maintenance passes lock the rows they change with SKIP LOCKED, so servers
+ * sharing one database can run them at the same time without waiting on
+ * each other or doing the same row twice; each pass is a bounded, constant
+ * number of round trips (arrays carry per-row and per-queue values).
+ */
+#include "store/postgres/pg_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int nomem(er_error *err)
+{
+    return er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+static const char *opt_text(const PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+static bool col_bool(const PGresult *r, int row, int col)
+{
+    return !PQgetisnull(r, row, col) && PQgetvalue(r, row, col)[0] == 't';
+}
+
+/* ---- queues ---- */
+
+int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_LIST_QUEUES, NULL, &r, err);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    er_queue_info *qs = rows ? calloc((size_t)rows, sizeof *qs) : NULL;
+    if (rows && !qs) {
+        PQclear(r);
+        return nomem(err);
+    }
+    size_t len = 0;
+    for (int i = 0; rc == 0 && i < rows; i++) {
+        er_queue_info *q = &qs[len];
+        if (!(q->name = strdup(PQgetvalue(r, i, 0)))) {
+            rc = nomem(err);
+            break;
+        }
+        len++;
+        rc = er_pg_settings_parse(opt_text(r, i, 1), col_bool(r, i, 2), &q->settings, err);
+        for (int st = 0; st < 6; st++)
+            q->counts[st] = er_pg_i64(r, i, 3 + st);
+        q->oldest_waiting_ms = er_pg_i64(r, i, 9);
+    }
+    PQclear(r);
+    if (rc < 0) {
+        er_queue_info_list_free(qs, len);
+        return rc;
+    }
+    *out = qs;
+    *n = len;
+    return 0;
+}
+
+int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
+                             er_error *err)
+{
+    er_pg_qs *c = s->in_tx ? er_pg_qs_find(s, queue) : NULL;
+    if (c) {
+        *out = c->settings;
+        return 0;
+    }
+    er_pg_params p = {0};
+    er_pg_p_str(&p, queue);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_QUEUE_GET, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    if (PQntuples(r) > 0)
+        rc = er_pg_settings_parse(opt_text(r, 0, 0), col_bool(r, 0, 1), out, err);
+    else
+        er_queue_settings_default(out);
+    PQclear(r);
+    if (rc == 0 && s->in_tx)
+        (void)er_pg_qs_put(s, queue, out); /* a cache miss later is only slower */
+    return rc;
+}
+
+int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
+                             er_error *err)
+{
+    json_t *obj = er_queue_settings_to_json(in);
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    if (!text)
+        return nomem(err);
+    er_pg_params p = {0};
+    er_pg_p_str(&p, queue);
+    er_pg_p_str(&p, text);
+    er_pg_p_bool(&p, in->paused);
+    er_pg_p_i64(&p, in->concurrency > 0 ? in->concurrency : 0);
+    er_pg_p_i64(&p, in->lease_ms > 0 ? in->lease_ms : 0);
+    int rc = er_pg_run(s, ER_PG_QUEUE_PUT, &p, NULL, err);
+    free(text);
+    if (rc == 0 && s->in_tx && er_pg_qs_put(s, queue, in) < 0) {
+        er_pg_qs *c = er_pg_qs_find(s, queue);
+        if (c) /* never leave an old value cached */
+            c->settings = *in;
+    }
+    return rc;
+}
+
+/* ---- dead letters ---- */
+
+/* Dead-list cursor: "<finished_at>.<seq>" of the last job of the page. */
+static int parse_dead_cursor(const char *cursor, int64_t *at, int64_t *seq, er_error *err)
+{
+    *at = INT64_MAX;
+    *seq = INT64_MAX;
+    if (!cursor || !*cursor)
+        return 0;
+    char *end;
+    errno = 0;
+    long long a = strtoll(cursor, &end, 10);
+    if (errno || *end != '.')
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    const char *p = end + 1;
+    long long b = strtoll(p, &end, 10);
+    if (errno || end == p || *end)
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    *at = a;
+    *seq = b;
+    return 0;
+}
+
+int er_pg_list_dead(er_store *s, const char *queue, int limit, const char *cursor,
+                    er_job_list *out, char **next_cursor, er_error *err)
+{
+    *next_cursor = NULL;
+    int64_t at, seq;
+    int rc = parse_dead_cursor(cursor, &at, &seq, err);
+    if (rc < 0)
+        return rc;
+    if (limit < 1)
+        limit = 1;
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, at);
+    er_pg_p_i64(&p, seq);
+    er_pg_p_i64(&p, (int64_t)limit + 1);
+    if (queue)
+        er_pg_p_str(&p, queue);
+    PGresult *r;
+    rc = er_pg_exec(s, queue ? ER_PG_LIST_DEAD_QUEUE : ER_PG_LIST_DEAD, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    size_t base = out->len;
+    int n = PQntuples(r);
+    int64_t last_at = 0, last_seq = 0;
+    for (int i = 0; rc == 0 && i < n && i < limit; i++) {
+        er_job *j = er_job_list_push(out);
+        if (!j) {
+            rc = nomem(err);
+            break;
+        }
+        rc = er_pg_row_job(r, i, 0, j, err);
+        last_at = j->finished_at;
+        last_seq = er_pg_i64(r, i, ER_PG_COL_SEQ);
+    }
+    PQclear(r);
+    if (rc == 0 && n > limit) {
+        char buf[48];
+        snprintf(buf, sizeof buf, "%" PRId64 ".%" PRId64, last_at, last_seq);
+        if (!(*next_cursor = strdup(buf)))
+            rc = nomem(err);
+    }
+    if (rc < 0) {
+        while (out->len > base)
+            er_job_fini(&out->items[--out->len]);
+    }
+    return rc;
+}
+
+static int replace_str(char **dst, const char *src)
+{
+    free(*dst);
+    *dst = NULL;
+    if (src && !(*dst = strdup(src)))
+        return -1;
+    return 0;
+}
+
+/* Turns a copy of a dead job into its fresh, waiting redrive. */
+static int make_redrive(er_job *nj, const char *new_id, int64_t now)
+{
+    free(nj->lease_owner);
+    free(nj->lease_token);
+    free(nj->last_error);
+    free(nj->result);
+    free(nj->progress);
+    nj->lease_owner = nj->lease_token = nj->last_error = nj->result = nj->progress = NULL;
+    nj->state = ER_STATE_WAITING;
+    nj->attempts = nj->started = nj->stalled = 0;
+    nj->lease_expires_at = 0;
+    nj->run_at = nj->created_at = nj->updated_at = now;
+    nj->started_at = nj->finished_at = nj->redriven_at = 0;
+    nj->redrive_count = 0;
+    return replace_str(&nj->id, new_id);
+}
+
+static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    er_job dead, nj;
+    er_job_init(&nj);
+    int rc = er_pg_load_job(s, id, true, &dead, err);
+    if (rc < 0)
+        return rc == ER_ENOTFOUND ? er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s'", id)
+                                  : rc;
+    if (dead.state != ER_STATE_DEAD) {
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s' (it is %s)", id,
+                          er_state_name(dead.state) ? er_state_name(dead.state) : "?");
+        goto out;
+    }
+    int n = dead.redrive_count + 1;
+    size_t len = strlen(id) + 32;
+    char *new_id = malloc(len);
+    if (!new_id) {
+        rc = nomem(err);
+        goto out;
+    }
+    snprintf(new_id, len, "%s-redrive-%d", id, n);
+    rc = er_job_copy(&nj, &dead);
+    if (rc == 0 && make_redrive(&nj, new_id, now) < 0)
+        rc = ER_ENOMEM;
+    free(new_id);
+    if (rc < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    er_pg_params p = {0};
+    er_pg_p_job(&p, &nj);
+    er_pg_p_i64(&p, now);
+    er_pg_p_i64(&p, n);
+    er_pg_p_str(&p, id);
+    PGresult *r;
+    rc = er_pg_exec(s, ER_PG_REDRIVE_APPLY, &p, &r, err);
+    if (rc == 0) {
+        if (er_pg_i64(r, 0, 0) == 0)
+            rc = er_error_set(err, ER_ECONFLICT, "id", "job '%s' already exists", nj.id);
+        PQclear(r);
+    }
+    if (rc == 0 && out) {
+        *out = nj;
+        er_job_init(&nj);
+    }
+out:
+    er_job_fini(&dead);
+    er_job_fini(&nj);
+    return rc;
+}
+
+int er_pg_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    int rrc = redrive_in_tx(s, id, er_pg_now(s, now), out, err);
+    rc = er_pg_op_end(s, own, rrc, err);
+    if (rrc == 0 && rc < 0 && out)
+        er_job_fini(out); /* the commit failed: nothing was redriven */
+    return rc;
+}
+
+int er_pg_delete_dead(er_store *s, const char *id, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_str(&p, id);
+    int64_t n = 0;
+    int rc = er_pg_run(s, ER_PG_DELETE_DEAD, &p, &n, err);
+    if (rc == 0 && n == 0)
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s'", id);
+    return rc;
+}
+
+/* ---- maintenance ---- */
+
+/* A set of queue names (owned strings) handed to the caller. */
+typedef struct name_set {
+    char **v;
+    size_t n, cap;
+} name_set;
+
+static int name_add(name_set *ns, const char *name)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        if (strcmp(ns->v[i], name) == 0)
+            return 0;
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 8;
+        char **v = realloc(ns->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        ns->v = v;
+        ns->cap = cap;
+    }
+    if (!(ns->v[ns->n] = strdup(name)))
+        return -1;
+    ns->n++;
+    return 0;
+}
+
+static void name_set_free(name_set *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    memset(ns, 0, sizeof *ns);
+}
+
+static void name_set_give(name_set *ns, char ***queues, size_t *nqueues)
+{
+    if (queues && nqueues) {
+        *queues = ns->v;
+        *nqueues = ns->n;
+        memset(ns, 0, sizeof *ns);
+    } else {
+        name_set_free(ns);
+    }
+}
+
+static int promote_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns,
+                         er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, now);
+    er_pg_p_i64(&p, limit);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_PROMOTE, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+        *n += (int)er_pg_i64(r, i, 1);
+        if (name_add(ns, PQgetvalue(r, i, 0)) < 0)
+            rc = nomem(err);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+                  er_error *err)
+{
+    *n = 0;
+    if (queues)
+        *queues = NULL;
+    if (nqueues)
+        *nqueues = 0;
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    name_set ns = {0};
+    int count = 0;
+    rc = promote_in_tx(s, er_pg_now(s, now), limit, &count, &ns, err);
+    rc = er_pg_op_end(s, own, rc, err);
+    if (rc < 0) {
+        name_set_free(&ns);
+        return rc;
+    }
+    *n = count;
+    name_set_give(&ns, queues, nqueues);
+    return 0;
+}
+
+static char *stalled_error(const er_job *j, int64_t now)
+{
+    char at[32];
+    er_time_format(now, at);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
+                          "the lease expired too many times (worker lost or too slow)",
+                          "attempt", j->attempts, "stalled", j->stalled + 1, "at", at);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Decides each expired lease in C (er_stall_decide) and applies all the
+ * decisions with one UPDATE over arrays. */
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, now);
+    er_pg_p_i64(&p, limit);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_REAP_SELECT, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    er_pg_array seqs = {0}, states = {0}, errors = {0};
+    er_queue_settings qs;
+    const char *qs_for = NULL;
+    for (int i = 0; rc == 0 && i < rows; i++) {
+        er_job j;
+        er_job_init(&j);
+        rc = er_pg_row_job(r, i, 0, &j, err);
+        if (rc == 0 && (!qs_for || strcmp(qs_for, PQgetvalue(r, i, 1)) != 0)) {
+            rc = er_pg_settings_parse(opt_text(r, i, ER_PG_NCOLS), col_bool(r, i, ER_PG_NCOLS + 1),
+                                      &qs, err);
+            qs_for = PQgetvalue(r, i, 1);
+        }
+        if (rc == 0) {
+            er_state next = er_stall_decide(&j, qs.max_stalled);
+            char *text = NULL;
+            if (next == ER_STATE_DEAD && !(text = stalled_error(&j, now)))
+                rc = nomem(err);
+            er_pg_array_i64(&seqs, er_pg_i64(r, i, ER_PG_COL_SEQ));
+            er_pg_array_i64(&states, (int64_t)next);
+            er_pg_array_str(&errors, text);
+            free(text);
+            if (rc == 0 && next == ER_STATE_WAITING && name_add(ns, j.queue) < 0)
+                rc = nomem(err);
+        }
+        er_job_fini(&j);
+    }
+    PQclear(r);
+    if (rc == 0 && rows > 0) {
+        er_pg_params q = {0};
+        er_pg_p_str(&q, er_pg_array_done(&seqs));
+        er_pg_p_str(&q, er_pg_array_done(&states));
+        er_pg_p_str(&q, er_pg_array_done(&errors));
+        er_pg_p_i64(&q, now);
+        if (seqs.oom || states.oom || errors.oom)
+            rc = nomem(err);
+        else
+            rc = er_pg_run(s, ER_PG_REAP_APPLY, &q, NULL, err);
+        if (rc == 0)
+            *n = rows;
+    }
+    er_pg_array_fini(&seqs);
+    er_pg_array_fini(&states);
+    er_pg_array_fini(&errors);
+    return rc;
+}
+
+int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+               er_error *err)
+{
+    *n = 0;
+    if (queues)
+        *queues = NULL;
+    if (nqueues)
+        *nqueues = 0;
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    name_set ns = {0};
+    int count = 0;
+    rc = reap_in_tx(s, er_pg_now(s, now), limit, &count, &ns, err);
+    rc = er_pg_op_end(s, own, rc, err);
+    if (rc < 0) {
+        name_set_free(&ns);
+        return rc;
+    }
+    *n = count;
+    name_set_give(&ns, queues, nqueues);
+    return 0;
+}
+
+/* Runs one retention DELETE over every queue in the arrays; adds to *n. */
+static int ret_delete(er_store *s, int id, er_pg_array *names, er_pg_array *vals, int limit,
+                      int *n, er_error *err)
+{
+    if (names->n == 0 || *n >= limit)
+        return 0;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, er_pg_array_done(names));
+    er_pg_p_str(&p, er_pg_array_done(vals));
+    er_pg_p_i64(&p, limit - *n);
+    if (names->oom || vals->oom)
+        return nomem(err);
+    int64_t deleted = 0;
+    int rc = er_pg_run(s, id, &p, &deleted, err);
+    if (rc == 0)
+        *n += (int)deleted;
+    return rc;
+}
+
+static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error *err)
+{
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_QUEUE_ALL, NULL, &r, err);
+    if (rc < 0)
+        return rc;
+    er_pg_array an = {0}, av = {0}, cn = {0}, cv = {0}, dn = {0}, dv = {0};
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+        er_queue_settings qs;
+        rc = er_pg_settings_parse(opt_text(r, i, 1), col_bool(r, i, 2), &qs, err);
+        if (rc < 0)
+            break;
+        const char *name = PQgetvalue(r, i, 0);
+        const er_retention *rt = &qs.retention;
+        if (rt->completed_age_s > 0) {
+            er_pg_array_str(&an, name);
+            er_pg_array_i64(&av, now - rt->completed_age_s * 1000);
+        }
+        if (rt->completed_count > 0) {
+            er_pg_array_str(&cn, name);
+            er_pg_array_i64(&cv, rt->completed_count);
+        }
+        if (rt->dead_age_s > 0) {
+            er_pg_array_str(&dn, name);
+            er_pg_array_i64(&dv, now - rt->dead_age_s * 1000);
+        }
+    }
+    PQclear(r);
+    if (rc == 0)
+        rc = ret_delete(s, ER_PG_RET_COMPLETED_AGE, &an, &av, limit, n, err);
+    if (rc == 0)
+        rc = ret_delete(s, ER_PG_RET_COMPLETED_COUNT, &cn, &cv, limit, n, err);
+    if (rc == 0)
+        rc = ret_delete(s, ER_PG_RET_DEAD_AGE, &dn, &dv, limit, n, err);
+    er_pg_array_fini(&an);
+    er_pg_array_fini(&av);
+    er_pg_array_fini(&cn);
+    er_pg_array_fini(&cv);
+    er_pg_array_fini(&dn);
+    er_pg_array_fini(&dv);
+    return rc;
+}
+
+int er_pg_retention(er_store *s, int64_t now, int limit, int *n, er_error *err)
+{
+    *n = 0;
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    int count = 0;
+    rc = retention_in_tx(s, er_pg_now(s, now), limit, &count, err);
+    rc = er_pg_op_end(s, own, rc, err);
+    if (rc == 0)
+        *n = count;
+    return rc;
+}
+
+int er_pg_next_due(er_store *s, int64_t *at, er_error *err)
+{
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_NEXT_DUE, NULL, &r, err);
+    if (rc < 0)
+        return rc;
+    *at = PQgetisnull(r, 0, 0) ? INT64_MAX : er_pg_i64(r, 0, 0);
+    PQclear(r);
+    return 0;
+}

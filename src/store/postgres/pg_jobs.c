@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The PostgreSQL store's job operations: enqueue, fetch (lease), heartbeat,
+ * complete, fail, release, get, cancel and list. Each is one round trip
+ * (fail: two, the first locking the job) and reports stale / not found
+ * from the same statement that would have written. Decisions (backoff,
+ * dead or retry) come from src/core; this file only persists them.
+ */
+#include "store/postgres/pg_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int nomem(er_error *err)
+{
+    return er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
+                  er_error *err)
+{
+    *duplicate = false;
+    /* one NOTIFY per queue and transaction is enough: listeners wake once */
+    bool notify = job->state == ER_STATE_WAITING && !er_pg_notified(s, job->queue);
+    er_pg_params p = {0};
+    er_pg_p_job(&p, job);
+    er_pg_p_bool(&p, notify);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_INSERT_JOB, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    if (er_pg_i64(r, 0, 0) > 0) {
+        if (notify && s->in_tx)
+            er_pg_mark_notified(s, job->queue);
+    } else {
+        *duplicate = true;
+        if (existing && !PQgetisnull(r, 0, 1)) {
+            er_job_init(existing);
+            rc = er_pg_row_job(r, 0, 1, existing, err);
+            if (rc < 0)
+                er_job_fini(existing);
+        } else if (existing) {
+            /* inserted by a transaction that committed after this
+             * statement's snapshot was taken */
+            rc = er_pg_load_job(s, job->id, false, existing, err);
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* A leased row with what orders a fetch batch. */
+typedef struct leased {
+    er_job job;
+    size_t qi;
+    int64_t seq;
+} leased;
+
+static int leased_cmp(const void *a, const void *b)
+{
+    const leased *x = a, *y = b;
+    if (x->qi != y->qi)
+        return x->qi < y->qi ? -1 : 1;
+    if (x->job.priority != y->job.priority)
+        return x->job.priority > y->job.priority ? -1 : 1;
+    if (x->job.run_at != y->job.run_at)
+        return x->job.run_at < y->job.run_at ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Leases with one call of fetch_jobs (every queue in one round trip). */
+static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_rand *r, er_job_list *out,
+                       er_error *err)
+{
+    if (fp->max < 1 || fp->nqueues == 0)
+        return 0;
+    er_pg_array qa = {0}, ta = {0};
+    for (size_t i = 0; i < fp->nqueues; i++)
+        er_pg_array_str(&qa, fp->queues[i]);
+    for (int i = 0; i < fp->max; i++) {
+        char tok[33];
+        er_rand_token(r, tok);
+        er_pg_array_str(&ta, tok);
+    }
+    const char *queues = er_pg_array_done(&qa), *tokens = er_pg_array_done(&ta);
+    int rc = 0;
+    PGresult *res = NULL;
+    if (!queues || !tokens) {
+        rc = nomem(err);
+    } else {
+        er_pg_params p = {0};
+        er_pg_p_str(&p, queues);
+        er_pg_p_str(&p, fp->worker_id ? fp->worker_id : "");
+        er_pg_p_i64(&p, fp->max);
+        er_pg_p_i64(&p, fp->lease_ms > 0 ? fp->lease_ms : 0);
+        er_pg_p_i64(&p, er_pg_now(s, fp->now));
+        er_pg_p_str(&p, tokens);
+        er_pg_p_i64(&p, ER_DEFAULT_LEASE_MS);
+        rc = er_pg_exec(s, ER_PG_FETCH, &p, &res, err);
+    }
+    er_pg_array_fini(&qa);
+    er_pg_array_fini(&ta);
+    if (rc < 0)
+        return rc;
+    int n = PQntuples(res);
+    leased *rows = n ? calloc((size_t)n, sizeof *rows) : NULL;
+    if (n && !rows) {
+        PQclear(res);
+        return nomem(err);
+    }
+    int got = 0;
+    for (; rc == 0 && got < n; got++) {
+        er_job_init(&rows[got].job);
+        rc = er_pg_row_job(res, got, 0, &rows[got].job, err);
+        rows[got].seq = er_pg_i64(res, got, ER_PG_COL_SEQ);
+        rows[got].qi = fp->nqueues;
+        for (size_t q = 0; rows[got].job.queue && q < fp->nqueues; q++)
+            if (strcmp(fp->queues[q], rows[got].job.queue) == 0) {
+                rows[got].qi = q;
+                break;
+            }
+    }
+    PQclear(res);
+    if (rc == 0 && got > 1)
+        qsort(rows, (size_t)got, sizeof *rows, leased_cmp);
+    for (int i = 0; rc == 0 && i < got; i++) {
+        er_job *slot = er_job_list_push(out);
+        if (!slot) {
+            rc = nomem(err);
+            break;
+        }
+        *slot = rows[i].job;
+        er_job_init(&rows[i].job);
+    }
+    for (int i = 0; i < got; i++)
+        er_job_fini(&rows[i].job);
+    free(rows);
+    return rc;
+}
+
+int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+                er_error *err)
+{
+    size_t base = out->len;
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    rc = fetch_in_tx(s, p, r, out, err);
+    rc = er_pg_op_end(s, own, rc, err);
+    if (rc < 0) {
+        /* nothing leased: drop what this call appended */
+        while (out->len > base)
+            er_job_fini(&out->items[--out->len]);
+    }
+    return rc;
+}
+
+/* Reads a LEASE_REPORT row: 0 when the update applied, else why not. */
+static int lease_result(const PGresult *r, const char *id, er_error *err)
+{
+    if (er_pg_i64(r, 0, 0) > 0)
+        return 0;
+    if (PQgetisnull(r, 0, 1))
+        return er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+    er_state st = (er_state)er_pg_i64(r, 0, 1);
+    if (st != ER_STATE_ACTIVE) {
+        const char *name = er_state_name(st);
+        return er_error_set(err, ER_ESTALE, "lease_token",
+                            "job '%s' is not active (it is %s): the lease was lost", id,
+                            name ? name : "?");
+    }
+    return er_error_set(err, ER_ESTALE, "lease_token",
+                        "lease token does not match job '%s': the job was leased again", id);
+}
+
+/* Runs a lease-checked statement (LEASE_REPORT) and explains a refusal. */
+static int lease_op(er_store *s, int stmt, er_pg_params *p, const char *id, er_error *err)
+{
+    PGresult *r;
+    int rc = er_pg_exec(s, stmt, p, &r, err);
+    if (rc < 0)
+        return rc;
+    rc = lease_result(r, id, err);
+    PQclear(r);
+    return rc;
+}
+
+int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
+                    const char *progress, int64_t now, int64_t *expires_at, er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    now = er_pg_now(s, now);
+    int64_t until = now + extend_ms;
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, until);
+    er_pg_p_str(&p, progress);
+    er_pg_p_i64(&p, now);
+    er_pg_p_str(&p, id);
+    er_pg_p_str(&p, token ? token : "");
+    rc = lease_op(s, ER_PG_HEARTBEAT, &p, id, err);
+    rc = er_pg_op_end(s, own, rc, err);
+    if (rc == 0 && expires_at)
+        *expires_at = until;
+    return rc;
+}
+
+int er_pg_complete(er_store *s, const char *id, const char *token, const char *result,
+                   int64_t now, er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, result);
+    er_pg_p_i64(&p, er_pg_now(s, now));
+    er_pg_p_str(&p, id);
+    er_pg_p_str(&p, token ? token : "");
+    rc = lease_op(s, ER_PG_COMPLETE, &p, id, err);
+    return er_pg_op_end(s, own, rc, err);
+}
+
+int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, er_pg_now(s, now));
+    er_pg_p_str(&p, id);
+    er_pg_p_str(&p, token ? token : "");
+    rc = lease_op(s, ER_PG_RELEASE, &p, id, err);
+    return er_pg_op_end(s, own, rc, err);
+}
+
+static int fail_in_tx(er_store *s, const char *id, const char *token, const er_failure *f,
+                      int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_str(&p, id);
+    PGresult *res;
+    int rc = er_pg_exec(s, ER_PG_GET_JOB_LOCK, &p, &res, err);
+    if (rc < 0)
+        return rc;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+    }
+    er_job job;
+    er_job_init(&job);
+    er_queue_settings qs;
+    rc = er_pg_row_job(res, 0, 0, &job, err);
+    if (rc == 0)
+        rc = er_pg_settings_parse(PQgetisnull(res, 0, ER_PG_NCOLS)
+                                      ? NULL
+                                      : PQgetvalue(res, 0, ER_PG_NCOLS),
+                                  false, &qs, err);
+    PQclear(res);
+    if (rc < 0)
+        goto out;
+    if (job.state != ER_STATE_ACTIVE) {
+        const char *name = er_state_name(job.state);
+        rc = er_error_set(err, ER_ESTALE, "lease_token",
+                          "job '%s' is not active (it is %s): the lease was lost", id,
+                          name ? name : "?");
+        goto out;
+    }
+    if (!job.lease_token || !token || strcmp(job.lease_token, token) != 0) {
+        rc = er_error_set(err, ER_ESTALE, "lease_token",
+                          "lease token does not match job '%s': the job was leased again", id);
+        goto out;
+    }
+    er_fail_outcome o;
+    memset(&o, 0, sizeof o);
+    int max_started = qs.max_started > 0 ? qs.max_started : ER_DEFAULT_MAX_STARTED;
+    er_fail_decide(&job, f, max_started, now, r, &o);
+    char *text = er_failure_to_json_text(f, job.attempts, now);
+    if (!text) {
+        rc = nomem(err);
+        goto out;
+    }
+    er_pg_params q = {0};
+    er_pg_p_i64(&q, (int64_t)o.state);
+    er_pg_p_i64(&q, o.state == ER_STATE_SCHEDULED ? o.run_at : job.run_at);
+    er_pg_p_i64(&q, o.attempts);
+    er_pg_p_str(&q, text);
+    er_pg_p_i64(&q, now);
+    er_pg_p_i64(&q, o.state == ER_STATE_DEAD ? now : 0);
+    er_pg_p_str(&q, id);
+    er_pg_p_i64(&q, o.queue_pause_until);
+    rc = er_pg_run(s, ER_PG_FAIL_APPLY, &q, NULL, err);
+    free(text);
+    if (rc == 0 && outcome)
+        *outcome = o;
+out:
+    er_job_fini(&job);
+    return rc;
+}
+
+int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
+               er_rand *r, er_fail_outcome *outcome, er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    rc = fail_in_tx(s, id, token, f, er_pg_now(s, now), r, outcome, err);
+    return er_pg_op_end(s, own, rc, err);
+}
+
+int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err)
+{
+    return er_pg_load_job(s, id, false, out, err);
+}
+
+static int cancel_in_tx(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, now);
+    er_pg_p_str(&p, id);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_CANCEL, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    if (PQgetisnull(r, 0, 0)) {
+        if (PQgetisnull(r, 0, ER_PG_NCOLS)) {
+            rc = er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+        } else {
+            const char *name = er_state_name((er_state)er_pg_i64(r, 0, ER_PG_NCOLS));
+            rc = er_error_set(err, ER_ECONFLICT, "id", "job '%s' is %s and cannot be cancelled",
+                              id, name ? name : "?");
+        }
+    } else if (out) {
+        er_job_init(out);
+        rc = er_pg_row_job(r, 0, 0, out, err);
+        if (rc < 0)
+            er_job_fini(out);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    int crc = cancel_in_tx(s, id, er_pg_now(s, now), out, err);
+    rc = er_pg_op_end(s, own, crc, err);
+    if (crc == 0 && rc < 0 && out)
+        er_job_fini(out); /* the commit failed: nothing was cancelled */
+    return rc;
+}
+
+/* Parses a decimal cursor; NULL or "" means from the start. */
+static int parse_seq(const char *cursor, int64_t *seq, er_error *err)
+{
+    *seq = 0;
+    if (!cursor || !*cursor)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(cursor, &end, 10);
+    if (errno || *end || v < 0)
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    *seq = v;
+    return 0;
+}
+
+int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, const char *cursor,
+                    er_job_list *out, char **next_cursor, er_error *err)
+{
+    *next_cursor = NULL;
+    int64_t after;
+    int rc = parse_seq(cursor, &after, err);
+    if (rc < 0)
+        return rc;
+    if (limit < 1)
+        limit = 1;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, queue);
+    er_pg_p_i64(&p, (int64_t)state);
+    er_pg_p_i64(&p, after);
+    er_pg_p_i64(&p, (int64_t)limit + 1); /* one more tells whether a page follows */
+    PGresult *r;
+    rc = er_pg_exec(s, ER_PG_LIST_JOBS, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    size_t base = out->len;
+    int n = PQntuples(r);
+    int64_t last = 0;
+    for (int i = 0; rc == 0 && i < n && i < limit; i++) {
+        er_job *j = er_job_list_push(out);
+        if (!j) {
+            rc = nomem(err);
+            break;
+        }
+        rc = er_pg_row_job(r, i, 0, j, err);
+        last = er_pg_i64(r, i, ER_PG_COL_SEQ);
+    }
+    PQclear(r);
+    if (rc == 0 && n > limit) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%" PRId64, last);
+        if (!(*next_cursor = strdup(buf)))
+            rc = nomem(err);
+    }
+    if (rc < 0) {
+        while (out->len > base)
+            er_job_fini(&out->items[--out->len]);
+    }
+    return rc;
+}

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The conformance cases (conformance_cases.h) run against the PostgreSQL
+ * store, each test in a fresh schema of the server at $ERRAND_TEST_PG_URL
+ * (scripts/pg start makes one), then PostgreSQL-only facts: the store
+ * clock, migrations, SKIP LOCKED between connections, the pool bound,
+ * LISTEN/NOTIFY wake-ups and the application's errand.enqueue functions.
+ * Without ERRAND_TEST_PG_URL every test fails, unless ERRAND_TEST_PG_SKIP=1.
+ */
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include "store/postgres/pg_int.h"
+#include "store/postgres/postgres.h"
+#include "store/store.h"
+
+/* ---- the store under test ---- */
+
+static const er_store_ops *OPS = &er_postgres_ops;
+static char g_schema[64];
+static char g_url[1024];
+static er_store *S;
+static er_rand R;
+
+static const char *base_url(void)
+{
+    const char *u = getenv("ERRAND_TEST_PG_URL");
+    if (!u || !*u) {
+        const char *skip = getenv("ERRAND_TEST_PG_SKIP");
+        if (skip && strcmp(skip, "1") == 0)
+            cr_skip_test("ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1");
+        cr_assert_fail("ERRAND_TEST_PG_URL is not set: start a server with `scripts/pg start` and "
+                 "export ERRAND_TEST_PG_URL=$(scripts/pg url), or run scripts/test; set "
+                 "ERRAND_TEST_PG_SKIP=1 to skip the PostgreSQL tests");
+    }
+    return u;
+}
+
+/* base URL + schema (+ extra options) */
+static void url_with(char *out, size_t n, const char *extra)
+{
+    const char *b = base_url();
+    snprintf(out, n, "%s%cschema=%s%s%s", b, strchr(b, '?') ? '&' : '?', g_schema,
+             extra ? "&" : "", extra ? extra : "");
+}
+
+/* A fresh schema name per test; the first open creates it. */
+static void store_fresh(void)
+{
+    static unsigned n;
+    snprintf(g_schema, sizeof g_schema, "t_%ld_%u_%u", (long)getpid(), n++,
+             (unsigned)(er_now_ms() % 100000));
+    url_with(g_url, sizeof g_url, "clock=caller");
+}
+
+static PGconn *raw(void)
+{
+    PGconn *c = PQconnectdb(base_url());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    return c;
+}
+
+/* Runs SQL on a connection; returns the result status (and keeps *out). */
+static ExecStatusType sql(PGconn *c, const char *q, PGresult **out)
+{
+    PGresult *r = PQexec(c, q);
+    ExecStatusType st = PQresultStatus(r);
+    if (out)
+        *out = r;
+    else
+        PQclear(r);
+    return st;
+}
+
+static void store_drop(void)
+{
+    er_postgres_pool_drain();
+    const char *u = getenv("ERRAND_TEST_PG_URL");
+    if (!u || !*u || !g_schema[0])
+        return;
+    PGconn *c = PQconnectdb(u);
+    char q[128];
+    snprintf(q, sizeof q, "DROP SCHEMA IF EXISTS %s CASCADE", g_schema);
+    if (PQstatus(c) == CONNECTION_OK) {
+        PQclear(PQexec(c, "SET client_min_messages = warning"));
+        PQclear(PQexec(c, q));
+    }
+    PQfinish(c);
+}
+
+#include "conformance_cases.h"
+
+/* ---- PostgreSQL-only facts ---- */
+
+TestSuite(postgres, .init = setup, .fini = teardown, .timeout = 60);
+
+static er_store *open_url(const char *url)
+{
+    er_store *s = NULL;
+    er_error err = {0};
+    er_store_options opt = {.busy_timeout_ms = 1000};
+    cr_assert_eq(OPS->open(url, &opt, &s, &err), 0, "open %s: %s", url, err.message);
+    return s;
+}
+
+Test(postgres, store_clock_decides_promotion_leases_and_reaping)
+{
+    char url[1100];
+    url_with(url, sizeof url, NULL); /* clock=store, the default */
+    er_store *st = open_url(url);
+    int64_t real = er_now_ms();
+    er_job j;
+    mkjob(&j, "due", "q", 0, real - 1000, T0); /* due by the real clock, not by T0 */
+    j.state = ER_STATE_SCHEDULED;
+    bool dupl;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(st, &j, &dupl, NULL, &err), 0, "%s", err.message);
+    er_job_fini(&j);
+    int n = -1;
+    /* the caller's clock (T0, years ago) says not due; the injected store agrees */
+    cr_assert_eq(OPS->promote(S, T0, 10, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(n, 0);
+    /* the store clock says due, whatever `now` the caller passes */
+    cr_assert_eq(OPS->promote(st, T0, 10, &n, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 1);
+    er_job_list l = {0};
+    const char *qs[] = {"q"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 1,
+                         .lease_ms = ER_LEASE_MIN_MS, .now = T0};
+    cr_assert_eq(OPS->fetch(st, &p, &R, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(l.len, 1);
+    int64_t exp = l.items[0].lease_expires_at;
+    cr_assert(exp >= real + ER_LEASE_MIN_MS - 5000 && exp <= real + ER_LEASE_MIN_MS + 5000,
+              "lease expiry %lld should follow the server clock (%lld)", (long long)exp,
+              (long long)real);
+    er_job_list_fini(&l);
+    cr_assert_eq(OPS->reap(st, T0 + 999999999LL, 10, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(n, 0); /* a far-future caller clock changes nothing either */
+    usleep((useconds_t)(ER_LEASE_MIN_MS + 300) * 1000);
+    cr_assert_eq(OPS->reap(st, T0, 10, &n, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(state_of("due"), ER_STATE_WAITING);
+    OPS->close(st);
+}
+
+static int64_t one_int(PGconn *c, const char *q)
+{
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s: %s", q, PQresultErrorMessage(r));
+    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+Test(postgres, migrations_are_recorded_and_a_newer_schema_is_refused)
+{
+    PGconn *c = raw();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", g_schema);
+    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    put("j", "q", 0, T0, T0);
+    OPS->close(S);
+    er_postgres_pool_drain();
+    open_store(); /* migrates nothing, keeps the data */
+    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    cr_assert_eq(state_of("j"), ER_STATE_WAITING);
+    OPS->close(S);
+    S = NULL;
+    er_postgres_pool_drain();
+    snprintf(q, sizeof q, "INSERT INTO %s.migrations (version) VALUES (%d)", g_schema,
+             er_pg_schema_version + 1);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    er_error err = {0};
+    er_store_options opt = {0};
+    cr_assert_eq(OPS->open(g_url, &opt, &S, &err), ER_EINVAL);
+    cr_assert_null(S);
+    cr_assert_not_null(strstr(err.message, "newer"), "%s", err.message);
+    PQfinish(c);
+}
+
+Test(postgres, bad_urls_are_refused_with_clear_errors)
+{
+    er_store *s = NULL;
+    er_error err = {0};
+    er_store_options opt = {0};
+    cr_assert_eq(OPS->open("postgres://127.0.0.1/x?schema=Bad-Name", &opt, &s, &err),
+                 ER_EINVAL);
+    cr_assert_str_eq(err.field, "store");
+    cr_assert_eq(OPS->open("postgres://127.0.0.1/x?pool_size=0", &opt, &s, &err), ER_EINVAL);
+    cr_assert_eq(OPS->open("postgres://127.0.0.1/x?clock=sundial", &opt, &s, &err), ER_EINVAL);
+    cr_assert_eq(OPS->open("postgres://127.0.0.1:1/x?connect_timeout=2", &opt, &s, &err),
+                 ER_EUNAVAIL);
+    cr_assert_not_null(strstr(err.message, "cannot connect"), "%s", err.message);
+    cr_assert_null(s);
+    const er_store_ops *ops;
+    const char *rest;
+    cr_assert_eq(er_store_resolve("postgresql://h/db", &ops, &rest, &err), 0);
+    cr_assert_eq(ops, &er_postgres_ops);
+    cr_assert_str_eq(rest, "postgresql://h/db");
+}
+
+Test(postgres, pool_size_bounds_the_connections_a_process_opens)
+{
+    char url[1100];
+    url_with(url, sizeof url, "clock=caller&pool_size=1");
+    er_store *a = open_url(url);
+    er_store *b = NULL;
+    er_error err = {0};
+    er_store_options opt = {.busy_timeout_ms = 200};
+    int64_t t = er_mono_ms();
+    cr_assert_eq(OPS->open(url, &opt, &b, &err), ER_EUNAVAIL);
+    cr_assert_geq(er_mono_ms() - t, 150);
+    cr_assert_not_null(strstr(err.message, "pool_size"), "%s", err.message);
+    OPS->close(a);
+    b = open_url(url); /* the connection a gave back */
+    OPS->close(b);
+}
+
+Test(postgres, concurrent_fetches_skip_each_others_locked_jobs)
+{
+    for (int i = 0; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "j%d", i);
+        put(id, "q", 0, T0, T0);
+    }
+    er_store *other = open_url(g_url);
+    er_error err = {0};
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->begin(other, &err), 0);
+    er_job_list a = {0}, b = {0};
+    cr_assert_eq(fetch1("q", 2, T0, &a), 2);
+    const char *qs[] = {"q"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w2", .max = 10, .now = T0};
+    cr_assert_eq(OPS->fetch(other, &p, &R, &b, &err), 0, "%s", err.message); /* no wait */
+    cr_assert_eq(b.len, 2);
+    cr_assert_str_eq(b.items[0].id, "j2");
+    cr_assert_str_eq(b.items[1].id, "j3");
+    cr_assert_eq(OPS->commit(other, &err), 0);
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    er_job_list_fini(&a);
+    er_job_list_fini(&b);
+    OPS->close(other);
+}
+
+/* ---- LISTEN / NOTIFY ---- */
+
+typedef struct seen {
+    char q[8][64];
+    int n;
+} seen;
+
+static void on_ready(const char *queue, void *arg)
+{
+    seen *s = arg;
+    if (s->n < 8)
+        snprintf(s->q[s->n++], 64, "%s", queue);
+}
+
+static bool saw(const seen *s, const char *q)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->q[i], q) == 0)
+            return true;
+    return false;
+}
+
+static void wait_for(er_postgres_listener *l, seen *s, int want)
+{
+    er_error err = {0};
+    for (int i = 0; i < 20 && s->n < want; i++)
+        cr_assert_geq(er_postgres_listener_wait(l, 100, on_ready, s, &err), 0, "%s",
+                      err.message);
+}
+
+Test(postgres, listeners_are_notified_when_jobs_become_ready_at_commit)
+{
+    er_postgres_listener *l;
+    er_error err = {0};
+    cr_assert_eq(er_postgres_listen(g_url, &l, &err), 0, "%s", err.message);
+    cr_assert_geq(er_postgres_listener_fd(l), 0);
+    seen s = {0};
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    put("w1", "mail", 0, T0, T0);
+    put("w2", "mail", 0, T0, T0);
+    put("later", "sched", 0, T0 + 5000, T0); /* scheduled: no wake-up */
+    cr_assert_eq(er_postgres_listener_wait(l, 200, on_ready, &s, &err), 0); /* not yet */
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    wait_for(l, &s, 1);
+    cr_assert_eq(s.n, 1, "one notification per queue and transaction, got %d", s.n);
+    cr_assert_str_eq(s.q[0], "mail");
+
+    s.n = 0;
+    int n;
+    cr_assert_eq(OPS->promote(S, T0 + 5000, 10, &n, NULL, NULL, &err), 0);
+    wait_for(l, &s, 1);
+    cr_assert(saw(&s, "sched"));
+
+    s.n = 0;
+    PGconn *c = raw();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT %s.enqueue('app', 'x', '{}')", g_schema);
+    cr_assert_eq(sql(c, q, NULL), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+    wait_for(l, &s, 1);
+    cr_assert(saw(&s, "app"));
+    PQfinish(c);
+
+    /* rolled back: nothing is delivered */
+    s.n = 0;
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    put("gone", "rb", 0, T0, T0);
+    OPS->rollback(S);
+    cr_assert_eq(er_postgres_listener_wait(l, 200, on_ready, &s, &err), 0);
+    cr_assert_eq(s.n, 0);
+    er_postgres_listener_close(l);
+}
+
+/* ---- errand.enqueue for applications ---- */
+
+/* Runs `tmpl` with its "%s" replaced by the test's schema. */
+static PGresult *call(PGconn *c, const char *tmpl, const char *unused)
+{
+    const char *at = strstr(tmpl, "%s");
+    cr_assert_not_null(at);
+    char q[2048];
+    snprintf(q, sizeof q, "%.*s%s%s", (int)(at - tmpl), tmpl, g_schema, at + 2);
+    return PQexec(c, q);
+}
+
+Test(postgres, sql_enqueue_exists_only_if_the_transaction_commits)
+{
+    PGconn *c = raw();
+    cr_assert_eq(sql(c, "BEGIN", NULL), PGRES_COMMAND_OK);
+    PGresult *r = call(c, "SELECT %s.enqueue('mail', 'email.send', '{\"to\":1}',"
+                          " '{\"id\":\"tx-1\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "tx-1");
+    PQclear(r);
+    cr_assert_eq(sql(c, "ROLLBACK", NULL), PGRES_COMMAND_OK);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "tx-1", &g, &err), ER_ENOTFOUND);
+
+    cr_assert_eq(sql(c, "BEGIN", NULL), PGRES_COMMAND_OK);
+    r = call(c, "SELECT %s.enqueue('mail', 'email.send', '{\"to\":2}', '{\"id\":\"tx-2\","
+                "\"priority\":7,\"trace_id\":\"t-1\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(S, "tx-2", &g, &err), ER_ENOTFOUND); /* not committed yet */
+    cr_assert_eq(sql(c, "COMMIT", NULL), PGRES_COMMAND_OK);
+
+    cr_assert_eq(OPS->get_job(S, "tx-2", &g, &err), 0, "%s", err.message);
+    cr_assert_eq(g.state, ER_STATE_WAITING);
+    cr_assert_eq(g.priority, 7);
+    cr_assert(g.set_priority);
+    cr_assert_str_eq(g.trace_id, "t-1");
+    cr_assert_str_eq(g.idempotency_key, "tx-2");
+    cr_assert_eq(g.max_attempts, ER_DEFAULT_MAX_ATTEMPTS);
+    cr_assert_eq(g.backoff.type, ER_BACKOFF_EXPONENTIAL);
+    cr_assert_eq(g.timeout_ms, ER_DEFAULT_TIMEOUT_MS);
+    er_job_fini(&g);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("mail", 10, er_now_ms(), &l), 1);
+    cr_assert_str_eq(l.items[0].id, "tx-2");
+    cr_assert_str_eq(l.items[0].payload, "{\"to\": 2}");
+    er_error e2 = {0};
+    cr_assert_eq(OPS->complete(S, "tx-2", l.items[0].lease_token, NULL, er_now_ms(), &e2), 0);
+    er_job_list_fini(&l);
+    /* the queue is registered, so it lists */
+    er_queue_info *qs;
+    size_t n;
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(qs[0].name, "mail");
+    er_queue_info_list_free(qs, n);
+    PQfinish(c);
+}
+
+static void set_defaults(er_queue_settings *s)
+{
+    s->defaults.has_max_attempts = true;
+    s->defaults.max_attempts = 5;
+    s->defaults.has_backoff = true;
+    s->defaults.backoff = (er_backoff){.type = ER_BACKOFF_FIXED, .delay_ms = 700,
+                                       .max_delay_ms = 700, .jitter = 0};
+}
+
+Test(postgres, sql_enqueue_applies_options_queue_defaults_and_dedups)
+{
+    settings_put("q", set_defaults);
+    PGconn *c = raw();
+    PGresult *r = call(c, "SELECT %s.enqueue('q', 'n', 'null', '{\"id\":\"a\",\"delay_ms\":"
+                          "60000,\"timeout_ms\":5,\"group\":\"g:1\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "a", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_SCHEDULED);
+    cr_assert_eq(g.run_at - g.created_at, 60000);
+    cr_assert_eq(g.max_attempts, 5);
+    cr_assert_eq(g.backoff.type, ER_BACKOFF_FIXED);
+    cr_assert_eq(g.backoff.delay_ms, 700);
+    cr_assert(!g.set_backoff && !g.set_max_attempts && g.set_timeout);
+    cr_assert_eq(g.timeout_ms, 5);
+    cr_assert_str_eq(g.group, "g:1");
+    cr_assert_str_eq(g.payload, "null");
+    er_job_fini(&g);
+    /* the same id again: the id back, nothing changes */
+    r = call(c, "SELECT %s.enqueue('q', 'other', '{}', '{\"id\":\"a\",\"priority\":9}')", NULL);
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "a");
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(S, "a", &g, &err), 0);
+    cr_assert_str_eq(g.name, "n");
+    cr_assert_eq(g.priority, 0);
+    er_job_fini(&g);
+    /* generated ids: 26 characters, time-ordered prefix */
+    r = call(c, "SELECT %s.enqueue('q', 'n', NULL)", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_eq(strlen(PQgetvalue(r, 0, 0)), 26);
+    PQclear(r);
+    /* bulk: ids in order, all or nothing */
+    r = call(c, "SELECT * FROM %s.enqueue_bulk('b', '[{\"name\":\"x\",\"id\":\"b1\"},"
+                "{\"name\":\"x\",\"payload\":[1],\"id\":\"b2\",\"backoff\":{\"type\":\"fixed\"}}]')",
+             NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_eq(PQntuples(r), 2);
+    cr_assert_str_eq(PQgetvalue(r, 1, 0), "b2");
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(S, "b2", &g, &err), 0);
+    cr_assert_str_eq(g.payload, "[1]");
+    cr_assert(g.set_backoff);
+    cr_assert_eq(g.backoff.delay_ms, ER_DEFAULT_BACKOFF_DELAY_MS);
+    er_job_fini(&g);
+    r = call(c, "SELECT * FROM %s.enqueue_bulk('b', '[{\"name\":\"x\",\"id\":\"b3\"},"
+                "{\"name\":\"bad name\"}]')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(S, "b3", &g, &err), ER_ENOTFOUND);
+    PQfinish(c);
+}
+
+Test(postgres, sql_enqueue_rejects_invalid_input_with_clear_messages)
+{
+    PGconn *c = raw();
+    static const struct {
+        const char *call, *want;
+    } cases[] = {
+        {"SELECT %s.enqueue('bad queue', 'n', '{}')", "queue must be"},
+        {"SELECT %s.enqueue('q', '', '{}')", "name must be"},
+        {"SELECT %s.enqueue('q', NULL, '{}')", "name must be"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"priority\":5000}')", "priority must be an integer 0..1000"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"priority\":1.5}')", "priority must be an integer"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"colour\":1}')", "colour is not a known option"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"a/b\"}')", "id must be"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"soon\"}')", "run_at must be"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"2999-01-01T00:00:00Z\"}')", "at most 366 days"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"delay_ms\":1,\"run_at\":\"2020-01-01T00:00:00Z\"}')", "not both"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"type\":\"random\"}}')", "backoff.type"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"jitter\":2}}')", "backoff.jitter"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"delay_ms\":10,\"max_delay_ms\":5}}')", "max_delay_ms must be"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"max_attempts\":0}')", "max_attempts must be"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"group\":\"a b\"}')", "group must be"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '[]')", "options must be a JSON object"},
+        {"SELECT * FROM %s.enqueue_bulk('q', '{}')", "jobs must be a JSON array"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        PGresult *r = call(c, cases[i].call, NULL);
+        cr_assert_eq(PQresultStatus(r), PGRES_FATAL_ERROR, "case %zu accepted", i);
+        const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+        cr_assert_not_null(strstr(msg, cases[i].want), "case %zu: %s", i, msg);
+        cr_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023", "case %zu", i);
+        PQclear(r);
+    }
+    er_queue_info *qs;
+    size_t n;
+    er_error err = {0};
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 0); /* nothing was enqueued */
+    free(qs);
+    PQfinish(c);
+}
