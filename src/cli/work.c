@@ -66,8 +66,9 @@ static void wlog(int level, const errand_job *job, const char *msg, const char *
     char t[32];
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
-    json_t *o = json_pack("{s:s,s:s,s:s}", "level", names[level & 3], "msg", msg, "ts", t);
+    size_t n = strftime(t, sizeof t - 6, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(t + n, sizeof t - n, ".%03ldZ", ts.tv_nsec / 1000000);
+    json_t *o = json_pack("{s:s,s:s,s:s}", "ts", t, "level", names[level & 3], "msg", msg);
     if (!o)
         return;
     if (job) {

@@ -398,7 +398,49 @@ static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
         atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
         json_decref(acks);
     } else if (errand_last_status(c) >= 400 && errand_last_status(c) < 500) {
-        log_client_error(w, ERRAND_LOG_ERROR, "acks refused; these outcomes are dropped", c);
+        size_t n = json_array_size(acks);
+        if (n > 1) {
+            /* One bad item refuses the whole request: send them one by one,
+             * so only the refused ones are dropped. */
+            for (size_t i = 0; i < n; i++) {
+                json_t *one = json_array();
+                json_array_append(one, json_array_get(acks, i));
+                if (send_acks(w, c, one) < 0) {
+                    /* The server went away meanwhile: keep the rest. */
+                    while (json_array_size(acks) > n - i)
+                        json_array_remove(acks, 0);
+                    return ERRAND_ECONNECT;
+                }
+            }
+        } else if (errand_last_error(c)->code == ERRAND_ETOOBIG &&
+                   json_object_get(json_array_get(acks, 0), "complete")) {
+            /* The work is done but its result is over the server's limit:
+             * a dead letter says so, where a silent re-run would not. */
+            json_t *it = json_array_get(acks, 0);
+            char msg[700];
+            snprintf(msg, sizeof msg, "completed, but the result was refused: %s",
+                     errand_last_error(c)->message);
+            json_t *fail = json_pack("{s:O,s:O,s:{s:{s:s,s:s}}}", "id", json_object_get(it, "id"),
+                                     "lease_token", json_object_get(it, "lease_token"), "fail",
+                                     "error", "class", "permanent", "message", msg);
+            er_worker_log(w, ERRAND_LOG_ERROR,
+                          json_pack("{s:s,s:s?,s:s}", "msg", "result refused; failing the job "
+                                    "permanently", "job_id",
+                                    json_string_value(json_object_get(it, "id")), "message", msg));
+            json_t *one = json_array();
+            json_array_append_new(one, fail);
+            if (send_acks(w, c, one) < 0)
+                return ERRAND_ECONNECT;
+        } else {
+            const errand_error *e = errand_last_error(c);
+            json_t *it = json_array_get(acks, 0);
+            er_worker_log(w, ERRAND_LOG_ERROR,
+                          json_pack("{s:s,s:s?,s:s,s:s}", "msg",
+                                    "outcome refused; the job's lease will expire and it will "
+                                    "run again",
+                                    "job_id", json_string_value(json_object_get(it, "id")),
+                                    "error", e->code_name, "message", e->message));
+        }
         json_decref(acks);
         rc = 1;
     }
@@ -528,7 +570,8 @@ static void *fetcher_main(void *arg)
                 acks = NULL;
             } else {
                 log_client_error(w, ERRAND_LOG_WARN, "fetch failed; retrying", c);
-                if (acks && errand_last_status(c) == 400) {
+                long hs = errand_last_status(c);
+                if (acks && hs >= 400 && hs < 500) {
                     /* A refused request applied nothing; resend the outcomes alone. */
                     json_incref(acks);
                     if (send_acks(w, c, acks) >= 0) {

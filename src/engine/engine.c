@@ -3,10 +3,11 @@
  * The engine's threads and the loop side. The writer thread owns the write
  * connection: it takes every queued request (up to max_batch), runs them in
  * one transaction, commits once, and only then hands them back to the loop
- * (group commit). The reader thread answers queries on its own connection.
- * The loop side parks long-poll fetches and resubmits them when a commit
- * made jobs ready on their queues. Requests cross threads by ownership
- * transfer through mutex-protected lists; nothing else is shared.
+ * (group commit). Long-poll fetches that found nothing stay parked in the
+ * writer and are served inside whichever later transaction makes jobs ready
+ * on their queues. The reader thread answers queries on its own connection.
+ * Requests cross threads by ownership transfer through mutex-protected
+ * lists; nothing else is shared.
  */
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -20,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A parked fetch re-polls at least this often, covering wake-ups that went
- * to another fetcher which then took jobs from a different queue. */
+/* A parked fetch is retried at least this often, covering readiness that
+ * no transaction announces (a throttle or pause running out, a lost wake). */
 #define REPOLL_MS 1000
 
 typedef struct reqq {
@@ -49,16 +50,11 @@ typedef struct worker {
     pthread_cond_t cv;
     reqq inbox;
     bool stop;
+    bool draining;    /* writer: answer parked fetches, park no more (under mu) */
     bool writer;
     er_exec_ctx x;
+    er_req *parked;   /* writer thread only: long-poll fetches waiting for jobs */
 } worker;
-
-/* A finished batch handed back to the loop. */
-typedef struct batch {
-    er_req *reqs;
-    er_wake wake;
-    struct batch *next;
-} batch;
 
 struct er_engine {
     struct event_base *base;
@@ -68,10 +64,9 @@ struct er_engine {
     worker writer, reader;
 
     pthread_mutex_t done_mu;
-    batch *done_head, *done_tail;
+    er_req *done_head, *done_tail; /* answered requests for the loop */
     struct event *done_ev;
 
-    er_req *parked_head; /* loop thread only */
     size_t pending;      /* submitted, not yet answered; loop thread only */
     bool ready, draining;
     void (*on_drained)(void *);
@@ -79,33 +74,26 @@ struct er_engine {
     struct event *drained_ev;
 
     _Atomic uint64_t commits, commit_requests, commit_failures;
-    uint64_t enqueued, fetched, completed, failed, released, parked; /* loop thread */
+    _Atomic uint64_t parked;
+    uint64_t enqueued, fetched, completed, failed, released; /* loop thread */
 };
 
-static void deliver(er_engine *e, er_req *r);
 static void check_drained(er_engine *e);
 
 /* ---- worker threads ---------------------------------------------------- */
 
-static void post_batch(er_engine *e, er_req *reqs, er_wake *wake)
+/* Hands a chain of answered requests back to the loop thread. */
+static void post_batch(er_engine *e, er_req *reqs)
 {
-    batch *b = calloc(1, sizeof *b);
-    if (!b) {
-        /* Cannot hand back: answer nothing would leak clients; spin until memory. */
-        while (!(b = calloc(1, sizeof *b)))
-            ;
-    }
-    b->reqs = reqs;
-    if (wake) {
-        b->wake = *wake;
-        memset(wake, 0, sizeof *wake);
-    }
+    er_req *last = reqs;
+    while (last->next)
+        last = last->next;
     pthread_mutex_lock(&e->done_mu);
     if (e->done_tail)
-        e->done_tail->next = b;
+        e->done_tail->next = reqs;
     else
-        e->done_head = b;
-    e->done_tail = b;
+        e->done_head = reqs;
+    e->done_tail = last;
     pthread_mutex_unlock(&e->done_mu);
     event_active(e->done_ev, EV_READ, 0);
 }
@@ -128,41 +116,140 @@ static void fail_all(er_req *reqs, int rc, const er_error *cause)
     }
 }
 
+static bool wants_queue(const er_req *r, const er_wake *w)
+{
+    for (size_t i = 0; i < r->nqueues; i++)
+        for (size_t k = 0; k < w->len; k++)
+            if (strcmp(r->queues[i], w->names[k]) == 0)
+                return true;
+    return false;
+}
+
+/* Leases jobs for parked fetches whose queues got ready jobs in this
+ * transaction (or whose periodic retry is due). Served ones are flagged
+ * `served` by a non-empty list. Returns 0 or a storage error. */
+static int serve_parked(worker *w, int64_t now, int64_t mono)
+{
+    for (er_req *r = w->parked; r; r = r->next) {
+        if (!wants_queue(r, &w->x.wake) && mono < r->repoll_mono)
+            continue;
+        r->repoll_mono = mono + REPOLL_MS;
+        int rc = er_exec_fetch_again(&w->x, r, now);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
 {
     er_engine *e = w->e;
     er_exec_ctx *x = &w->x;
     er_error err;
     er_error_clear(&err);
-    int64_t now = er_now_ms();
+    int64_t now = er_now_ms(), mono = er_mono_ms();
     size_t n = 0;
     for (er_req *r = reqs; r; r = r->next)
         n++;
-    int rc = e->ops->begin(x->store, &err);
-    if (rc == 0 && maint)
-        rc = er_exec_maintenance(x, now, retention);
-    for (er_req *r = reqs; rc == 0 && r; r = r->next) {
-        rc = er_exec_write(x, r, now);
-        if (rc < 0)
-            err = r->err;
+    bool draining;
+    pthread_mutex_lock(&w->mu);
+    draining = w->draining;
+    pthread_mutex_unlock(&w->mu);
+
+    /* answer parked fetches whose wait ran out (all of them when draining) */
+    er_req *out = NULL, **out_tail = &out;
+    for (er_req **pp = &w->parked; *pp;) {
+        er_req *r = *pp;
+        if (draining || mono >= r->deadline_mono) {
+            *pp = r->next;
+            r->next = NULL;
+            *out_tail = r;
+            out_tail = &r->next;
+        } else {
+            pp = &r->next;
+        }
     }
-    if (rc == 0)
-        rc = e->ops->commit(x->store, &err);
-    if (rc < 0) {
-        e->ops->rollback(x->store);
-        atomic_fetch_add(&e->commit_failures, 1);
+
+    int rc = 0;
+    if (reqs || maint || w->parked) {
+        rc = e->ops->begin(x->store, &err);
+        if (rc == 0 && maint)
+            rc = er_exec_maintenance(x, now, retention);
+        for (er_req *r = reqs; rc == 0 && r; r = r->next) {
+            rc = er_exec_write(x, r, now);
+            if (rc < 0)
+                err = r->err;
+        }
+        /* fetches of this batch that found nothing may still be served by
+         * jobs this batch made ready */
+        for (er_req *r = reqs; rc == 0 && x->wake.len && r; r = r->next)
+            if (r->type == ER_REQ_FETCH && r->rc == 0 && r->list.len == 0 && r->wait_ms > 0 &&
+                wants_queue(r, &x->wake))
+                rc = er_exec_fetch_again(x, r, now);
+        if (rc == 0 && w->parked)
+            rc = serve_parked(w, now, mono);
+        if (rc == 0)
+            rc = e->ops->commit(x->store, &err);
+        if (rc < 0) {
+            e->ops->rollback(x->store);
+            atomic_fetch_add(&e->commit_failures, 1);
+            ER_LOG(ER_LOG_ERROR, NULL, "commit of %zu requests failed: %s", n, err.message);
+            fail_all(reqs, rc == ER_EFULL ? ER_EFULL : ER_EUNAVAIL, &err);
+            /* parked fetches stay parked; what they leased was rolled back */
+            for (er_req *r = w->parked; r; r = r->next)
+                er_job_list_fini(&r->list);
+        } else {
+            atomic_fetch_add(&e->commits, 1);
+            atomic_fetch_add(&e->commit_requests, n);
+        }
         er_wake_fini(&x->wake);
-        ER_LOG(ER_LOG_ERROR, NULL, "commit of %zu requests failed: %s", n, err.message);
-        fail_all(reqs, rc == ER_EFULL ? ER_EFULL : ER_EUNAVAIL, &err);
-    } else {
-        atomic_fetch_add(&e->commits, 1);
-        atomic_fetch_add(&e->commit_requests, n);
-        for (er_req *r = reqs; r; r = r->next)
-            if (r->type == ER_REQ_FETCH)
-                r->acks_applied = true;
     }
-    if (reqs || x->wake.len)
-        post_batch(e, reqs, &x->wake);
+
+    /* parked fetches that got jobs are answered now */
+    for (er_req **pp = &w->parked; *pp;) {
+        er_req *r = *pp;
+        if (r->list.len) {
+            *pp = r->next;
+            r->next = NULL;
+            *out_tail = r;
+            out_tail = &r->next;
+        } else {
+            pp = &r->next;
+        }
+    }
+    /* committed fetches that found nothing and may wait are parked */
+    for (er_req *r = reqs, *next; r; r = next) {
+        next = r->next;
+        r->next = NULL;
+        if (r->type == ER_REQ_FETCH && rc == 0) {
+            r->acks_applied = true;
+            if (r->rc == 0 && r->list.len == 0 && !draining && mono < r->deadline_mono) {
+                r->repoll_mono = mono + REPOLL_MS;
+                r->next = w->parked;
+                w->parked = r;
+                atomic_fetch_add(&e->parked, 1);
+                continue;
+            }
+        }
+        *out_tail = r;
+        out_tail = &r->next;
+    }
+    if (out)
+        post_batch(e, out);
+}
+
+/* When the writer must wake next: maintenance or a parked fetch's deadline
+ * or retry. */
+static int64_t writer_wake_at(const worker *w, int64_t next_maint)
+{
+    int64_t at = next_maint;
+    for (const er_req *r = w->parked; r; r = r->next) {
+        if (r->deadline_mono < at)
+            at = r->deadline_mono;
+        if (r->repoll_mono < at)
+            at = r->repoll_mono;
+    }
+    return at;
 }
 
 static void *worker_main(void *arg)
@@ -179,11 +266,12 @@ static void *worker_main(void *arg)
                 continue;
             }
             int64_t now = er_mono_ms();
-            if (now >= next_maint)
+            int64_t wake_at = writer_wake_at(w, next_maint);
+            if (now >= wake_at || (w->draining && w->parked))
                 break;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t wait = next_maint - now;
+            int64_t wait = wake_at - now;
             ts.tv_sec += wait / 1000;
             ts.tv_nsec += (wait % 1000) * 1000000;
             if (ts.tv_nsec >= 1000000000) {
@@ -218,13 +306,13 @@ static void *worker_main(void *arg)
                 next_maint = now + e->cfg.maintenance_ms;
             if (retention)
                 next_retention = now + e->cfg.retention_ms;
-            if (reqs || maint)
-                writer_batch(w, reqs, maint, retention);
+            writer_batch(w, reqs, maint, retention);
         } else {
             int64_t now = er_now_ms();
             for (er_req *r = reqs; r; r = r->next)
                 er_exec_read(&w->x, r, now);
-            post_batch(e, reqs, NULL);
+            if (reqs)
+                post_batch(e, reqs);
         }
         pthread_mutex_lock(&w->mu);
     }
@@ -271,6 +359,11 @@ static void worker_stop(er_engine *e, worker *w)
         pthread_join(w->thread, NULL);
         w->started = false;
     }
+    while (w->parked) {
+        er_req *r = w->parked;
+        w->parked = r->next;
+        er_req_free(r);
+    }
     if (w->x.store)
         e->ops->close(w->x.store);
     w->x.store = NULL;
@@ -280,22 +373,6 @@ static void worker_stop(er_engine *e, worker *w)
 }
 
 /* ---- loop side --------------------------------------------------------- */
-
-static void unpark(er_engine *e, er_req *r)
-{
-    if (r->park_prev)
-        r->park_prev->park_next = r->park_next;
-    else
-        e->parked_head = r->park_next;
-    if (r->park_next)
-        r->park_next->park_prev = r->park_prev;
-    r->park_prev = r->park_next = NULL;
-    r->parked = false;
-    if (r->timer) {
-        event_free(r->timer);
-        r->timer = NULL;
-    }
-}
 
 static void finish(er_engine *e, er_req *r)
 {
@@ -324,113 +401,20 @@ static void finish(er_engine *e, er_req *r)
     check_drained(e);
 }
 
-static void resubmit(er_engine *e, er_req *r)
-{
-    unpark(e, r);
-    e->pending--; /* er_engine_submit counts it again */
-    er_engine_submit(e, r);
-}
-
-static void park_fire(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    er_req *r = arg;
-    er_engine *e = r->owner;
-    if (er_mono_ms() >= r->deadline_mono || e->draining) {
-        unpark(e, r);
-        finish(e, r);
-    } else {
-        resubmit(e, r);
-    }
-}
-
-static void park(er_engine *e, er_req *r)
-{
-    int64_t now = er_mono_ms();
-    int64_t wait = r->deadline_mono - now;
-    if (wait > REPOLL_MS)
-        wait = REPOLL_MS;
-    if (wait < 0)
-        wait = 0;
-    r->timer = evtimer_new(e->base, park_fire, r);
-    if (!r->timer) {
-        finish(e, r); /* answer empty rather than hold it without a timer */
-        return;
-    }
-    struct timeval tv = {.tv_sec = wait / 1000, .tv_usec = (wait % 1000) * 1000};
-    evtimer_add(r->timer, &tv);
-    r->parked = true;
-    r->park_prev = NULL;
-    r->park_next = e->parked_head;
-    if (e->parked_head)
-        e->parked_head->park_prev = r;
-    e->parked_head = r;
-    e->parked++;
-}
-
-static bool wants_queue(const er_req *r, const char *q)
-{
-    for (size_t i = 0; i < r->nqueues; i++)
-        if (strcmp(r->queues[i], q) == 0)
-            return true;
-    return false;
-}
-
-/* Wakes parked fetchers of each queue until their capacity covers the jobs
- * that became ready there. Oldest parked first. */
-static void wake(er_engine *e, const er_wake *w)
-{
-    for (size_t i = 0; i < w->len; i++) {
-        int left = w->counts[i];
-        er_req *oldest = e->parked_head;
-        while (oldest && oldest->park_next)
-            oldest = oldest->park_next;
-        for (er_req *r = oldest; r && left > 0;) {
-            er_req *prev = r->park_prev;
-            if (wants_queue(r, w->names[i])) {
-                left -= r->max;
-                resubmit(e, r);
-            }
-            r = prev;
-        }
-    }
-}
-
-static void deliver(er_engine *e, er_req *r)
-{
-    if (r->type == ER_REQ_FETCH && r->rc == 0 && r->list.len == 0 && !e->draining &&
-        er_mono_ms() < r->deadline_mono) {
-        park(e, r);
-        return;
-    }
-    finish(e, r);
-}
-
 static void done_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     er_engine *e = arg;
     pthread_mutex_lock(&e->done_mu);
-    batch *b = e->done_head;
+    er_req *r = e->done_head;
     e->done_head = e->done_tail = NULL;
     pthread_mutex_unlock(&e->done_mu);
-    while (b) {
-        batch *nb = b->next;
-        /* answer first, then wake: a woken fetch joins the next commit */
-        er_req *r = b->reqs;
-        while (r) {
-            er_req *nr = r->next;
-            r->next = NULL;
-            deliver(e, r);
-            r = nr;
-        }
-        if (b->wake.len)
-            wake(e, &b->wake);
-        er_wake_fini(&b->wake);
-        free(b);
-        b = nb;
+    while (r) {
+        er_req *nr = r->next;
+        r->next = NULL;
+        finish(e, r);
+        r = nr;
     }
 }
 
@@ -503,9 +487,8 @@ fail:
 
 void er_engine_submit(er_engine *e, er_req *req)
 {
-    req->owner = e;
     e->pending++;
-    if (e->draining && !(req->type == ER_REQ_FETCH && req->acks_applied)) {
+    if (e->draining) {
         req->rc = er_error_set(&req->err, ER_EUNAVAIL, "", "the server is shutting down");
         finish(e, req);
         return;
@@ -525,11 +508,10 @@ void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg)
     e->draining = true;
     e->on_drained = on_drained;
     e->drained_arg = arg;
-    while (e->parked_head) {
-        er_req *r = e->parked_head;
-        unpark(e, r);
-        finish(e, r);
-    }
+    pthread_mutex_lock(&e->writer.mu);
+    e->writer.draining = true; /* the writer answers its parked fetches */
+    pthread_cond_signal(&e->writer.cv);
+    pthread_mutex_unlock(&e->writer.mu);
     check_drained(e);
 }
 
@@ -539,23 +521,11 @@ void er_engine_free(er_engine *e)
         return;
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
-    /* answer nothing further: batches still queued are dropped with their requests */
-    batch *b = e->done_head;
-    while (b) {
-        batch *nb = b->next;
-        for (er_req *r = b->reqs; r;) {
-            er_req *nr = r->next;
-            er_req_free(r);
-            r = nr;
-        }
-        er_wake_fini(&b->wake);
-        free(b);
-        b = nb;
-    }
-    while (e->parked_head) {
-        er_req *r = e->parked_head;
-        unpark(e, r);
+    /* requests answered after the loop stopped are dropped */
+    for (er_req *r = e->done_head; r;) {
+        er_req *nr = r->next;
         er_req_free(r);
+        r = nr;
     }
     if (e->done_ev)
         event_free(e->done_ev);
@@ -577,5 +547,5 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     out->completed = e->completed;
     out->failed = e->failed;
     out->released = e->released;
-    out->parked_fetches = e->parked;
+    out->parked_fetches = atomic_load(&e->parked);
 }

@@ -4,9 +4,10 @@
  * submitted on the loop thread, executed by the writer thread in group
  * commits (many requests, one transaction, one fsync) or by the reader
  * thread (queries), and answered on the loop thread through req->done after
- * the commit. It also owns the timers (promotion of due jobs, lease reaping,
- * retention) and long-poll fetches, which it parks until a commit makes a
- * job ready on one of their queues or their wait runs out.
+ * the commit. The writer also runs maintenance (promotion of due jobs, lease
+ * reaping, retention) and holds long-poll fetches that found nothing: when a
+ * later transaction makes jobs ready on one of their queues, it leases them
+ * in that same transaction, so the enqueue and the pickup share one commit.
  */
 #ifndef ER_ENGINE_ENGINE_H
 #define ER_ENGINE_ENGINE_H
@@ -106,11 +107,8 @@ struct er_req {
     /* engine-private */
     er_req *next;
     int64_t deadline_mono;     /* FETCH long-poll */
-    struct event *timer;       /* FETCH: parked until this fires or a wake-up */
-    er_req *park_prev, *park_next;
+    int64_t repoll_mono;       /* FETCH: parked; next unconditional retry */
     bool acks_applied;         /* FETCH: acks are applied on the first pass only */
-    bool parked;
-    er_engine *owner;
 };
 
 /* A zeroed request of `type`; NULL on ENOMEM. */

@@ -160,6 +160,11 @@ static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)
         if (rc < 0)
             return rc;
     }
+    return er_exec_fetch_again(x, req, now);
+}
+
+int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
+{
     er_fetch_params p = {
         .queues = (const char *const *)req->queues,
         .nqueues = req->nqueues,

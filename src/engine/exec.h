@@ -37,6 +37,10 @@ bool er_req_is_read(const er_req *req);
  * error), or a storage error code: the caller must roll back the batch. */
 int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now);
 
+/* Runs only the lease part of a FETCH (its acks were applied before), for
+ * a long-poll fetch parked in the writer. Same return convention. */
+int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now);
+
 /* Runs one read request on the reader's connection; sets req->rc. */
 void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now);
 

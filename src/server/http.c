@@ -119,9 +119,23 @@ static void count_status(er_hctx *c, int status)
 
 /* ---- replies ---- */
 
-static int dump_cb(const char *buf, size_t size, void *data)
+/* Dumps into one contiguous buffer and adds it in one piece: jansson's
+ * callback would call evbuffer_add for every token. Loop thread only. */
+static int dump_json(const json_t *body, struct evbuffer *out)
 {
-    return evbuffer_add(data, buf, size);
+    static char stack[64 * 1024];
+    size_t n = json_dumpb(body, stack, sizeof stack, JSON_COMPACT);
+    if (n == 0)
+        return -1;
+    if (n <= sizeof stack)
+        return evbuffer_add(out, stack, n);
+    char *big = malloc(n);
+    if (!big)
+        return -1;
+    size_t m = json_dumpb(body, big, n, JSON_COMPACT);
+    int rc = m == n ? evbuffer_add(out, big, n) : -1;
+    free(big);
+    return rc;
 }
 
 static void on_conn_close(struct evhttp_connection *evcon, void *arg);
@@ -159,7 +173,7 @@ static void send_reply(er_hctx *c, int status)
 void er_http_reply_json(er_hctx *c, int status, json_t *body)
 {
     struct evbuffer *out = evhttp_request_get_output_buffer(c->req);
-    if (!body || json_dump_callback(body, dump_cb, out, JSON_COMPACT) != 0) {
+    if (!body || dump_json(body, out) != 0) {
         json_decref(body);
         evbuffer_drain(out, evbuffer_get_length(out));
         static const char oom[] =

@@ -38,6 +38,7 @@ case "$payload" in
   *'"do":"garbage-fail"'*) echo '{"errand": {"retry_later_ms": "soon"}}' >&3; exit 75;;
   *'"do":"hang"'*) trap '' TERM; echo $$ > "$PIDFILE"; while :; do sleep 1; done;;
   *'"do":"signal"'*) kill -9 $$;;
+  *'"do":"big"'*) python3 -c 'print(chr(34) + "x" * 600000 + chr(34))'; exit 0;;
   *'"email"'*) echo '{"sent": true}'; exit 0;;
   *) echo "payload has no email field" >&2; exit 65;;
 esac
@@ -143,6 +144,11 @@ class WorkOutcomeTest(unittest.TestCase):
         self.assertEqual(j["last_error"]["class"], "permanent")
         self.assertEqual(self.s.job("bad-payload-1")["payload"], {"no_email": True})
 
+    def test_result_over_the_server_limit_is_a_clear_dead_letter(self):
+        j = self.run_job("big-1", {"do": "big"}, "dead")
+        self.assertEqual(j["last_error"]["class"], "permanent")
+        self.assertIn("result was refused", j["last_error"]["message"])
+
     def test_timeout_kills_a_hanging_command(self):
         t0 = time.monotonic()
         j = self.run_job("hang-1", {"do": "hang"}, "dead")
@@ -178,6 +184,22 @@ class WorkCommandLineTest(unittest.TestCase):
             self.assertIn("command not found", j["last_error"]["message"])
         finally:
             self.assertEqual(w.stop(), 0, w.text())
+
+    def test_shell_example_worker(self):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                              "examples", "shell_worker.sh")
+        w = Worker.work(self.s, "emails", [script], "--concurrency", "2", "--poll-wait", "200ms")
+        try:
+            self.s.enqueue("emails", {"name": "send-welcome", "id": "ex-1",
+                                      "payload": {"to": "ada@example.com"}})
+            self.s.enqueue("emails", {"name": "send-welcome", "id": "ex-2", "payload": {}})
+            ok = wait_until(lambda: (self.s.job("ex-1")["state"], self.s.job("ex-2")["state"])
+                            == ("completed", "dead"), timeout=10)
+            self.assertTrue(ok, w.text())
+        finally:
+            self.assertEqual(w.stop(), 0, w.text())
+        self.assertEqual(self.s.job("ex-1")["result"], {"sent_to": "ada@example.com", "attempt": 1})
+        self.assertEqual(self.s.job("ex-2")["last_error"]["class"], "permanent")
 
     def check_refused(self, args, words):
         rc, out, err = run_errand(["work", "--server", self.url(), "--queue", "q"] + args

@@ -191,6 +191,55 @@ Test(conformance, duplicate_id_changes_nothing_and_returns_existing)
     er_queue_info_list_free(qs, n);
 }
 
+Test(conformance, enqueue_many_inserts_in_order_and_reports_duplicates)
+{
+    put("old", "m", 0, T0, T0);
+    er_job jobs[5];
+    mkjob(&jobs[0], "n1", "m", 3, T0, T0);
+    mkjob(&jobs[1], "old", "m", 9, T0, T0);          /* exists */
+    mkjob(&jobs[2], "n2", "later", 0, T0 + 5000, T0); /* scheduled, a new queue */
+    mkjob(&jobs[3], "n1", "m", 7, T0, T0);           /* earlier in the batch */
+    mkjob(&jobs[4], "n3", "m", 0, T0, T0);
+    jobs[4].group = sdup("g");
+    jobs[4].set_backoff = true;
+    bool dup[5] = {true, false, true, false, true};
+    er_error err = {0};
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 5, dup, &err), 0, "%s", err.message);
+    cr_assert(!dup[0] && dup[1] && !dup[2] && dup[3] && !dup[4]);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 0, dup, &err), 0);
+    for (int i = 0; i < 5; i++)
+        er_job_fini(&jobs[i]);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "n1", &g, &err), 0);
+    cr_assert_eq(g.priority, 3);
+    cr_assert_str_eq(g.payload, "{\"to\":\"a@b.c\"}");
+    er_job_fini(&g);
+    cr_assert_eq(OPS->get_job(S, "n3", &g, &err), 0);
+    cr_assert_str_eq(g.group, "g");
+    cr_assert(g.set_backoff);
+    er_job_fini(&g);
+    cr_assert_eq(OPS->get_job(S, "old", &g, &err), 0);
+    cr_assert_eq(g.priority, 0);
+    er_job_fini(&g);
+    cr_assert_eq(state_of("n2"), ER_STATE_SCHEDULED);
+    /* insertion order is kept: old, n1, n3 */
+    er_job_list l = {0};
+    char *cur = NULL;
+    cr_assert_eq(OPS->list_jobs(S, "m", ER_STATE_WAITING, 10, NULL, &l, &cur, &err), 0);
+    cr_assert_eq(l.len, 3);
+    cr_assert_str_eq(l.items[0].id, "old");
+    cr_assert_str_eq(l.items[1].id, "n1");
+    cr_assert_str_eq(l.items[2].id, "n3");
+    er_job_list_fini(&l);
+    er_queue_info *qs;
+    size_t n;
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(qs[0].name, "later");
+    cr_assert_eq(qs[0].counts[ER_STATE_SCHEDULED], 1);
+    er_queue_info_list_free(qs, n);
+}
+
 /* ---- fetch ---- */
 
 Test(conformance, fetch_orders_by_queue_then_priority_run_at_and_insertion)

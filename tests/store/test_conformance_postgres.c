@@ -244,6 +244,25 @@ Test(postgres, concurrent_fetches_skip_each_others_locked_jobs)
     OPS->close(other);
 }
 
+Test(postgres, a_broken_connection_is_unavailable_then_reconnects)
+{
+    put("j", "q", 0, T0, T0);
+    PGconn *c = raw();
+    char q[128];
+    snprintf(q, sizeof q, "SELECT pg_terminate_backend(%d)", PQbackendPID(S->c->pg));
+    cr_assert_eq(sql(c, q, NULL), PGRES_TUPLES_OK);
+    PQfinish(c);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), ER_EUNAVAIL);
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0, "%s", err.message); /* reconnected */
+    er_job_fini(&g);
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    put("k", "q", 0, T0, T0);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert_eq(state_of("k"), ER_STATE_WAITING);
+}
+
 /* ---- LISTEN / NOTIFY ---- */
 
 typedef struct seen {
@@ -305,6 +324,18 @@ Test(postgres, listeners_are_notified_when_jobs_become_ready_at_commit)
     wait_for(l, &s, 1);
     cr_assert(saw(&s, "app"));
     PQfinish(c);
+
+    s.n = 0;
+    er_job bj[2];
+    mkjob(&bj[0], "bm1", "bulkq", 0, T0, T0);
+    mkjob(&bj[1], "bm2", "bulkq", 0, T0, T0);
+    bool d[2];
+    cr_assert_eq(er_store_enqueue_many(OPS, S, bj, 2, d, &err), 0, "%s", err.message);
+    er_job_fini(&bj[0]);
+    er_job_fini(&bj[1]);
+    wait_for(l, &s, 1);
+    cr_assert_eq(s.n, 1);
+    cr_assert(saw(&s, "bulkq"));
 
     /* rolled back: nothing is delivered */
     s.n = 0;

@@ -172,9 +172,16 @@ static int check_res(er_store *s, PGresult *res, const char *what, er_error *err
     return er_pg_error(s, res, what, err);
 }
 
+static int ensure_conn(er_store *s, er_error *err);
+
 int er_pg_exec(er_store *s, int id, const er_pg_params *p, PGresult **res, er_error *err)
 {
     *res = NULL;
+    if (!s->in_tx) {
+        int crc = ensure_conn(s, err); /* reader connections never call begin */
+        if (crc < 0)
+            return crc;
+    }
     PGconn *pg = s->c->pg;
     char name[16];
     snprintf(name, sizeof name, "e%d", id);
@@ -853,4 +860,5 @@ const er_store_ops er_postgres_ops = {
     .reap = er_pg_reap,
     .retention = er_pg_retention,
     .next_due = er_pg_next_due,
+    .enqueue_many = er_pg_enqueue_many,
 };

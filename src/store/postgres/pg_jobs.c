@@ -52,6 +52,101 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
     return rc;
 }
 
+static int jset(json_t *o, const char *k, json_t *v)
+{
+    return json_object_set_new(o, k, v ? v : json_null());
+}
+
+static json_t *opt_str(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+/* Job i as an object of ER_PG_INSERT_MANY's record columns. */
+static json_t *job_json(const er_job *j, size_t i)
+{
+    int flags = (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) |
+                (j->set_timeout ? 4 : 0) | (j->set_priority ? 8 : 0);
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    int bad = 0;
+    bad |= jset(o, "i", json_integer((json_int_t)i));
+    bad |= jset(o, "id", json_string(j->id));
+    bad |= jset(o, "queue", json_string(j->queue));
+    bad |= jset(o, "name", json_string(j->name ? j->name : ""));
+    bad |= jset(o, "payload", j->payload ? json_stringn(j->payload, j->payload_len)
+                                         : json_string("null"));
+    bad |= jset(o, "state", json_integer(j->state));
+    bad |= jset(o, "priority", json_integer(j->priority));
+    bad |= jset(o, "grp", opt_str(j->group));
+    bad |= jset(o, "run_at", json_integer(j->run_at));
+    bad |= jset(o, "max_attempts", json_integer(j->max_attempts));
+    bad |= jset(o, "backoff_type", json_integer(j->backoff.type));
+    bad |= jset(o, "backoff_delay_ms", json_integer(j->backoff.delay_ms));
+    bad |= jset(o, "backoff_max_ms", json_integer(j->backoff.max_delay_ms));
+    bad |= jset(o, "backoff_jitter", json_real(j->backoff.jitter));
+    bad |= jset(o, "timeout_ms", json_integer(j->timeout_ms));
+    bad |= jset(o, "trace_id", opt_str(j->trace_id));
+    bad |= jset(o, "idempotency_key", opt_str(j->idempotency_key));
+    bad |= jset(o, "attempts", json_integer(j->attempts));
+    bad |= jset(o, "started", json_integer(j->started));
+    bad |= jset(o, "stalled", json_integer(j->stalled));
+    bad |= jset(o, "lease_owner", opt_str(j->lease_owner));
+    bad |= jset(o, "lease_token", opt_str(j->lease_token));
+    bad |= jset(o, "lease_expires_at", json_integer(j->lease_expires_at));
+    bad |= jset(o, "last_error", opt_str(j->last_error));
+    bad |= jset(o, "result", opt_str(j->result));
+    bad |= jset(o, "progress", opt_str(j->progress));
+    bad |= jset(o, "created_at", json_integer(j->created_at));
+    bad |= jset(o, "updated_at", json_integer(j->updated_at));
+    bad |= jset(o, "started_at", json_integer(j->started_at));
+    bad |= jset(o, "finished_at", json_integer(j->finished_at));
+    bad |= jset(o, "redriven_at", json_integer(j->redriven_at));
+    bad |= jset(o, "redrive_count", json_integer(j->redrive_count));
+    bad |= jset(o, "set_flags", json_integer(flags));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                       er_error *err)
+{
+    if (n == 0)
+        return 0;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        json_t *o = job_json(&jobs[i], i);
+        if (!o || json_array_append_new(arr, o) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    if (!text)
+        return nomem(err);
+    er_pg_params p = {0};
+    er_pg_p_str(&p, text);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_INSERT_MANY, &p, &r, err);
+    free(text);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        duplicate[i] = true;
+    for (int row = 0; row < PQntuples(r); row++) {
+        int64_t i = er_pg_i64(r, row, 0);
+        if (i >= 0 && (size_t)i < n)
+            duplicate[i] = false;
+    }
+    PQclear(r);
+    return 0;
+}
+
 /* A leased row with what orders a fetch batch. */
 typedef struct leased {
     er_job job;

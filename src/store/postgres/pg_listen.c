@@ -59,7 +59,7 @@ static int conn_error(PGconn *pg, const char *what, er_error *err)
 int er_postgres_listen(const char *url, er_postgres_listener **out, er_error *err)
 {
     *out = NULL;
-    char *conninfo;
+    char *conninfo = NULL;
     char schema[64];
     int rc = split_url(url, &conninfo, schema, err);
     if (rc < 0)
