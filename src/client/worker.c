@@ -406,6 +406,7 @@ static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
                 json_t *one = json_array();
                 json_array_append(one, json_array_get(acks, i));
                 if (send_acks(w, c, one) < 0) {
+                    json_decref(one);
                     /* The server went away meanwhile: keep the rest. */
                     while (json_array_size(acks) > n - i)
                         json_array_remove(acks, 0);
@@ -429,8 +430,10 @@ static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
                                     json_string_value(json_object_get(it, "id")), "message", msg));
             json_t *one = json_array();
             json_array_append_new(one, fail);
-            if (send_acks(w, c, one) < 0)
+            if (send_acks(w, c, one) < 0) {
+                json_decref(one);
                 return ERRAND_ECONNECT;
+            }
         } else {
             const errand_error *e = errand_last_error(c);
             json_t *it = json_array_get(acks, 0);
@@ -546,12 +549,9 @@ static void *fetcher_main(void *arg)
         int rc;
         json_t *root = NULL;
         if (max <= 0) { /* only outcomes to send */
-            json_incref(acks);
-            rc = send_acks(w, c, acks);
-            if (rc == 1)
+            rc = send_acks(w, c, acks); /* takes acks unless rc < 0 */
+            if (rc >= 0) {
                 rc = 0;
-            if (rc == 0) {
-                json_decref(acks);
                 acks = NULL;
             }
         } else {
@@ -573,11 +573,8 @@ static void *fetcher_main(void *arg)
                 long hs = errand_last_status(c);
                 if (acks && hs >= 400 && hs < 500) {
                     /* A refused request applied nothing; resend the outcomes alone. */
-                    json_incref(acks);
-                    if (send_acks(w, c, acks) >= 0) {
-                        json_decref(acks);
+                    if (send_acks(w, c, acks) >= 0)
                         acks = NULL;
-                    }
                 }
             }
         }

@@ -678,3 +678,32 @@ json_t *er_job_to_json(const er_job *job)
     }
     return o;
 }
+
+json_t *er_job_to_lease_json(const er_job *job)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    size_t plen = job->payload ? job->payload_len : 0;
+    int bad = 0;
+    bad |= json_object_set_new(o, "id", str_or_null(job->id));
+    bad |= json_object_set_new(o, "queue", str_or_null(job->queue));
+    bad |= json_object_set_new(o, "name", str_or_null(job->name));
+    bad |= json_object_set_new(o, "payload", text_as_json(job->payload, plen));
+    bad |= json_object_set_new(o, "attempt", json_integer(job->attempts));
+    bad |= json_object_set_new(o, "max_attempts", json_integer(job->max_attempts));
+    bad |= json_object_set_new(o, "started", json_integer(job->started));
+    bad |= json_object_set_new(o, "lease_token", str_or_null(job->lease_token));
+    bad |= json_object_set_new(o, "lease_expires_at", time_or_null(job->lease_expires_at));
+    bad |= json_object_set_new(o, "idempotency_key", str_or_null(job->idempotency_key));
+    bad |= json_object_set_new(o, "trace_id", str_or_null(job->trace_id));
+    bad |= json_object_set_new(o, "group", str_or_null(job->group));
+    bad |= json_object_set_new(o, "priority", json_integer(job->priority));
+    bad |= json_object_set_new(o, "timeout_ms", json_integer(job->timeout_ms));
+    bad |= json_object_set_new(o, "created_at", time_or_null(job->created_at));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

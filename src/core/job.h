@@ -174,6 +174,12 @@ void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
  * Returns a new reference or NULL on out of memory. */
 json_t *er_job_to_json(const er_job *job);
 
+/* The smaller object a fetch returns for a leased job: what a worker needs
+ * (id, queue, name, payload, attempt, max_attempts, started, lease_token,
+ * lease_expires_at, idempotency_key, trace_id, group, priority, timeout_ms,
+ * created_at). New reference or NULL on out of memory. */
+json_t *er_job_to_lease_json(const er_job *job);
+
 /* Generates a job id: time-ordered, 26 chars, into out[32]. */
 void er_job_new_id(int64_t now, er_rand *r, char out[32]);
 

@@ -466,13 +466,8 @@ static void finish_fetch(er_hctx *c, er_req *r)
     int bad = !jobs;
     for (size_t i = 0; i < r->list.len && !bad; i++) {
         const er_job *job = &r->list.items[i];
-        json_t *o = job_json(job);
+        json_t *o = er_job_to_lease_json(job);
         bad |= !o;
-        if (o) {
-            bad |= json_object_set_new(
-                o, "lease_token", job->lease_token ? json_string(job->lease_token) : json_null());
-            bad |= json_object_set_new(o, "attempt", json_integer(job->attempts));
-        }
         bad |= json_array_append_new(jobs, o);
     }
     if (bad) {

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Schedulers: a cron expression in a time zone that enqueues one job per
+ * tick. This module validates a scheduler spec (PUT /v1/schedulers/{key}),
+ * builds the job of a tick (id "sched:{key}:{tick}", payload.run_key), and
+ * plans what to fire when the engine looks: the ticks that came due on time,
+ * plus the missed ones the policy allows (skip, once, all up to
+ * max_catchup). Pure logic: the time is always an argument; the only I/O is
+ * opening the zone file (er_tz_open) when asked to.
+ */
+#ifndef ER_CORE_SCHEDULER_H
+#define ER_CORE_SCHEDULER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cron.h"
+#include "core/job.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+/* Limits. Changing one changes the API contract: update docs/cron.md. */
+#define ER_SCHED_CRON_MAX 256        /* bytes of the cron expression */
+#define ER_SCHED_CATCHUP_MAX 1000
+#define ER_SCHED_CATCHUP_DEFAULT 24
+/* A tick is on time when the engine notices it at most this long after it
+ * came due while the server was running; older due ticks are missed and
+ * follow the schedule's missed-run policy. */
+#define ER_SCHED_GRACE_MS 30000
+/* At most this many on-time ticks fire in one pass; the rest fire on the
+ * next pass (nothing is dropped). */
+#define ER_SCHED_ONTIME_MAX 1000
+
+typedef enum er_missed {
+    ER_MISSED_SKIP = 0, /* missed ticks are not run (the default) */
+    ER_MISSED_ONCE = 1, /* one catch-up run, for the latest missed tick */
+    ER_MISSED_ALL = 2,  /* the latest max_catchup missed ticks, oldest first */
+} er_missed;
+
+/* "skip", "once", "all". */
+const char *er_missed_name(er_missed m);
+
+/* A parsed, validated scheduler spec. Strings and JSON references are owned
+ * (er_scheduler_fini frees them). */
+typedef struct er_scheduler {
+    char *cron_text;   /* as given, trimmed */
+    er_cron cron;
+    char *tz_name;     /* "UTC" when none was given */
+    er_tz *tz;         /* opened zone, or NULL when parsed with open_tz false */
+    char *queue;
+    char *name;        /* job name */
+    json_t *payload;   /* a JSON object ({} when none was given) */
+    json_t *job;       /* job options object, or NULL: priority, max_attempts,
+                          backoff, timeout_ms, group, trace_id */
+    er_missed missed;
+    int max_catchup;   /* 1..ER_SCHED_CATCHUP_MAX */
+} er_scheduler;
+
+void er_scheduler_init(er_scheduler *s);
+/* Frees what *s owns; leaves it as after er_scheduler_init. NULL-safe. */
+void er_scheduler_fini(er_scheduler *s);
+
+/* Validates a scheduler key: er_name_validate rules, field "key". */
+int er_scheduler_key_validate(const char *key, er_error *err);
+
+/* Parses and validates a spec object {"cron", "tz"?, "queue", "name",
+ * "payload"?, "missed"?, "max_catchup"?, "job"?}. Unknown fields are an
+ * error. open_tz: open the zone (checks that it exists; reads one file),
+ * else only the zone name's syntax is checked and s->tz stays NULL.
+ * payload_max bounds the payload's serialized size. spec: borrowed. On
+ * success fills *out (er_scheduler_init'd by this call) and returns 0; on
+ * failure returns ER_EINVAL / ER_ETOOBIG / ER_ENOMEM with *err naming the
+ * field, and *out holds nothing. */
+int er_scheduler_from_json(const json_t *spec, bool open_tz, size_t payload_max,
+                           er_scheduler *out, er_error *err);
+
+/* The normalized spec as canonical JSON text (compact, sorted keys, every
+ * default spelled out), so two equal specs have equal text. Returns owned
+ * text (free()) or NULL on ENOMEM. */
+char *er_scheduler_spec_text(const er_scheduler *s);
+
+/* The normalized spec as a JSON object (new reference; NULL on ENOMEM). */
+json_t *er_scheduler_spec_json(const er_scheduler *s);
+
+/* The id of the job of `tick` (ms since the epoch): "sched:{key}:{tick as
+ * RFC 3339 UTC}". out must hold ER_ID_MAX + 1 bytes. */
+void er_scheduler_tick_id(const char *key, int64_t tick, char out[ER_ID_MAX + 1]);
+
+/* Builds the validated job of `tick`: id as er_scheduler_tick_id, the
+ * spec's queue, name, job options, and payload with "run_key" set to the
+ * tick (RFC 3339 UTC). Fills *job (owned: er_job_fini) and returns 0, or a
+ * negative code with *err (*job then holds nothing). */
+int er_scheduler_job(const er_scheduler *s, const char *key, int64_t tick, int64_t now,
+                     er_rand *r, er_job *job, er_error *err);
+
+/* What one look at a scheduler decides. */
+typedef struct er_sched_plan {
+    int64_t *ticks;      /* owned (er_sched_plan_fini): the ticks to enqueue now, oldest first */
+    size_t n;
+    size_t missed_fired; /* how many of them are catch-up runs of missed ticks */
+    bool had_missed;     /* some due ticks were missed (fired or not) */
+    int64_t next_run_at; /* the first tick not yet handled; INT64_MAX when none */
+} er_sched_plan;
+
+void er_sched_plan_fini(er_sched_plan *p);
+
+/* Plans a scheduler whose earliest unhandled tick is next_run_at. s->tz must
+ * be open. Due ticks are those in [next_run_at, now]. A due tick after
+ * on_time_after fires (it came due while the server ran and was noticed in
+ * time); due ticks at or before on_time_after were missed and follow
+ * s->missed: skip fires none, once fires the latest, all fires the latest
+ * max_catchup of them, oldest first. The engine passes on_time_after =
+ * max(when it started, now - ER_SCHED_GRACE_MS). The work is bounded by
+ * max_catchup and ER_SCHED_ONTIME_MAX, not by the length of the downtime.
+ * Returns 0 and *out (which the caller fini's), or ER_ENOMEM. */
+int er_scheduler_plan(const er_scheduler *s, int64_t next_run_at, int64_t now,
+                      int64_t on_time_after, er_sched_plan *out, er_error *err);
+
+/* The first tick strictly after `after`, or INT64_MAX when the expression
+ * never fires again within the cron horizon. s->tz must be open. */
+int64_t er_scheduler_next(const er_scheduler *s, int64_t after);
+
+/* Formats a whole-second instant as RFC 3339 local time in tz with its
+ * offset ("2026-03-08T03:00:00-04:00") into out[32]. */
+void er_time_format_local(int64_t ms, const er_tz *tz, char out[32]);
+
+#endif
