@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
- * Store-independent helpers: URL resolution and the list types of store.h.
+ * Store-independent helpers: URL resolution and the list types of store.h
+ * (jobs, queues, schedulers).
  */
 #include "store/store.h"
 
@@ -75,4 +76,38 @@ int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jo
             return rc;
     }
     return 0;
+}
+
+void er_sched_row_fini(er_sched_row *r)
+{
+    if (!r)
+        return;
+    free(r->key);
+    free(r->spec);
+    memset(r, 0, sizeof *r);
+}
+
+void er_sched_list_fini(er_sched_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->len; i++)
+        er_sched_row_fini(&l->items[i]);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+er_sched_row *er_sched_list_push(er_sched_list *l)
+{
+    if (l->len == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        er_sched_row *items = realloc(l->items, cap * sizeof *items);
+        if (!items)
+            return NULL;
+        l->items = items;
+        l->cap = cap;
+    }
+    er_sched_row *r = &l->items[l->len++];
+    memset(r, 0, sizeof *r);
+    return r;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "core/job.h"
+#include "core/lease.h"
 #include "core/queue.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -62,6 +63,26 @@ typedef struct er_fetch_params {
     int64_t lease_ms;          /* 0 = each queue's lease_ms setting */
     int64_t now;
 } er_fetch_params;
+
+/* A scheduler as stored (core/scheduler.h parses its spec). */
+typedef struct er_sched_row {
+    char *key;           /* owned */
+    char *spec;          /* owned: canonical spec JSON text (er_scheduler_spec_text) */
+    int64_t created_at, updated_at;
+    int64_t last_tick;   /* the latest tick fired, 0 when none */
+    int64_t next_run_at; /* the first tick not yet handled; INT64_MAX when none */
+} er_sched_row;
+
+/* A growable list of schedulers; free with er_sched_list_fini. */
+typedef struct er_sched_list {
+    er_sched_row *items;
+    size_t len, cap;
+} er_sched_list;
+
+void er_sched_row_fini(er_sched_row *r);
+void er_sched_list_fini(er_sched_list *l);
+/* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
+er_sched_row *er_sched_list_push(er_sched_list *l);
 
 typedef struct er_store_ops {
     const char *name; /* "sqlite", "postgres" */
@@ -165,6 +186,70 @@ typedef struct er_store_ops {
      * the batch; such a job changes nothing. */
     int (*enqueue_many)(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                         er_error *err);
+
+    /* ---- schedulers, leases, cursors (docs/cron.md, docs/leases.md) ----
+     * A store may leave these NULL; the engine then answers "not supported
+     * by this store" (ER_EUNAVAIL) and runs no cron ticks. */
+
+    /* Upserts by in->key: a new key is inserted with created_at = updated_at
+     * = now and last_tick 0; an existing key gets in->spec and
+     * in->next_run_at, updated_at = now, and keeps created_at and
+     * last_tick. *created says which. *out (when not NULL) receives the
+     * stored row (owned: er_sched_row_fini). */
+    int (*scheduler_put)(er_store *s, const er_sched_row *in, int64_t now, bool *created,
+                         er_sched_row *out, er_error *err);
+    /* Reads one scheduler; ER_ENOTFOUND when none. */
+    int (*scheduler_get)(er_store *s, const char *key, er_sched_row *out, er_error *err);
+    /* Up to `limit` schedulers with key > after (NULL: from the start), in
+     * key order, appended to *out. */
+    int (*scheduler_list)(er_store *s, const char *after, int limit, er_sched_list *out,
+                          er_error *err);
+    /* Deletes one scheduler (its jobs stay); ER_ENOTFOUND when none. */
+    int (*scheduler_delete)(er_store *s, const char *key, er_error *err);
+    /* Up to `limit` schedulers with next_run_at <= now, earliest first,
+     * appended to *out. */
+    int (*scheduler_due)(er_store *s, int64_t now, int limit, er_sched_list *out,
+                         er_error *err);
+    /* Records a look at a scheduler: sets last_tick (when > 0; 0 keeps it)
+     * and next_run_at, only while its next_run_at still equals
+     * expected_next; otherwise ER_ECONFLICT (it was changed meanwhile) and
+     * nothing changes. ER_ENOTFOUND when the key is gone. */
+    int (*scheduler_advance)(er_store *s, const char *key, int64_t expected_next,
+                             int64_t last_tick, int64_t next_run_at, er_error *err);
+
+    /* Leases (core/lease.h decides; the store keeps one row per
+     * idempotency key). The lease clock is the store's: SQLite judges
+     * expiry by the `now` argument, which the engine takes from the
+     * server's clock; PostgreSQL (clock=store) uses now() of its
+     * transaction, so nodes with skewed clocks still agree.
+     * Acquire: `key` is er_lease_key(type, code, run_key) (the parts are
+     * stored for inspection). 0 and *out when acquired or reclaimed after
+     * expiry; ER_ECONFLICT with *out showing the state (held or done)
+     * otherwise, and nothing changes. */
+    int (*lease_acquire)(er_store *s, const char *type, const char *code, const char *run_key,
+                         const char *key, int64_t ttl_ms, int64_t now, er_rand *r,
+                         er_lease *out, er_error *err);
+    /* By owner token; ER_ESTALE when no live lease has that token (never
+     * issued, rotated by a reclaim, expired, released or done). *out: the
+     * lease after the change. */
+    int (*lease_renew)(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
+                       er_lease *out, er_error *err);
+    int (*lease_complete)(er_store *s, const char *owner_token, int64_t now, er_lease *out,
+                          er_error *err);
+    int (*lease_release)(er_store *s, const char *owner_token, int64_t now, er_lease *out,
+                         er_error *err);
+
+    /* Cursors: a named JSON value (canonical text) with compare-and-set.
+     * get: *value (owned, free()) and *updated_at; ER_ENOTFOUND when none. */
+    int (*cursor_get)(er_store *s, const char *name, char **value, int64_t *updated_at,
+                      er_error *err);
+    /* Sets name = value (JSON text). When check is true the stored value
+     * must equal `expected` (NULL: the cursor must not exist yet), else
+     * ER_ECONFLICT, nothing changes and *current (when not NULL) receives
+     * the stored value (owned, NULL when none). check false writes
+     * unconditionally. */
+    int (*cursor_cas)(er_store *s, const char *name, bool check, const char *expected,
+                      const char *value, int64_t now, char **current, er_error *err);
 } er_store_ops;
 
 extern const er_store_ops er_sqlite_ops;
