@@ -6,6 +6,7 @@
  * arguments; nothing here reads a clock, the network or the store.
  */
 #include "core/job.h"
+#include "util/jsonw.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -607,103 +608,136 @@ int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t p
 
 /* ---- JSON view ---------------------------------------------------------- */
 
-static json_t *str_or_null(const char *s)
+static void write_text(er_jsonw *w, const char *key, const char *text, size_t len)
 {
-    return s ? json_string(s) : json_null();
+    er_jsonw_key(w, key);
+    er_jsonw_raw(w, text, text ? len : 0);
 }
 
-static json_t *time_or_null(int64_t ms)
+static size_t text_len(const char *s)
 {
-    if (ms == 0)
-        return json_null();
-    char buf[32];
-    er_time_format(ms, buf);
-    return json_string(buf);
+    return s ? strlen(s) : 0;
 }
 
-/* Stored JSON text as a JSON value; text that does not parse (it should
- * always parse) is shown as a string rather than lost. */
-static json_t *text_as_json(const char *s, size_t len)
+/* Stored texts (payload, last_error, result, progress) are JSON that the
+ * server serialized itself, so they are embedded as they are. */
+void er_job_write_json(const er_job *job, er_jsonw *w)
 {
-    if (!s)
-        return json_null();
-    json_t *v = json_loadb(s, len, JSON_DECODE_ANY, NULL);
-    if (!v)
-        v = json_stringn(s, len);
-    return v ? v : json_null();
+    int t = (int)job->backoff.type >= 0 && (int)job->backoff.type < 3 ? (int)job->backoff.type : 0;
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "id");
+    er_jsonw_str(w, job->id);
+    er_jsonw_key(w, "queue");
+    er_jsonw_str(w, job->queue);
+    er_jsonw_key(w, "name");
+    er_jsonw_str(w, job->name);
+    write_text(w, "payload", job->payload, job->payload_len);
+    er_jsonw_key(w, "state");
+    er_jsonw_str(w, er_state_name(job->state));
+    er_jsonw_key(w, "priority");
+    er_jsonw_int(w, job->priority);
+    er_jsonw_key(w, "group");
+    er_jsonw_str(w, job->group);
+    er_jsonw_key(w, "run_at");
+    er_jsonw_time(w, job->run_at);
+    er_jsonw_key(w, "max_attempts");
+    er_jsonw_int(w, job->max_attempts);
+    er_jsonw_key(w, "backoff");
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "type");
+    er_jsonw_str(w, backoff_names[t]);
+    er_jsonw_key(w, "delay_ms");
+    er_jsonw_int(w, job->backoff.delay_ms);
+    er_jsonw_key(w, "max_delay_ms");
+    er_jsonw_int(w, job->backoff.max_delay_ms);
+    er_jsonw_key(w, "jitter");
+    er_jsonw_double(w, job->backoff.jitter);
+    er_jsonw_end_object(w);
+    er_jsonw_key(w, "timeout_ms");
+    er_jsonw_int(w, job->timeout_ms);
+    er_jsonw_key(w, "trace_id");
+    er_jsonw_str(w, job->trace_id);
+    er_jsonw_key(w, "idempotency_key");
+    er_jsonw_str(w, job->idempotency_key);
+    er_jsonw_key(w, "attempts");
+    er_jsonw_int(w, job->attempts);
+    er_jsonw_key(w, "started");
+    er_jsonw_int(w, job->started);
+    er_jsonw_key(w, "stalled");
+    er_jsonw_int(w, job->stalled);
+    er_jsonw_key(w, "lease_owner");
+    er_jsonw_str(w, job->lease_owner);
+    er_jsonw_key(w, "lease_expires_at");
+    er_jsonw_time(w, job->lease_expires_at);
+    write_text(w, "last_error", job->last_error, text_len(job->last_error));
+    write_text(w, "result", job->result, text_len(job->result));
+    write_text(w, "progress", job->progress, text_len(job->progress));
+    er_jsonw_key(w, "created_at");
+    er_jsonw_time(w, job->created_at);
+    er_jsonw_key(w, "updated_at");
+    er_jsonw_time(w, job->updated_at);
+    er_jsonw_key(w, "started_at");
+    er_jsonw_time(w, job->started_at);
+    er_jsonw_key(w, "finished_at");
+    er_jsonw_time(w, job->finished_at);
+    er_jsonw_key(w, "redriven_at");
+    er_jsonw_time(w, job->redriven_at);
+    er_jsonw_key(w, "redrive_count");
+    er_jsonw_int(w, job->redrive_count);
+    er_jsonw_end_object(w);
+}
+
+void er_job_write_lease_json(const er_job *job, er_jsonw *w)
+{
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "id");
+    er_jsonw_str(w, job->id);
+    er_jsonw_key(w, "queue");
+    er_jsonw_str(w, job->queue);
+    er_jsonw_key(w, "name");
+    er_jsonw_str(w, job->name);
+    write_text(w, "payload", job->payload, job->payload_len);
+    er_jsonw_key(w, "attempt");
+    er_jsonw_int(w, job->attempts);
+    er_jsonw_key(w, "max_attempts");
+    er_jsonw_int(w, job->max_attempts);
+    er_jsonw_key(w, "started");
+    er_jsonw_int(w, job->started);
+    er_jsonw_key(w, "lease_token");
+    er_jsonw_str(w, job->lease_token);
+    er_jsonw_key(w, "lease_expires_at");
+    er_jsonw_time(w, job->lease_expires_at);
+    er_jsonw_key(w, "idempotency_key");
+    er_jsonw_str(w, job->idempotency_key);
+    er_jsonw_key(w, "trace_id");
+    er_jsonw_str(w, job->trace_id);
+    er_jsonw_key(w, "group");
+    er_jsonw_str(w, job->group);
+    er_jsonw_key(w, "priority");
+    er_jsonw_int(w, job->priority);
+    er_jsonw_key(w, "timeout_ms");
+    er_jsonw_int(w, job->timeout_ms);
+    er_jsonw_key(w, "created_at");
+    er_jsonw_time(w, job->created_at);
+    er_jsonw_end_object(w);
+}
+
+static json_t *parse_written(const er_job *job, void (*write)(const er_job *, er_jsonw *))
+{
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    write(job, &w);
+    json_t *o = w.failed ? NULL : json_loadb(w.buf, w.len, 0, NULL);
+    er_jsonw_fini(&w);
+    return o;
 }
 
 json_t *er_job_to_json(const er_job *job)
 {
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    const char *state = er_state_name(job->state);
-    size_t plen = job->payload ? job->payload_len : 0;
-    int bad = 0;
-    bad |= json_object_set_new(o, "id", str_or_null(job->id));
-    bad |= json_object_set_new(o, "queue", str_or_null(job->queue));
-    bad |= json_object_set_new(o, "name", str_or_null(job->name));
-    bad |= json_object_set_new(o, "payload", text_as_json(job->payload, plen));
-    bad |= json_object_set_new(o, "state", str_or_null(state));
-    bad |= json_object_set_new(o, "priority", json_integer(job->priority));
-    bad |= json_object_set_new(o, "group", str_or_null(job->group));
-    bad |= json_object_set_new(o, "run_at", time_or_null(job->run_at));
-    bad |= json_object_set_new(o, "max_attempts", json_integer(job->max_attempts));
-    bad |= json_object_set_new(o, "backoff", backoff_to_json(&job->backoff));
-    bad |= json_object_set_new(o, "timeout_ms", json_integer(job->timeout_ms));
-    bad |= json_object_set_new(o, "trace_id", str_or_null(job->trace_id));
-    bad |= json_object_set_new(o, "idempotency_key", str_or_null(job->idempotency_key));
-    bad |= json_object_set_new(o, "attempts", json_integer(job->attempts));
-    bad |= json_object_set_new(o, "started", json_integer(job->started));
-    bad |= json_object_set_new(o, "stalled", json_integer(job->stalled));
-    bad |= json_object_set_new(o, "lease_owner", str_or_null(job->lease_owner));
-    bad |= json_object_set_new(o, "lease_expires_at", time_or_null(job->lease_expires_at));
-    bad |= json_object_set_new(o, "last_error",
-                               text_as_json(job->last_error,
-                                            job->last_error ? strlen(job->last_error) : 0));
-    bad |= json_object_set_new(o, "result",
-                               text_as_json(job->result, job->result ? strlen(job->result) : 0));
-    bad |= json_object_set_new(
-        o, "progress", text_as_json(job->progress, job->progress ? strlen(job->progress) : 0));
-    bad |= json_object_set_new(o, "created_at", time_or_null(job->created_at));
-    bad |= json_object_set_new(o, "updated_at", time_or_null(job->updated_at));
-    bad |= json_object_set_new(o, "started_at", time_or_null(job->started_at));
-    bad |= json_object_set_new(o, "finished_at", time_or_null(job->finished_at));
-    bad |= json_object_set_new(o, "redriven_at", time_or_null(job->redriven_at));
-    bad |= json_object_set_new(o, "redrive_count", json_integer(job->redrive_count));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return parse_written(job, er_job_write_json);
 }
 
 json_t *er_job_to_lease_json(const er_job *job)
 {
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    size_t plen = job->payload ? job->payload_len : 0;
-    int bad = 0;
-    bad |= json_object_set_new(o, "id", str_or_null(job->id));
-    bad |= json_object_set_new(o, "queue", str_or_null(job->queue));
-    bad |= json_object_set_new(o, "name", str_or_null(job->name));
-    bad |= json_object_set_new(o, "payload", text_as_json(job->payload, plen));
-    bad |= json_object_set_new(o, "attempt", json_integer(job->attempts));
-    bad |= json_object_set_new(o, "max_attempts", json_integer(job->max_attempts));
-    bad |= json_object_set_new(o, "started", json_integer(job->started));
-    bad |= json_object_set_new(o, "lease_token", str_or_null(job->lease_token));
-    bad |= json_object_set_new(o, "lease_expires_at", time_or_null(job->lease_expires_at));
-    bad |= json_object_set_new(o, "idempotency_key", str_or_null(job->idempotency_key));
-    bad |= json_object_set_new(o, "trace_id", str_or_null(job->trace_id));
-    bad |= json_object_set_new(o, "group", str_or_null(job->group));
-    bad |= json_object_set_new(o, "priority", json_integer(job->priority));
-    bad |= json_object_set_new(o, "timeout_ms", json_integer(job->timeout_ms));
-    bad |= json_object_set_new(o, "created_at", time_or_null(job->created_at));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return parse_written(job, er_job_write_lease_json);
 }

@@ -16,6 +16,7 @@
 
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/jsonw.h"
 
 /* Limits. Changing one changes the API contract: update docs/api.md. */
 #define ER_ID_MAX 200            /* job id, idempotency key, trace id */
@@ -173,6 +174,12 @@ void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
 /* Builds the JSON object for a job as API.md shows it (times as RFC 3339).
  * Returns a new reference or NULL on out of memory. */
 json_t *er_job_to_json(const er_job *job);
+
+/* Writes the same object as er_job_to_json straight into a JSON writer
+ * (the hot path: no jansson tree). */
+void er_job_write_json(const er_job *job, er_jsonw *w);
+/* Writes the lease view (er_job_to_lease_json) into a JSON writer. */
+void er_job_write_lease_json(const er_job *job, er_jsonw *w);
 
 /* The smaller object a fetch returns for a leased job: what a worker needs
  * (id, queue, name, payload, attempt, max_attempts, started, lease_token,

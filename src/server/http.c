@@ -52,6 +52,22 @@ const er_route er_routes[] = {
     {EVHTTP_REQ_GET, "/v1/dead", ER_ACCESS_READ, er_route_list_dead, 0},
     {EVHTTP_REQ_POST, "/v1/dead/{id}/redrive", ER_ACCESS_ADMIN, er_route_redrive, 0},
     {EVHTTP_REQ_DELETE, "/v1/dead/{id}", ER_ACCESS_ADMIN, er_route_delete_dead, 0},
+    /* schedulers, cron, leases, cursors (routes_sched.c) */
+    {EVHTTP_REQ_GET, "/v1/cron/next", ER_ACCESS_READ, er_route_cron_next, 0},
+    {EVHTTP_REQ_GET, "/v1/schedulers", ER_ACCESS_READ, er_route_list_schedulers, 0},
+    {EVHTTP_REQ_PUT, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_put_scheduler, 0},
+    {EVHTTP_REQ_GET, "/v1/schedulers/{key}", ER_ACCESS_READ, er_route_get_scheduler, 0},
+    {EVHTTP_REQ_DELETE, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_delete_scheduler, 0},
+    {EVHTTP_REQ_POST, "/v1/schedulers/{key}/trigger", ER_ACCESS_ADMIN, er_route_trigger_scheduler,
+     0},
+    {EVHTTP_REQ_POST, "/v1/leases", ER_ACCESS_WORK, er_route_lease_acquire, 0},
+    {EVHTTP_REQ_POST, "/v1/leases/renew", ER_ACCESS_WORK, er_route_lease_op, ER_REQ_LEASE_RENEW},
+    {EVHTTP_REQ_POST, "/v1/leases/complete", ER_ACCESS_WORK, er_route_lease_op,
+     ER_REQ_LEASE_COMPLETE},
+    {EVHTTP_REQ_POST, "/v1/leases/release", ER_ACCESS_WORK, er_route_lease_op,
+     ER_REQ_LEASE_RELEASE},
+    {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0},
+    {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0},
 };
 const size_t er_nroutes = sizeof er_routes / sizeof er_routes[0];
 
@@ -183,6 +199,18 @@ void er_http_reply_json(er_hctx *c, int status, json_t *body)
         return;
     }
     json_decref(body);
+    send_reply(c, status);
+}
+
+void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
+{
+    if (w->failed) {
+        er_jsonw_fini(w);
+        er_http_reply_json(c, 503, NULL);
+        return;
+    }
+    evbuffer_add(evhttp_request_get_output_buffer(c->req), w->buf, w->len);
+    er_jsonw_fini(w);
     send_reply(c, status);
 }
 
@@ -561,14 +589,16 @@ static void on_request(struct evhttp_request *req, void *arg)
         return;
     }
     if (pname) {
-        bool is_queue = strncmp(pname, "queue}", 6) == 0;
-        const char *field = is_queue ? "queue" : "id";
+        /* {id} is a job id; {queue}, {key} and {name} follow the name rule */
+        char field[16];
+        snprintf(field, sizeof field, "%.*s", (int)strcspn(pname, "}"), pname);
+        bool is_id = strcmp(field, "id") == 0;
         if (pct_decode(pv, pl, false, c->param, sizeof c->param) < 0) {
             er_http_fail(c, ER_EINVAL, field, "malformed or too long %s in the path", field);
             return;
         }
-        int rc = is_queue ? er_name_validate(c->param, field, &err)
-                          : er_id_validate(c->param, field, &err);
+        int rc = is_id ? er_id_validate(c->param, field, &err)
+                       : er_name_validate(c->param, field, &err);
         if (rc < 0) {
             er_http_reply_error(c, &err);
             return;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "util/jsonw.h"
 #include "server/server.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -42,7 +43,7 @@ typedef void (*er_finish_fn)(er_hctx *c, er_req *r);
 
 typedef struct er_route {
     int method;          /* EVHTTP_REQ_* */
-    const char *pattern; /* "/v1/queues/{queue}/jobs": one {queue} or {id} at most */
+    const char *pattern; /* "/v1/queues/{queue}/jobs": one {queue}, {key}, {name} or {id} at most */
     er_access access;
     er_route_fn fn;
     int flags;           /* handler-specific (e.g. which ack kind) */
@@ -58,7 +59,7 @@ struct er_hctx {
     struct evhttp_request *req; /* NULL once libevent freed it (connection freed) */
     int route;                  /* index in er_routes, or er_nroutes when unmatched */
     int flags;                  /* the route's flags */
-    char param[ER_PARAM_MAX + 1]; /* decoded {queue} or {id} */
+    char param[ER_PARAM_MAX + 1]; /* decoded {queue}, {key}, {name} or {id} */
     const char *query;          /* raw query string or NULL; handler only */
     er_finish_fn finish;
     bool orphan;                /* connection gone, request detached: free it ourselves */
@@ -90,6 +91,8 @@ struct er_server {
 
 /* Sends `body` (takes the reference; NULL means out of memory -> 503). */
 void er_http_reply_json(er_hctx *c, int status, json_t *body);
+/* Replies with what w holds (503 when it failed) and finalizes w. */
+void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w);
 /* Sends {"error":{code,message,field}} with the code's HTTP status. */
 void er_http_reply_error(er_hctx *c, const er_error *err);
 /* Builds an error and sends it. */
@@ -155,6 +158,18 @@ void er_route_pause_queue(er_hctx *c); /* flags: 1 pause, 0 resume */
 void er_route_list_dead(er_hctx *c);
 void er_route_redrive(er_hctx *c);
 void er_route_delete_dead(er_hctx *c);
+
+/* routes_sched.c: schedulers, cron, run-once leases, cursors */
+void er_route_cron_next(er_hctx *c);
+void er_route_list_schedulers(er_hctx *c);
+void er_route_put_scheduler(er_hctx *c);
+void er_route_get_scheduler(er_hctx *c);
+void er_route_delete_scheduler(er_hctx *c);
+void er_route_trigger_scheduler(er_hctx *c);
+void er_route_lease_acquire(er_hctx *c);
+void er_route_lease_op(er_hctx *c); /* flags: ER_REQ_LEASE_RENEW / _COMPLETE / _RELEASE */
+void er_route_get_cursor(er_hctx *c);
+void er_route_put_cursor(er_hctx *c);
 
 /* ---- auth (auth.c) ---- */
 

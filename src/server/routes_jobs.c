@@ -56,6 +56,9 @@ static json_t *error_json(const er_error *e, int rc)
                      e->field[0] ? json_string(e->field) : json_null());
 }
 
+/* Largest reply written with er_jsonw: a full fetch of big payloads. */
+#define REPLY_MAX ((size_t)1 << 30)
+
 static json_t *job_json(const er_job *job)
 {
     return er_job_to_json(job);
@@ -78,10 +81,17 @@ static void finish_enqueue_one(er_hctx *c, er_req *r)
     }
     const er_job *job = r->job.id ? &r->job : &r->jobs[0];
     bool dup = r->duplicate && r->duplicate[0];
-    json_t *body = json_pack("{s:o}", "job", job_json(job));
-    if (body && dup)
-        json_object_set_new(body, "duplicate", json_true());
-    er_http_reply_json(c, dup ? 200 : 201, body);
+    er_jsonw w;
+    er_jsonw_init(&w, REPLY_MAX);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "job");
+    er_job_write_json(job, &w);
+    if (dup) {
+        er_jsonw_key(&w, "duplicate");
+        er_jsonw_bool(&w, true);
+    }
+    er_jsonw_end_object(&w);
+    er_http_reply_jsonw(c, dup ? 200 : 201, &w);
 }
 
 static void finish_enqueue_bulk(er_hctx *c, er_req *r)
@@ -462,23 +472,26 @@ static void finish_fetch(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    json_t *jobs = json_array();
-    int bad = !jobs;
-    for (size_t i = 0; i < r->list.len && !bad; i++) {
-        const er_job *job = &r->list.items[i];
-        json_t *o = er_job_to_lease_json(job);
-        bad |= !o;
-        bad |= json_array_append_new(jobs, o);
+    er_jsonw w;
+    er_jsonw_init(&w, REPLY_MAX);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "jobs");
+    er_jsonw_begin_array(&w);
+    for (size_t i = 0; i < r->list.len; i++)
+        er_job_write_lease_json(&r->list.items[i], &w);
+    er_jsonw_end_array(&w);
+    if (c->flags) {
+        json_t *acks = ack_results(r);
+        char *text = acks ? json_dumps(acks, JSON_COMPACT) : NULL;
+        json_decref(acks);
+        if (!text)
+            w.failed = true;
+        er_jsonw_key(&w, "acks");
+        er_jsonw_raw(&w, text, text ? strlen(text) : 0);
+        free(text);
     }
-    if (bad) {
-        json_decref(jobs);
-        er_http_reply_json(c, 503, NULL);
-        return;
-    }
-    json_t *body = json_pack("{s:o}", "jobs", jobs);
-    if (body && c->flags)
-        json_object_set_new(body, "acks", ack_results(r));
-    er_http_reply_json(c, 200, body);
+    er_jsonw_end_object(&w);
+    er_http_reply_jsonw(c, 200, &w);
 }
 
 void er_route_fetch(er_hctx *c)

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * A small JSON writer into one growable buffer, for the hot responses
+ * (enqueue, fetch) where building a jansson tree and dumping it costs more
+ * than the request itself. The caller places commas through the writer's
+ * object/array nesting; a failed allocation or the size cap sets `failed`
+ * and later calls do nothing.
+ */
+#ifndef ER_UTIL_JSONW_H
+#define ER_UTIL_JSONW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ER_JSONW_DEPTH 16
+
+typedef struct er_jsonw {
+    char *buf;        /* owned; NUL-terminated while not failed */
+    size_t len, cap, max;
+    bool failed;
+    int depth;
+    bool first[ER_JSONW_DEPTH]; /* no member written yet at this depth */
+} er_jsonw;
+
+/* max bounds the output size (bytes). */
+void er_jsonw_init(er_jsonw *w, size_t max);
+void er_jsonw_fini(er_jsonw *w);
+
+void er_jsonw_begin_object(er_jsonw *w);
+void er_jsonw_end_object(er_jsonw *w);
+void er_jsonw_begin_array(er_jsonw *w);
+void er_jsonw_end_array(er_jsonw *w);
+
+/* Writes `"key":` (escaped) preceded by a comma when needed. */
+void er_jsonw_key(er_jsonw *w, const char *key);
+
+/* Values; each is preceded by a comma when it is an array element. */
+void er_jsonw_str(er_jsonw *w, const char *s);       /* NULL writes null */
+void er_jsonw_int(er_jsonw *w, int64_t v);
+void er_jsonw_double(er_jsonw *w, double v);
+void er_jsonw_bool(er_jsonw *w, bool v);
+void er_jsonw_null(er_jsonw *w);
+void er_jsonw_time(er_jsonw *w, int64_t ms);          /* RFC 3339, or null when 0 */
+/* Already-serialized JSON (trusted: it came from our own serializer);
+ * NULL writes null. */
+void er_jsonw_raw(er_jsonw *w, const char *json, size_t len);
+
+#endif

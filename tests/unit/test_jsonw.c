@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The JSON writer: commas and nesting, escaping, numbers, the size cap.
+ * Each output is parsed back with jansson so "valid JSON" is checked by a
+ * real parser.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "util/jsonw.h"
+
+static json_t *parse(const er_jsonw *w)
+{
+    cr_assert(!w->failed);
+    json_error_t e;
+    json_t *v = json_loadb(w->buf, w->len, JSON_DECODE_ANY, &e);
+    cr_assert_not_null(v, "not JSON: %s (%s)", w->buf, e.text);
+    return v;
+}
+
+Test(jsonw, nested_objects_and_arrays_get_commas_in_the_right_places)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "a");
+    er_jsonw_int(&w, 1);
+    er_jsonw_key(&w, "list");
+    er_jsonw_begin_array(&w);
+    er_jsonw_int(&w, 1);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "x");
+    er_jsonw_null(&w);
+    er_jsonw_end_object(&w);
+    er_jsonw_str(&w, "s");
+    er_jsonw_end_array(&w);
+    er_jsonw_key(&w, "b");
+    er_jsonw_bool(&w, true);
+    er_jsonw_end_object(&w);
+    cr_assert_str_eq(w.buf, "{\"a\":1,\"list\":[1,{\"x\":null},\"s\"],\"b\":true}");
+    json_decref(parse(&w));
+    er_jsonw_fini(&w);
+}
+
+Test(jsonw, strings_are_escaped_and_round_trip)
+{
+    const char *s = "quote\" back\\ nl\n tab\t ctl\x01 utf8 \xc3\xa9";
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_array(&w);
+    er_jsonw_str(&w, s);
+    er_jsonw_str(&w, NULL);
+    er_jsonw_end_array(&w);
+    json_t *v = parse(&w);
+    cr_assert_str_eq(json_string_value(json_array_get(v, 0)), s);
+    cr_assert(json_is_null(json_array_get(v, 1)));
+    json_decref(v);
+    er_jsonw_fini(&w);
+}
+
+Test(jsonw, doubles_stay_reals_and_times_are_rfc3339_or_null)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_array(&w);
+    er_jsonw_double(&w, 1.0);
+    er_jsonw_double(&w, 0.5);
+    er_jsonw_time(&w, 0);
+    er_jsonw_time(&w, 1796004000000LL);
+    er_jsonw_raw(&w, "{\"k\":[1,2]}", 11);
+    er_jsonw_end_array(&w);
+    json_t *v = parse(&w);
+    cr_assert(json_is_real(json_array_get(v, 0)));
+    cr_assert_float_eq(json_real_value(json_array_get(v, 1)), 0.5, 1e-12);
+    cr_assert(json_is_null(json_array_get(v, 2)));
+    cr_assert_str_eq(json_string_value(json_array_get(v, 3)), "2026-11-30T02:00:00.000Z");
+    cr_assert_eq(json_integer_value(json_array_get(json_object_get(json_array_get(v, 4), "k"), 1)), 2);
+    json_decref(v);
+    er_jsonw_fini(&w);
+}
+
+Test(jsonw, output_past_the_cap_fails_instead_of_growing)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 64);
+    er_jsonw_begin_array(&w);
+    for (int i = 0; i < 100; i++)
+        er_jsonw_str(&w, "0123456789");
+    er_jsonw_end_array(&w);
+    cr_assert(w.failed);
+    cr_assert_leq(w.cap, 65);
+    er_jsonw_fini(&w);
+}
