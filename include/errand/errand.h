@@ -385,6 +385,46 @@ ERRAND_API int errand_job_fail_permanent(errand_job *job, const char *msg);
 ERRAND_API int errand_job_retry_later(errand_job *job, long delay_ms);
 ERRAND_API int errand_job_throttled(errand_job *job, long retry_after_ms);
 
+/* ---- run exactly once per key (docs/leases.md) --------------------------
+ * Appended with the scheduling work (src/client/exclusive.c). */
+
+/* What fn learns about the lease it runs under; borrowed, valid while fn
+ * runs. Pass idempotency_key and fence to whatever fn writes, so a store
+ * can refuse writes of an older fence. */
+typedef struct errand_lease_info {
+    const char *idempotency_key; /* depends only on (type, code, run_key) */
+    const char *owner_token;
+    long long fence;             /* grows with every acquire of this key */
+} errand_lease_info;
+
+/* The work; runs on its own thread while the caller's thread renews the
+ * lease. Returns 0 on success (the key is then completed). */
+typedef int (*errand_exclusive_fn)(const errand_lease_info *lease, void *user);
+/* Called (from the renewing thread, once) when a renew is refused: another
+ * owner may run the work now, so fn should stop. Must not block. */
+typedef void (*errand_lost_fn)(void *user);
+
+enum {
+    ERRAND_EXCLUSIVE_DONE = 1,   /* the key was already completed: fn did not run */
+    ERRAND_EXCLUSIVE_FAILED = 2, /* fn ran and returned non-zero: the lease was released */
+};
+
+/* Acquires the lease of (type, code, run_key) for ttl_ms (1000..86400000;
+ * 0: 60000) through POST /v1/leases, runs fn(lease, user) on a new thread,
+ * renews the lease every ttl_ms/3 while fn runs, then completes the key
+ * when fn returned 0 or releases it otherwise. Strings are copied.
+ * Returns 0 (fn ran and succeeded; the key is done), ERRAND_EXCLUSIVE_DONE
+ * (fn not run), ERRAND_ECONFLICT (another owner holds the key; fn not run),
+ * ERRAND_EXCLUSIVE_FAILED, ERRAND_ESTALE (fn ran but the lease was lost:
+ * a renew or the complete was refused; on_lost ran if a renew was), or
+ * another negative code: acquiring failed (fn not run) or the complete
+ * failed. *fn_result (may be NULL) is set to fn's return value when fn ran
+ * and left untouched otherwise. on_lost may be NULL. Blocking: as long as
+ * fn runs plus the requests. Uses c from the calling thread only. */
+ERRAND_API int errand_run_exclusive(errand_client *c, const char *type, const char *code,
+                                    const char *run_key, long ttl_ms, errand_exclusive_fn fn,
+                                    errand_lost_fn on_lost, void *user, int *fn_result);
+
 #ifdef __cplusplus
 }
 #endif

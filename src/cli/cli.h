@@ -18,7 +18,16 @@ int er_cli_bench(int argc, char **argv, char **envp);
 /* `errand work` (work.c): runs a command per job through liberrand's worker
  * runtime. Exit 0 after a graceful stop, 1 when it could not run, 2 usage. */
 int er_cli_work(int argc, char **argv);
-/* `errand cron next` (cron.c): local, no server. Exit 0 ok, 2 usage. */
+/* `errand cron next|add|list|rm|trigger` (cron.c): `next` is local. Exit 0
+ * ok, 1 server error, 2 usage, 3 unreachable. */
 int er_cli_cron(int argc, char **argv);
+/* `errand lease run ... -- CMD` (lease.c): CMD's exit status, 0 when the key
+ * is done, 75 when held elsewhere or the lease was lost, 1/2/3 as above. */
+int er_cli_lease(int argc, char **argv);
+
+/* `errand chaos` (chaos.c): kills workers and the server on a seeded
+ * schedule and checks that no job is lost and no effect duplicated. Exit 0
+ * when every check holds, 1 on a violation, 2 usage. */
+int er_cli_chaos(int argc, char **argv);
 
 #endif

@@ -20,7 +20,11 @@ static void usage(FILE *out)
                  "  dlq        dead letters: errand dlq list | errand dlq redrive ID\n"
                  "  work       run a command per job: errand work --queue Q -- CMD [ARGS]\n"
                  "  bench      load scenarios against a server (errand bench --help)\n"
-                 "  cron next  next fire times: errand cron next EXPR [--tz ZONE]\n"
+                 "  cron       schedulers: errand cron add|list|rm|trigger, cron next EXPR\n"
+                 "  lease run  run a command once per key: errand lease run --type T\n"
+                 "             --code C --run-key K -- CMD [ARGS]\n"
+                 "  chaos      kill workers and the server, prove no job lost or duplicated\n"
+                 "             (errand chaos --help)\n"
                  "  version    print the version\n");
 }
 
@@ -47,6 +51,10 @@ int main(int argc, char **argv)
         return er_cli_work(argc - 2, argv + 2);
     if (strcmp(cmd, "cron") == 0)
         return er_cli_cron(argc - 2, argv + 2);
+    if (strcmp(cmd, "chaos") == 0)
+        return er_cli_chaos(argc - 2, argv + 2);
+    if (strcmp(cmd, "lease") == 0)
+        return er_cli_lease(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("errand 0.1.0\n");
         return 0;

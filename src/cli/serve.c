@@ -23,7 +23,8 @@ static const er_setting serve_settings[] = {
     {"listen", ER_SET_STRING, "127.0.0.1:7400", 0, 0, NULL,
      "address to listen on, HOST:PORT (port 0 picks a free one)"},
     {"store", ER_SET_STRING, "sqlite:./errand.db", 0, 0, NULL,
-     "store URL: sqlite:PATH (embedded, default)"},
+     "store URL: sqlite:PATH (embedded, default) or "
+     "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
     {"token", ER_SET_LIST, NULL, 0, 0, NULL,
      "ROLE:TOKEN, repeatable (roles producer, worker, admin); ERRAND_TOKENS takes a comma list"},
     {"config", ER_SET_STRING, NULL, 0, 0, NULL, "config file of 'name = value' lines"},
@@ -50,6 +51,37 @@ typedef struct serve_ctx {
     int signals;
     int64_t grace_deadline;
 } serve_ctx;
+
+/* The store URL for logs: the password of a URL's user info replaced by
+ * "***", and JSON-unsafe characters dropped (the text goes into a log line). */
+static void mask_password(const char *url, char *out, size_t size)
+{
+    const char *scheme = strstr(url, "://");
+    const char *at = NULL, *colon = NULL;
+    if (scheme) {
+        const char *auth = scheme + 3;
+        size_t alen = strcspn(auth, "/?#");
+        for (size_t i = 0; i < alen; i++)
+            if (auth[i] == '@')
+                at = auth + i; /* the last '@' ends the user info */
+        if (at) {
+            colon = memchr(auth, ':', (size_t)(at - auth));
+        }
+    }
+    size_t n = 0;
+    for (const char *p = url; *p && n + 4 < size; p++) {
+        if (colon && p == colon + 1) {
+            memcpy(out + n, "***", 3);
+            n += 3;
+            p = at - 1;
+            continue;
+        }
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            continue;
+        out[n++] = *p;
+    }
+    out[n] = '\0';
+}
 
 static void poll_inflight(evutil_socket_t fd, short what, void *arg)
 {
@@ -142,7 +174,9 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
     };
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
-        fprintf(stderr, "errand serve: cannot open store '%s': %s\n", ecfg.store_url, err.message);
+        char shown[384];
+        mask_password(ecfg.store_url, shown, sizeof shown);
+        fprintf(stderr, "errand serve: cannot open store '%s': %s\n", shown, err.message);
         goto out;
     }
     er_server_config scfg = {
@@ -168,8 +202,9 @@ int er_cli_serve(int argc, char **argv, char **envp)
     evsignal_add(c.sigint, NULL);
     c.grace_deadline = INT64_MAX;
     {
-        char extra[256];
-        snprintf(extra, sizeof extra, "\"store\":\"%s\",\"durability\":\"%s\"", ecfg.store_url,
+        char extra[512], shown[384];
+        mask_password(ecfg.store_url, shown, sizeof shown);
+        snprintf(extra, sizeof extra, "\"store\":\"%s\",\"durability\":\"%s\"", shown,
                  er_settings_get(&st, "durability")->text);
         ER_LOG(ER_LOG_INFO, extra, "errand started");
     }

@@ -312,13 +312,13 @@ int64_t er_scheduler_next(const er_scheduler *s, int64_t after)
 
 /* The latest k ticks in [lo, hi] into out[] (oldest first), *n of them.
  * Searches back from hi in doubling windows so the work depends on k, not
- * on hi - lo. */
-static void latest_ticks(const er_scheduler *s, int64_t lo, int64_t hi, size_t k,
-                         int64_t *out, size_t *n)
+ * on hi - lo. Returns 0 or ER_ENOMEM. */
+static int latest_ticks(const er_scheduler *s, int64_t lo, int64_t hi, size_t k,
+                        int64_t *out, size_t *n)
 {
     *n = 0;
     if (k == 0 || lo > hi)
-        return;
+        return 0;
     int64_t *ring = out; /* reuse out as the ring buffer, unrolled below */
     for (int64_t w = 1000;; w *= 2) {
         int64_t start = hi - w < lo - 1 ? lo - 1 : hi - w; /* ticks strictly after start */
@@ -332,18 +332,16 @@ static void latest_ticks(const er_scheduler *s, int64_t lo, int64_t hi, size_t k
         if (count >= k || start == lo - 1 || w > INT64_MAX / 4) {
             size_t m = count < k ? count : k;
             /* rotate so the oldest comes first */
-            int64_t *tmp = malloc(m * sizeof *tmp);
-            if (!tmp) {
-                *n = 0;
-                return;
-            }
+            int64_t *tmp = malloc((m ? m : 1) * sizeof *tmp);
+            if (!tmp)
+                return ER_ENOMEM;
             size_t first = count < k ? 0 : head;
             for (size_t i = 0; i < m; i++)
                 tmp[i] = ring[(first + i) % k];
             memcpy(out, tmp, m * sizeof *tmp);
             free(tmp);
             *n = m;
-            return;
+            return 0;
         }
     }
 }
@@ -366,7 +364,10 @@ int er_scheduler_plan(const er_scheduler *s, int64_t next_run_at, int64_t now,
     if (next_run_at <= on_time_after) {
         out->had_missed = true;
         int64_t hi = on_time_after < now ? on_time_after : now;
-        latest_ticks(s, next_run_at, hi, k, out->ticks, &out->n);
+        if (latest_ticks(s, next_run_at, hi, k, out->ticks, &out->n) < 0) {
+            er_sched_plan_fini(out);
+            return oom(err);
+        }
         out->missed_fired = out->n;
     }
 

@@ -11,6 +11,8 @@
  */
 #include "engine/engine.h"
 #include "engine/exec.h"
+#include "engine/notify.h"
+#include "store/postgres/postgres.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -54,6 +56,9 @@ typedef struct worker {
     bool writer;
     er_exec_ctx x;
     er_req *parked;   /* writer thread only: long-poll fetches waiting for jobs */
+    er_wake ext_wake; /* writer: queues other nodes made ready (under mu) */
+    bool ext_all;     /* writer: wake-ups may have been lost, retry every parked fetch (under mu) */
+    bool leader;      /* writer thread only: holds the maintenance lease */
 } worker;
 
 struct er_engine {
@@ -75,6 +80,8 @@ struct er_engine {
 
     _Atomic uint64_t commits, commit_requests, commit_failures;
     _Atomic uint64_t parked;
+    _Atomic bool leader;  /* the writer runs maintenance */
+    er_notify *notify;    /* PostgreSQL: wake-ups from other nodes */
     uint64_t enqueued, fetched, completed, failed, released; /* loop thread */
 };
 
@@ -141,20 +148,53 @@ static int serve_parked(worker *w, int64_t now, int64_t mono)
     return 0;
 }
 
+/* Whether this node runs maintenance now: always without a lease op
+ * (SQLite); else while the writer's connection holds the store's lease. */
+static bool maintenance_leader(worker *w)
+{
+    er_engine *e = w->e;
+    if (!e->ops->maintenance_lease) {
+        atomic_store(&e->leader, true);
+        return true;
+    }
+    er_error err;
+    er_error_clear(&err);
+    bool leader = false;
+    if (e->ops->maintenance_lease(w->x.store, &leader, &err) < 0)
+        ER_LOG(ER_LOG_DEBUG, NULL, "maintenance lease: %s", err.message);
+    if (leader != w->leader)
+        ER_LOG(ER_LOG_INFO, NULL, "%s", leader ? "maintenance leadership acquired"
+                                               : "maintenance leadership lost");
+    w->leader = leader;
+    atomic_store(&e->leader, leader);
+    return leader;
+}
+
 static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
 {
     er_engine *e = w->e;
     er_exec_ctx *x = &w->x;
     er_error err;
     er_error_clear(&err);
+    if (maint && !maintenance_leader(w))
+        maint = retention = false;
     int64_t now = er_now_ms(), mono = er_mono_ms();
     size_t n = 0;
     for (er_req *r = reqs; r; r = r->next)
         n++;
-    bool draining;
+    bool draining, all;
     pthread_mutex_lock(&w->mu);
     draining = w->draining;
+    /* other nodes' wake-ups count as this transaction's own */
+    for (size_t i = 0; i < w->ext_wake.len; i++)
+        er_wake_add(&x->wake, w->ext_wake.names[i], w->ext_wake.counts[i]);
+    er_wake_fini(&w->ext_wake);
+    all = w->ext_all;
+    w->ext_all = false;
     pthread_mutex_unlock(&w->mu);
+    if (all)
+        for (er_req *r = w->parked; r; r = r->next)
+            r->repoll_mono = mono;
 
     /* answer parked fetches whose wait ran out (all of them when draining) */
     er_req *out = NULL, **out_tail = &out;
@@ -204,6 +244,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         }
         er_wake_fini(&x->wake);
     }
+    er_wake_fini(&x->wake); /* wake-ups for nobody */
 
     /* parked fetches that got jobs are answered now */
     for (er_req **pp = &w->parked; *pp;) {
@@ -267,7 +308,8 @@ static void *worker_main(void *arg)
             }
             int64_t now = er_mono_ms();
             int64_t wake_at = writer_wake_at(w, next_maint);
-            if (now >= wake_at || (w->draining && w->parked))
+            if (now >= wake_at || (w->draining && w->parked) ||
+                (w->parked && (w->ext_wake.len || w->ext_all)))
                 break;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -368,6 +410,8 @@ static void worker_stop(er_engine *e, worker *w)
         e->ops->close(w->x.store);
     w->x.store = NULL;
     er_wake_fini(&w->x.wake);
+    er_exec_ctx_fini(&w->x);
+    er_wake_fini(&w->ext_wake);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
 }
@@ -436,6 +480,26 @@ static void check_drained(er_engine *e)
         event_active(e->drained_ev, EV_TIMEOUT, 0);
 }
 
+/* ---- wake-ups from other nodes (listener thread) ----------------------- */
+
+static void remote_ready(const char *queue, void *arg)
+{
+    worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    er_wake_add(&w->ext_wake, queue, ER_FETCH_MAX);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void remote_all(void *arg)
+{
+    worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->ext_all = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* ---- public ------------------------------------------------------------ */
 
 int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_engine **out,
@@ -477,6 +541,12 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
     rc = worker_start(e, &e->reader, false, err);
     if (rc < 0)
         goto fail;
+    if (e->ops == &er_postgres_ops) {
+        er_notify_cbs cbs = {.ready = remote_ready, .all = remote_all, .arg = &e->writer};
+        rc = er_notify_start(e->store_url, &cbs, &e->notify, err);
+        if (rc < 0)
+            goto fail;
+    }
     e->ready = true;
     *out = e;
     return 0;
@@ -519,8 +589,11 @@ void er_engine_free(er_engine *e)
 {
     if (!e)
         return;
+    er_notify_stop(e->notify); /* it signals the writer: stopped first */
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
+    if (e->ops == &er_postgres_ops)
+        er_postgres_pool_drain();
     /* requests answered after the loop stopped are dropped */
     for (er_req *r = e->done_head; r;) {
         er_req *nr = r->next;
@@ -548,4 +621,5 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     out->failed = e->failed;
     out->released = e->released;
     out->parked_fetches = atomic_load(&e->parked);
+    out->maintenance_leader = atomic_load(&e->leader);
 }

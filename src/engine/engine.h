@@ -46,6 +46,22 @@ typedef enum er_req_type {
     ER_REQ_LIST_DEAD,    /* in: queue (may be NULL), limit, cursor; out: jobs, next_cursor */
     ER_REQ_REDRIVE,      /* in: id; out: job (the new copy) */
     ER_REQ_DELETE_DEAD,  /* in: id */
+    /* schedulers, leases, cursors (exec_sched.c); replies in `reply` */
+    ER_REQ_PUT_SCHEDULER,    /* in: id (key), text (canonical spec); out: reply, created */
+    ER_REQ_GET_SCHEDULER,    /* in: id; out: reply */
+    ER_REQ_LIST_SCHEDULERS,  /* in: cursor (last key seen), max; out: reply */
+    ER_REQ_DELETE_SCHEDULER, /* in: id */
+    ER_REQ_TRIGGER_SCHEDULER, /* in: id; out: job, duplicate[0], created */
+    ER_REQ_LEASE_ACQUIRE,    /* in: lease_type, lease_code, lease_run_key, extend_ms (ttl);
+                                out: lease (also on ER_ECONFLICT) */
+    ER_REQ_LEASE_RENEW,      /* in: token, extend_ms (ttl); out: lease */
+    ER_REQ_LEASE_COMPLETE,   /* in: token; out: lease */
+    ER_REQ_LEASE_RELEASE,    /* in: token; out: lease */
+    ER_REQ_GET_CURSOR,       /* in: id (name); out: reply */
+    ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: reply
+                                (on ER_ECONFLICT: {"current"}) */
+    ER_REQ_CRON_NEXT,        /* in: text (expr), tz (NULL = UTC), from_ms, max (count);
+                                out: reply {"next": [...]} */
 } er_req_type;
 
 typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack_kind;
@@ -104,6 +120,17 @@ struct er_req {
     size_t nqueue_infos;
     er_queue_settings settings; /* GET/PUT_QUEUE */
 
+    /* schedulers, leases, cursors (exec_sched.c) */
+    char *text;                /* PUT_SCHEDULER: spec; PUT_CURSOR: value; CRON_NEXT: expr */
+    char *expected;            /* PUT_CURSOR: the value expected now (NULL: no cursor yet) */
+    bool has_expected;         /* PUT_CURSOR: compare-and-set; false writes unconditionally */
+    char *tz;                  /* CRON_NEXT */
+    int64_t from_ms;           /* CRON_NEXT */
+    char *lease_type, *lease_code, *lease_run_key; /* LEASE_ACQUIRE */
+    json_t *reply;             /* out: the reply object (owned reference) or NULL */
+    bool created;              /* out: PUT_SCHEDULER new key, TRIGGER new job */
+    er_lease lease;            /* out: LEASE_* */
+
     /* engine-private */
     er_req *next;
     int64_t deadline_mono;     /* FETCH long-poll */
@@ -145,6 +172,7 @@ typedef struct er_engine_stats {
     uint64_t commits, commit_requests, commit_failures;
     uint64_t enqueued, fetched, completed, failed, released, promoted, reaped, dead;
     uint64_t parked_fetches;
+    bool maintenance_leader; /* this node runs promotion, reaping, retention */
 } er_engine_stats;
 
 void er_engine_get_stats(const er_engine *e, er_engine_stats *out);

@@ -63,7 +63,7 @@ bool er_req_is_read(const er_req *req)
     case ER_REQ_LIST_DEAD:
         return true;
     default:
-        return false;
+        return er_sched_req_is_read(req);
     }
 }
 
@@ -76,6 +76,24 @@ static void wake_names(er_wake *w, char **names, size_t n, int count)
     free(names);
 }
 
+/* Wakes parked fetchers for the jobs of a committed-to-be enqueue that are
+ * ready now, one er_wake entry per run of jobs on the same queue. */
+static void wake_enqueued(er_exec_ctx *x, const er_req *req)
+{
+    int ready = 0;
+    for (size_t i = 0; i < req->njobs; i++) {
+        const er_job *job = &req->jobs[i];
+        if (!req->duplicate[i] && job->state == ER_STATE_WAITING)
+            ready++;
+        if (ready && (i + 1 == req->njobs || strcmp(req->jobs[i + 1].queue, job->queue) != 0)) {
+            er_wake_add(&x->wake, job->queue, ready);
+            ready = 0;
+        }
+    }
+}
+
+/* One job: ops->enqueue, which also returns the stored job of a duplicate.
+ * Many: er_store_enqueue_many (one statement on PostgreSQL). */
 static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
 {
     er_error *err = &req->err;
@@ -86,7 +104,6 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
     }
     er_queue_settings qs;
     const char *qs_for = NULL;
-    int ready = 0;
     for (size_t i = 0; i < req->njobs; i++) {
         er_job *job = &req->jobs[i];
         if (!qs_for || strcmp(qs_for, job->queue) != 0) {
@@ -97,23 +114,36 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
         }
         er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
         job->updated_at = now;
-        er_job *existing = req->njobs == 1 ? &req->job : NULL;
-        int rc = x->ops->enqueue(x->store, job, &req->duplicate[i], existing, err);
-        if (rc < 0)
-            return rc;
-        if (!req->duplicate[i] && job->state == ER_STATE_WAITING)
-            ready++;
-        if (ready && (i + 1 == req->njobs || strcmp(req->jobs[i + 1].queue, job->queue) != 0)) {
-            er_wake_add(&x->wake, job->queue, ready);
-            ready = 0;
-        }
     }
+    int rc;
+    if (req->njobs == 1)
+        rc = x->ops->enqueue(x->store, &req->jobs[0], &req->duplicate[0], &req->job, err);
+    else
+        rc = er_store_enqueue_many(x->ops, x->store, req->jobs, req->njobs, req->duplicate, err);
+    if (rc < 0)
+        return rc;
+    wake_enqueued(x, req);
     if (req->njobs == 1 && !req->duplicate[0]) {
-        int rc = er_job_copy(&req->job, &req->jobs[0]);
+        rc = er_job_copy(&req->job, &req->jobs[0]);
         if (rc < 0)
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
     }
     return 0;
+}
+
+int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicate,
+                        er_job *existing, er_error *err)
+{
+    er_queue_settings qs;
+    int rc = x->ops->get_queue_settings(x->store, job->queue, &qs, err);
+    if (rc < 0)
+        return rc;
+    er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
+    job->updated_at = now;
+    rc = x->ops->enqueue(x->store, job, duplicate, existing, err);
+    if (rc == 0 && !*duplicate && job->state == ER_STATE_WAITING)
+        er_wake_add(&x->wake, job->queue, 1);
+    return rc;
 }
 
 /* Applies acks one by one; each item's logical error stays on the item. */
@@ -251,7 +281,10 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
         rc = x->ops->delete_dead(x->store, req->id, &req->err);
         break;
     default:
-        rc = er_error_set(&req->err, ER_EINTERNAL, "", "read request on the writer");
+        if (er_sched_req_is_read(req) || req->type < ER_REQ_PUT_SCHEDULER)
+            rc = er_error_set(&req->err, ER_EINTERNAL, "", "read request on the writer");
+        else
+            rc = er_exec_sched_write(x, req, now);
         break;
     }
     if (er_is_storage_error(rc))
@@ -285,6 +318,10 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
                                &req->next_cursor, &req->err);
         break;
     default:
+        if (er_sched_req_is_read(req)) {
+            er_exec_sched_read(x, req, now);
+            return;
+        }
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "write request on the reader");
         break;
     }
@@ -312,5 +349,5 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
         if (rc < 0)
             return rc;
     }
-    return 0;
+    return er_exec_cron(x, now);
 }

@@ -21,13 +21,20 @@ typedef struct er_wake {
 void er_wake_add(er_wake *w, const char *queue, int count);
 void er_wake_fini(er_wake *w);
 
+struct er_sched_cache;
+
 typedef struct er_exec_ctx {
     const er_store_ops *ops;
     er_store *store;
     er_rand rand;
     er_job_defaults server_defaults;
     er_wake wake;              /* filled by writes in the current transaction */
+    struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
+    int64_t sched_since;       /* the first cron pass: due ticks before it were missed */
 } er_exec_ctx;
+
+/* Frees what the context caches (call when its thread is done). */
+void er_exec_ctx_fini(er_exec_ctx *x);
 
 /* True when the request only reads (runs on the reader thread). */
 bool er_req_is_read(const er_req *req);
@@ -50,5 +57,21 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention);
 
 /* True for codes that mean the store failed (roll back, answer 503). */
 bool er_is_storage_error(int rc);
+
+/* Enqueues one validated job the way ER_REQ_ENQUEUE does (queue defaults,
+ * wake-ups of parked fetchers). `existing` (may be NULL) receives the
+ * stored job on a duplicate. Returns 0 or a negative code. */
+int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicate,
+                        er_job *existing, er_error *err);
+
+/* Schedulers, leases, cursors (exec_sched.c). */
+bool er_sched_req_is_read(const er_req *req);
+/* Runs a write request of exec_sched.c's types; same contract as er_exec_write. */
+int er_exec_sched_write(er_exec_ctx *x, er_req *req, int64_t now);
+/* Runs a read request of exec_sched.c's types; sets req->rc. */
+void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now);
+/* The cron pass of maintenance: fires the due ticks of every due scheduler
+ * per its missed-run policy and advances it. Returns 0 or a storage error. */
+int er_exec_cron(er_exec_ctx *x, int64_t now);
 
 #endif

@@ -64,6 +64,9 @@ void er_route_metrics(er_hctx *c)
     metric(b, "errand_jobs_dead_total", "counter", "Jobs moved to the dead letters.", st.dead);
     metric(b, "errand_fetches_parked_total", "counter", "Fetches that long-polled for jobs.",
            st.parked_fetches);
+    metric(b, "errand_maintenance_leader", "gauge",
+           "1 while this node runs promotion, reaping and retention (one node per store).",
+           st.maintenance_leader);
     /* This request is in flight itself; it is counted. */
     metric(b, "errand_http_requests_in_flight", "gauge", "HTTP requests received, not answered.",
            s->inflight);

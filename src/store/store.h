@@ -250,6 +250,15 @@ typedef struct er_store_ops {
      * unconditionally. */
     int (*cursor_cas)(er_store *s, const char *name, bool check, const char *expected,
                       const char *value, int64_t now, char **current, er_error *err);
+
+    /* Maintenance leadership among servers sharing one store. Optional:
+     * NULL means this process is always the leader (SQLite). Sets *leader
+     * to whether this connection holds the store's maintenance lease,
+     * taking it when free. Call outside a transaction, on the writer's
+     * connection; cheap while held (no round trip). A lease lives as long
+     * as the connection's session, so a leader that dies or loses its
+     * connection loses it; after a reconnect the next call tries again. */
+    int (*maintenance_lease)(er_store *s, bool *leader, er_error *err);
 } er_store_ops;
 
 extern const er_store_ops er_sqlite_ops;

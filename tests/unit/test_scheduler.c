@@ -268,7 +268,7 @@ Test(scheduler, all_is_capped_by_max_catchup_keeping_the_latest)
     er_sched_plan_fini(&p);
 }
 
-Test(scheduler, missed_and_on_time_ticks_together_never_repeat, .timeout = 10)
+Test(scheduler, missed_and_on_time_ticks_together_never_repeat)
 {
     /* every second; down for 5 s, then the engine looks 2 s after it started */
     parse_ok("{\"cron\":\"* * * * * *\",\"queue\":\"q\",\"name\":\"n\",\"missed\":\"all\","
@@ -285,7 +285,7 @@ Test(scheduler, missed_and_on_time_ticks_together_never_repeat, .timeout = 10)
     er_sched_plan_fini(&p);
 }
 
-Test(scheduler, a_year_of_downtime_costs_no_more_than_max_catchup, .timeout = 10)
+Test(scheduler, a_year_of_downtime_costs_no_more_than_max_catchup)
 {
     parse_ok("{\"cron\":\"* * * * * *\",\"queue\":\"q\",\"name\":\"n\",\"missed\":\"all\","
              "\"max_catchup\":1000}");
@@ -324,7 +324,7 @@ static int64_t *simulate(int64_t from, int64_t to, int64_t step, size_t *n)
     return fired;
 }
 
-Test(scheduler, a_simulated_year_hourly_in_new_york_fires_each_tick_once, .timeout = 60)
+Test(scheduler, a_simulated_year_hourly_in_new_york_fires_each_tick_once)
 {
     parse_ok("{\"cron\":\"0 * * * *\",\"tz\":\"America/New_York\",\"queue\":\"q\",\"name\":\"n\"}");
     int64_t from = at("2026-01-01T04:59:30Z"), to = at("2027-01-01T05:00:00Z");
@@ -342,7 +342,7 @@ Test(scheduler, a_simulated_year_hourly_in_new_york_fires_each_tick_once, .timeo
     free(fired);
 }
 
-Test(scheduler, a_simulated_year_daily_at_a_skipped_wall_time_fires_once_a_day, .timeout = 60)
+Test(scheduler, a_simulated_year_daily_at_a_skipped_wall_time_fires_once_a_day)
 {
     /* 02:30 does not exist on 2026-03-08 (fires at 03:00) and happens twice
      * on 2026-11-01 (fires once) */

@@ -260,6 +260,7 @@ static int ensure_conn(er_store *s, er_error *err)
         return 0;
     PQreset(s->c->pg);
     memset(s->c->prepared, 0, sizeof s->c->prepared);
+    s->c->maint_lock = false; /* the old session took its locks with it */
     if (PQstatus(s->c->pg) != CONNECTION_OK)
         return er_pg_error(s, NULL, "reconnect", err);
     return session_setup(s, s->durability, s->busy_ms, err);
@@ -717,8 +718,9 @@ static void pg_close(er_store *s)
         return;
     if (s->c) {
         pg_rollback(s);
+        /* a session holding the maintenance lease is closed, which frees it */
         bool reuse = PQstatus(s->c->pg) == CONNECTION_OK &&
-                     PQtransactionStatus(s->c->pg) == PQTRANS_IDLE;
+                     PQtransactionStatus(s->c->pg) == PQTRANS_IDLE && !s->c->maint_lock;
         pthread_mutex_lock(&g_mu);
         if (reuse) {
             s->c->next = s->pool->idle;
@@ -809,6 +811,42 @@ static int pg_open(const char *url, const er_store_options *opt, er_store **out,
     return 0;
 }
 
+/* Maintenance leadership: a session-level advisory lock keyed by the
+ * schema, held by the writer's connection for as long as its session lives.
+ * PostgreSQL frees it when the session ends: at once when the process dies
+ * (the socket closes), after the TCP keepalive probes set here when the
+ * host vanishes (10 s idle + 3 x 5 s), so another node's next try wins. */
+static int pg_maintenance_lease(er_store *s, bool *leader, er_error *err)
+{
+    *leader = false;
+    if (s->in_tx)
+        return er_error_set(err, ER_EINTERNAL, "", "store: maintenance lease inside a transaction");
+    int rc = ensure_conn(s, err);
+    if (rc < 0)
+        return rc;
+    if (s->c->maint_lock) {
+        *leader = true;
+        return 0;
+    }
+    const char *v[1] = {s->pool->schema};
+    PGresult *r = PQexecParams(s->c->pg,
+                               "SELECT pg_try_advisory_lock(hashtext('errand.maintenance'),"
+                               " hashtext($1))",
+                               1, NULL, v, NULL, NULL, 0);
+    rc = check_res(s, r, "maintenance lease", err);
+    if (rc == 0 && strcmp(PQgetvalue(r, 0, 0), "t") == 0)
+        s->c->maint_lock = true;
+    PQclear(r);
+    if (rc == 0 && s->c->maint_lock)
+        /* over TCP: the server notices a vanished leader host by keepalives */
+        rc = simple(s,
+                    "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+                    " SET tcp_keepalives_count = 3",
+                    "maintenance lease", NULL, err);
+    *leader = s->c->maint_lock;
+    return rc < 0 && !*leader ? rc : 0;
+}
+
 void er_postgres_pool_drain(void)
 {
     pthread_mutex_lock(&g_mu);
@@ -861,4 +899,5 @@ const er_store_ops er_postgres_ops = {
     .retention = er_pg_retention,
     .next_due = er_pg_next_due,
     .enqueue_many = er_pg_enqueue_many,
+    .maintenance_lease = pg_maintenance_lease,
 };

@@ -57,6 +57,7 @@ enum { ER_PG_COL_SEQ = 32, ER_PG_NCOLS = 33 };
 typedef struct er_pg_conn {
     PGconn *pg;
     bool prepared[ER_PG_NSTMT];
+    bool maint_lock;         /* this session holds the maintenance advisory lock */
     struct er_pg_conn *next; /* idle list */
 } er_pg_conn;
 

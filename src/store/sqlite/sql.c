@@ -64,6 +64,35 @@ const char *const er_sqlite_migrations[] = {
     " paused INTEGER NOT NULL DEFAULT 0,"
     " throttled_until INTEGER NOT NULL DEFAULT 0"
     ") WITHOUT ROWID;",
+    /* 2: schedulers, run-once leases, cursors */
+    "CREATE TABLE schedulers ("
+    " key TEXT PRIMARY KEY,"
+    " spec TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL,"
+    " last_tick INTEGER NOT NULL,"
+    " next_run_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX schedulers_due ON schedulers(next_run_at);"
+    "CREATE TABLE leases ("
+    " key TEXT PRIMARY KEY,"
+    " type TEXT NOT NULL,"
+    " code TEXT NOT NULL,"
+    " run_key TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " owner_token TEXT,"
+    " fence INTEGER NOT NULL,"
+    " expires_at INTEGER NOT NULL,"
+    " completed_at INTEGER NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX leases_owner ON leases(owner_token) WHERE owner_token IS NOT NULL;"
+    "CREATE TABLE cursors ("
+    " name TEXT PRIMARY KEY,"
+    " value TEXT NOT NULL,"
+    " updated_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;",
 };
 
 const int er_sqlite_schema_version =
@@ -156,4 +185,34 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_NEXT_LEASE] =
         "SELECT lease_expires_at FROM jobs WHERE state = 2 ORDER BY lease_expires_at LIMIT 1",
     [ER_SQ_DATA_VERSION] = "PRAGMA data_version",
+    /* schedulers, leases, cursors (sched.c) */
+#define SCHED_COLS "key, spec, created_at, updated_at, last_tick, next_run_at"
+    [ER_SQ_SCHED_GET] = "SELECT " SCHED_COLS " FROM schedulers WHERE key = ?1",
+    [ER_SQ_SCHED_PUT] = "INSERT INTO schedulers (" SCHED_COLS ") VALUES (?1, ?2, ?3, ?3, 0, ?4)"
+                        " ON CONFLICT(key) DO UPDATE SET spec = excluded.spec,"
+                        " updated_at = excluded.updated_at, next_run_at = excluded.next_run_at",
+    [ER_SQ_SCHED_LIST] = "SELECT " SCHED_COLS " FROM schedulers WHERE key > ?1 ORDER BY key"
+                         " LIMIT ?2",
+    [ER_SQ_SCHED_DELETE] = "DELETE FROM schedulers WHERE key = ?1",
+    [ER_SQ_SCHED_DUE] = "SELECT " SCHED_COLS " FROM schedulers WHERE next_run_at <= ?1"
+                        " ORDER BY next_run_at LIMIT ?2",
+    [ER_SQ_SCHED_ADVANCE] = "UPDATE schedulers SET last_tick = CASE WHEN ?2 > 0 THEN ?2"
+                            " ELSE last_tick END, next_run_at = ?3"
+                            " WHERE key = ?1 AND next_run_at = ?4",
+#undef SCHED_COLS
+#define LEASE_COLS "key, state, owner_token, fence, expires_at, completed_at"
+    [ER_SQ_LEASE_GET] = "SELECT " LEASE_COLS " FROM leases WHERE key = ?1",
+    [ER_SQ_LEASE_BY_TOKEN] = "SELECT " LEASE_COLS " FROM leases WHERE owner_token = ?1",
+#undef LEASE_COLS
+    [ER_SQ_LEASE_PUT] =
+        "INSERT INTO leases (key, type, code, run_key, state, owner_token, fence, expires_at,"
+        " completed_at, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+        " ?10, ?10) ON CONFLICT(key) DO UPDATE SET state = excluded.state,"
+        " owner_token = excluded.owner_token, fence = excluded.fence,"
+        " expires_at = excluded.expires_at, completed_at = excluded.completed_at,"
+        " updated_at = excluded.updated_at",
+    [ER_SQ_CURSOR_GET] = "SELECT value, updated_at FROM cursors WHERE name = ?1",
+    [ER_SQ_CURSOR_PUT] = "INSERT INTO cursors (name, value, updated_at) VALUES (?1, ?2, ?3)"
+                         " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
+                         " updated_at = excluded.updated_at",
 };

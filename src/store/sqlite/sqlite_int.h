@@ -50,6 +50,18 @@ enum {
     ER_SQ_NEXT_SCHEDULED,
     ER_SQ_NEXT_LEASE,
     ER_SQ_DATA_VERSION,
+    /* schedulers, leases, cursors (sched.c) */
+    ER_SQ_SCHED_GET,
+    ER_SQ_SCHED_PUT,
+    ER_SQ_SCHED_LIST,
+    ER_SQ_SCHED_DELETE,
+    ER_SQ_SCHED_DUE,
+    ER_SQ_SCHED_ADVANCE,
+    ER_SQ_LEASE_GET,
+    ER_SQ_LEASE_BY_TOKEN,
+    ER_SQ_LEASE_PUT,
+    ER_SQ_CURSOR_GET,
+    ER_SQ_CURSOR_PUT,
     ER_SQ_NSTMT
 };
 
@@ -149,5 +161,30 @@ int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
                    size_t *nqueues, er_error *err);
 int er_sqlite_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
 int er_sqlite_next_due(er_store *s, int64_t *at, er_error *err);
+
+/* Schedulers, leases, cursors (sched.c), in store.h's order. */
+int er_sqlite_scheduler_put(er_store *s, const er_sched_row *in, int64_t now, bool *created,
+                            er_sched_row *out, er_error *err);
+int er_sqlite_scheduler_get(er_store *s, const char *key, er_sched_row *out, er_error *err);
+int er_sqlite_scheduler_list(er_store *s, const char *after, int limit, er_sched_list *out,
+                             er_error *err);
+int er_sqlite_scheduler_delete(er_store *s, const char *key, er_error *err);
+int er_sqlite_scheduler_due(er_store *s, int64_t now, int limit, er_sched_list *out,
+                            er_error *err);
+int er_sqlite_scheduler_advance(er_store *s, const char *key, int64_t expected_next,
+                                int64_t last_tick, int64_t next_run_at, er_error *err);
+int er_sqlite_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
+                            const char *key, int64_t ttl_ms, int64_t now, er_rand *r,
+                            er_lease *out, er_error *err);
+int er_sqlite_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
+                          er_lease *out, er_error *err);
+int er_sqlite_lease_complete(er_store *s, const char *owner_token, int64_t now, er_lease *out,
+                             er_error *err);
+int er_sqlite_lease_release(er_store *s, const char *owner_token, int64_t now, er_lease *out,
+                            er_error *err);
+int er_sqlite_cursor_get(er_store *s, const char *name, char **value, int64_t *updated_at,
+                         er_error *err);
+int er_sqlite_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
+                         const char *value, int64_t now, char **current, er_error *err);
 
 #endif

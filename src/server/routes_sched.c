@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Scheduler, cron, run-once lease and cursor endpoints (API.md "Schedulers",
+ * "Leases"; docs/api.md). Requests are validated here with core's rules
+ * before anything is submitted; the engine joins the rules with the store
+ * (exec_sched.c) and hands back the reply object. Zone files are opened on
+ * the engine's threads, never on the loop.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cron.h"
+#include "core/lease.h"
+#include "core/scheduler.h"
+#include "server/http_internal.h"
+
+#define LIST_LIMIT_MAX 1000
+#define LIST_LIMIT_DEFAULT 100
+#define CRON_COUNT_MAX 1000
+#define CRON_COUNT_DEFAULT 5
+#define LEASE_TTL_DEFAULT_MS 60000
+#define TOKEN_MAX 64
+#define CURSOR_VALUE_MAX 65536
+
+static er_req *new_req(er_hctx *c, er_req_type type)
+{
+    er_req *r = er_req_new(type);
+    if (!r)
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+    return r;
+}
+
+/* Copies s into *dst; on ENOMEM replies, frees r and returns -1. */
+static int set(er_hctx *c, er_req *r, char **dst, const char *s)
+{
+    if (!s)
+        return 0;
+    if ((*dst = strdup(s)))
+        return 0;
+    er_req_free(r);
+    er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+    return -1;
+}
+
+/* The engine built the reply object; a logical error may carry one too
+ * (lease and cursor conflicts), which then also gets the error member. */
+static void finish_reply(er_hctx *c, er_req *r)
+{
+    if (r->rc == 0) {
+        json_t *body = r->reply ? json_incref(r->reply) : json_object();
+        er_http_reply_json(c, r->created ? 201 : 200, body);
+        return;
+    }
+    if (!json_is_object(r->reply)) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_error err = r->err;
+    if (!err.code)
+        err.code = r->rc;
+    json_t *body = json_incref(r->reply);
+    json_object_set_new(body, "error",
+                        json_pack("{s:s,s:s,s:o}", "code", er_error_code_name(err.code), "message",
+                                  err.message[0] ? err.message : er_error_code_name(err.code),
+                                  "field", err.field[0] ? json_string(err.field) : json_null()));
+    er_http_reply_json(c, er_error_http_status(err.code), body);
+}
+
+static void submit_param(er_hctx *c, er_req_type type)
+{
+    er_req *r = new_req(c, type);
+    if (r && set(c, r, &r->id, c->param) == 0)
+        er_http_submit(c, r, finish_reply);
+}
+
+/* ---- GET /v1/cron/next ---- */
+
+typedef struct cron_query {
+    char expr[ER_SCHED_CRON_MAX + 1];
+    char tz[129];
+    int64_t from;
+    int count;
+    bool has_expr;
+    er_error *err;
+} cron_query;
+
+static int cron_param(void *arg, const char *k, const char *v)
+{
+    cron_query *q = arg;
+    if (strcmp(k, "expr") == 0) {
+        if (strlen(v) > ER_SCHED_CRON_MAX)
+            return er_error_set(q->err, ER_EINVAL, "expr", "expr is longer than %d bytes",
+                                ER_SCHED_CRON_MAX);
+        snprintf(q->expr, sizeof q->expr, "%s", v);
+        q->has_expr = true;
+    } else if (strcmp(k, "tz") == 0) {
+        if (strlen(v) >= sizeof q->tz)
+            return er_error_set(q->err, ER_EINVAL, "tz", "tz is too long");
+        snprintf(q->tz, sizeof q->tz, "%s", v);
+    } else if (strcmp(k, "from") == 0) {
+        if (er_time_parse(v, &q->from) < 0)
+            return er_error_set(q->err, ER_EINVAL, "from",
+                                "from must be an RFC 3339 time such as 2026-03-08T00:00:00Z");
+    } else if (strcmp(k, "count") == 0) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 1 || n > CRON_COUNT_MAX)
+            return er_error_set(q->err, ER_EINVAL, "count", "count must be 1..%d",
+                                CRON_COUNT_MAX);
+        q->count = (int)n;
+    } else {
+        char f[64];
+        snprintf(f, sizeof f, "%s", k);
+        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter %s", f);
+    }
+    return 0;
+}
+
+void er_route_cron_next(er_hctx *c)
+{
+    er_error err = {0};
+    cron_query q = {.from = er_now_ms(), .count = CRON_COUNT_DEFAULT, .err = &err};
+    er_cron cron;
+    if (er_query_foreach(c->query, cron_param, &q, &err) < 0 ||
+        (!q.has_expr && er_error_set(&err, ER_EINVAL, "expr", "expr is required") < 0) ||
+        er_cron_parse(q.expr, &cron, &err) < 0) {
+        if (strcmp(err.field, "cron") == 0)
+            snprintf(err.field, sizeof err.field, "expr");
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_CRON_NEXT);
+    if (!r || set(c, r, &r->text, q.expr) < 0 || set(c, r, &r->tz, q.tz[0] ? q.tz : NULL) < 0)
+        return;
+    r->from_ms = q.from;
+    r->max = q.count;
+    er_http_submit(c, r, finish_reply);
+}
+
+/* ---- schedulers ---- */
+
+typedef struct list_query {
+    int limit;
+    char cursor[ER_NAME_MAX + 1];
+    er_error *err;
+} list_query;
+
+static int list_param(void *arg, const char *k, const char *v)
+{
+    list_query *q = arg;
+    if (strcmp(k, "limit") == 0) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 1 || n > LIST_LIMIT_MAX)
+            return er_error_set(q->err, ER_EINVAL, "limit", "limit must be 1..%d", LIST_LIMIT_MAX);
+        q->limit = (int)n;
+    } else if (strcmp(k, "cursor") == 0) {
+        if (*v && er_name_validate(v, "cursor", q->err) < 0)
+            return ER_EINVAL;
+        snprintf(q->cursor, sizeof q->cursor, "%s", v);
+    } else {
+        char f[64];
+        snprintf(f, sizeof f, "%s", k);
+        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter %s", f);
+    }
+    return 0;
+}
+
+void er_route_list_schedulers(er_hctx *c)
+{
+    er_error err = {0};
+    list_query q = {.limit = LIST_LIMIT_DEFAULT, .err = &err};
+    if (er_query_foreach(c->query, list_param, &q, &err) < 0) {
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_LIST_SCHEDULERS);
+    if (!r || set(c, r, &r->cursor, q.cursor[0] ? q.cursor : NULL) < 0)
+        return;
+    r->max = q.limit;
+    er_http_submit(c, r, finish_reply);
+}
+
+void er_route_put_scheduler(er_hctx *c)
+{
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    er_error err = {0};
+    er_scheduler sc;
+    /* the zone file is opened by the engine; here only its name is checked */
+    int rc = er_scheduler_from_json(body, false, c->s->payload_max, &sc, &err);
+    json_decref(body);
+    if (rc < 0) {
+        er_http_reply_error(c, &err);
+        return;
+    }
+    char *spec = er_scheduler_spec_text(&sc);
+    er_scheduler_fini(&sc);
+    if (!spec) {
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_PUT_SCHEDULER);
+    if (!r || set(c, r, &r->id, c->param) < 0) {
+        free(spec);
+        return;
+    }
+    r->text = spec;
+    er_http_submit(c, r, finish_reply);
+}
+
+void er_route_get_scheduler(er_hctx *c)
+{
+    submit_param(c, ER_REQ_GET_SCHEDULER);
+}
+
+void er_route_delete_scheduler(er_hctx *c)
+{
+    submit_param(c, ER_REQ_DELETE_SCHEDULER);
+}
+
+void er_route_trigger_scheduler(er_hctx *c)
+{
+    submit_param(c, ER_REQ_TRIGGER_SCHEDULER);
+}
+
+/* ---- leases ---- */
+
+static json_t *lease_json(const er_lease *l, bool with_token)
+{
+    char exp[32];
+    er_time_format(l->expires_at, exp);
+    json_t *o = json_pack("{s:s,s:I,s:s}", "idempotency_key", l->idempotency_key, "fence",
+                          (json_int_t)l->fence, "state", er_lease_state_name(l->state));
+    if (o && l->state == ER_LEASE_HELD)
+        json_object_set_new(o, "expires_at", json_string(exp));
+    if (o && with_token)
+        json_object_set_new(o, "owner_token", json_string(l->owner_token));
+    return o;
+}
+
+static void finish_lease(er_hctx *c, er_req *r)
+{
+    if (r->rc == ER_ECONFLICT && r->type == ER_REQ_LEASE_ACQUIRE) {
+        json_decref(r->reply);
+        r->reply = lease_json(&r->lease, false); /* {"state": "held" | "done", ...} */
+        finish_reply(c, r);
+        return;
+    }
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_http_reply_json(c, 200, lease_json(&r->lease, r->type == ER_REQ_LEASE_ACQUIRE));
+}
+
+static int ttl_of(const json_t *body, int64_t *ttl, er_error *err)
+{
+    *ttl = LEASE_TTL_DEFAULT_MS;
+    json_t *v = json_object_get(body, "ttl_ms");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v))
+            return er_error_set(err, ER_EINVAL, "ttl_ms", "ttl_ms must be an integer");
+        *ttl = json_integer_value(v);
+    }
+    return er_lease_ttl_validate(*ttl, err);
+}
+
+static const char *str_member(const json_t *body, const char *key)
+{
+    return json_string_value(json_object_get(body, key));
+}
+
+void er_route_lease_acquire(er_hctx *c)
+{
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    static const char *const fields[] = {"type", "code", "run_key", "ttl_ms", NULL};
+    er_error err = {0};
+    int64_t ttl = 0;
+    char key[ER_LEASE_KEY_SIZE];
+    const char *type = str_member(body, "type"), *code = str_member(body, "code"),
+               *run_key = str_member(body, "run_key");
+    int rc = er_json_check_keys(body, fields, "", &err);
+    if (rc == 0)
+        rc = er_lease_key(type, code, run_key, key, &err); /* checks the three parts */
+    if (rc == 0)
+        rc = ttl_of(body, &ttl, &err);
+    if (rc < 0) {
+        json_decref(body);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_LEASE_ACQUIRE);
+    if (r && set(c, r, &r->lease_type, type) == 0 && set(c, r, &r->lease_code, code) == 0 &&
+        set(c, r, &r->lease_run_key, run_key) == 0) {
+        r->extend_ms = ttl;
+        er_http_submit(c, r, finish_lease);
+    }
+    json_decref(body);
+}
+
+void er_route_lease_op(er_hctx *c)
+{
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    static const char *const renew_fields[] = {"owner_token", "ttl_ms", NULL};
+    static const char *const other_fields[] = {"owner_token", NULL};
+    er_req_type type = (er_req_type)c->flags;
+    er_error err = {0};
+    int64_t ttl = 0;
+    const char *tok = str_member(body, "owner_token");
+    int rc = er_json_check_keys(body, type == ER_REQ_LEASE_RENEW ? renew_fields : other_fields,
+                                "", &err);
+    if (rc == 0 && (!tok || !*tok || strlen(tok) > TOKEN_MAX))
+        rc = er_error_set(&err, ER_EINVAL, "owner_token",
+                          "owner_token is required: the string the acquire returned");
+    if (rc == 0 && type == ER_REQ_LEASE_RENEW)
+        rc = ttl_of(body, &ttl, &err);
+    if (rc < 0) {
+        json_decref(body);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, type);
+    if (r && set(c, r, &r->token, tok) == 0) {
+        r->extend_ms = ttl;
+        er_http_submit(c, r, finish_lease);
+    }
+    json_decref(body);
+}
+
+/* ---- cursors ---- */
+
+void er_route_get_cursor(er_hctx *c)
+{
+    submit_param(c, ER_REQ_GET_CURSOR);
+}
+
+/* Canonical text of a cursor value: compact, sorted keys. */
+static int canon(const json_t *v, const char *field, char **out, er_error *err)
+{
+    *out = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (!*out)
+        return er_error_set(err, ER_ENOMEM, field, "out of memory");
+    if (strlen(*out) > CURSOR_VALUE_MAX) {
+        free(*out);
+        *out = NULL;
+        return er_error_set(err, ER_ETOOBIG, field, "%s exceeds %d bytes", field,
+                            CURSOR_VALUE_MAX);
+    }
+    return 0;
+}
+
+void er_route_put_cursor(er_hctx *c)
+{
+    json_t *body;
+    if (er_http_body_object(c, &body) < 0)
+        return;
+    static const char *const fields[] = {"value", "expected", NULL};
+    er_error err = {0};
+    char *value = NULL, *expected = NULL;
+    json_t *v = json_object_get(body, "value"), *e = json_object_get(body, "expected");
+    int rc = er_json_check_keys(body, fields, "", &err);
+    if (rc == 0 && (!v || json_is_null(v)))
+        rc = er_error_set(&err, ER_EINVAL, "value", "value is required and must not be null");
+    if (rc == 0)
+        rc = canon(v, "value", &value, &err);
+    if (rc == 0 && e && !json_is_null(e))
+        rc = canon(e, "expected", &expected, &err);
+    if (rc < 0) {
+        json_decref(body);
+        free(value);
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_PUT_CURSOR);
+    if (!r || set(c, r, &r->id, c->param) < 0) {
+        free(value);
+        free(expected);
+        json_decref(body);
+        return;
+    }
+    r->text = value;
+    r->expected = expected;
+    r->has_expected = e != NULL; /* "expected": null = the cursor must not exist yet */
+    json_decref(body);
+    er_http_submit(c, r, finish_reply);
+}
