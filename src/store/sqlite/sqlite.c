@@ -526,6 +526,10 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
     if (rc == 0) {
         int chunk = DB_CHUNK_SIZE;
         (void)sqlite3_file_control(s->db, "main", SQLITE_FCNTL_CHUNK_SIZE, &chunk);
+        /* Keep the WAL file across restarts: commits then overwrite blocks
+         * (a cheap fsync) instead of growing a new file (a slow one). */
+        int persist = 1;
+        (void)sqlite3_file_control(s->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         int frc = sqlite3_create_function(s->db, "er_token", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
                                           s, fn_token, NULL, NULL);
         if (frc != SQLITE_OK)
