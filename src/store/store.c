@@ -111,3 +111,41 @@ er_sched_row *er_sched_list_push(er_sched_list *l)
     memset(r, 0, sizeof *r);
     return r;
 }
+
+int er_name_set_add(er_name_set *ns, const char *name)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        if (strcmp(ns->v[i], name) == 0)
+            return 0;
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 8;
+        char **v = realloc(ns->v, cap * sizeof *v);
+        if (!v)
+            return ER_ENOMEM;
+        ns->v = v;
+        ns->cap = cap;
+    }
+    if (!(ns->v[ns->n] = strdup(name)))
+        return ER_ENOMEM;
+    ns->n++;
+    return 0;
+}
+
+void er_name_set_free(er_name_set *ns)
+{
+    for (size_t i = 0; i < ns->n; i++)
+        free(ns->v[i]);
+    free(ns->v);
+    memset(ns, 0, sizeof *ns);
+}
+
+void er_name_set_give(er_name_set *ns, char ***queues, size_t *nqueues)
+{
+    if (queues && nqueues) {
+        *queues = ns->v;
+        *nqueues = ns->n;
+        memset(ns, 0, sizeof *ns);
+    } else {
+        er_name_set_free(ns);
+    }
+}

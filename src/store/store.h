@@ -280,6 +280,20 @@ int er_store_resolve(const char *url, const er_store_ops **ops, const char **res
 
 void er_queue_info_list_free(er_queue_info *qs, size_t n);
 
+/* A set of queue names (owned strings), for the stores' maintenance ops that
+ * report which queues got ready jobs. */
+typedef struct er_name_set {
+    char **v;
+    size_t n, cap;
+} er_name_set;
+
+/* Adds a copy of name unless present; 0 or ER_ENOMEM. */
+int er_name_set_add(er_name_set *ns, const char *name);
+void er_name_set_free(er_name_set *ns);
+/* Moves the names to the out-parameters (owned by the caller then), or frees
+ * them when either is NULL. */
+void er_name_set_give(er_name_set *ns, char ***queues, size_t *nqueues);
+
 /* ops->enqueue_many when the store has it, else ops->enqueue for each job. */
 int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
                           bool *duplicate, er_error *err);

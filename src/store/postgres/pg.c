@@ -815,7 +815,9 @@ static int pg_open(const char *url, const er_store_options *opt, er_store **out,
  * schema, held by the writer's connection for as long as its session lives.
  * PostgreSQL frees it when the session ends: at once when the process dies
  * (the socket closes), after the TCP keepalive probes set here when the
- * host vanishes (10 s idle + 3 x 5 s), so another node's next try wins. */
+ * host vanishes (10 s idle + 3 x 5 s), so another node's next try wins.
+ * Maintenance runs in transactions on this same connection, so a leader
+ * whose session ended cannot commit work while another node holds it. */
 static int pg_maintenance_lease(er_store *s, bool *leader, er_error *err)
 {
     *leader = false;

@@ -290,51 +290,8 @@ int er_pg_delete_dead(er_store *s, const char *id, er_error *err)
 
 /* ---- maintenance ---- */
 
-/* A set of queue names (owned strings) handed to the caller. */
-typedef struct name_set {
-    char **v;
-    size_t n, cap;
-} name_set;
 
-static int name_add(name_set *ns, const char *name)
-{
-    for (size_t i = 0; i < ns->n; i++)
-        if (strcmp(ns->v[i], name) == 0)
-            return 0;
-    if (ns->n == ns->cap) {
-        size_t cap = ns->cap ? ns->cap * 2 : 8;
-        char **v = realloc(ns->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        ns->v = v;
-        ns->cap = cap;
-    }
-    if (!(ns->v[ns->n] = strdup(name)))
-        return -1;
-    ns->n++;
-    return 0;
-}
-
-static void name_set_free(name_set *ns)
-{
-    for (size_t i = 0; i < ns->n; i++)
-        free(ns->v[i]);
-    free(ns->v);
-    memset(ns, 0, sizeof *ns);
-}
-
-static void name_set_give(name_set *ns, char ***queues, size_t *nqueues)
-{
-    if (queues && nqueues) {
-        *queues = ns->v;
-        *nqueues = ns->n;
-        memset(ns, 0, sizeof *ns);
-    } else {
-        name_set_free(ns);
-    }
-}
-
-static int promote_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns,
+static int promote_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
                          er_error *err)
 {
     er_pg_params p = {0};
@@ -346,7 +303,7 @@ static int promote_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *
         return rc;
     for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
         *n += (int)er_pg_i64(r, i, 1);
-        if (name_add(ns, PQgetvalue(r, i, 0)) < 0)
+        if (er_name_set_add(ns, PQgetvalue(r, i, 0)) < 0)
             rc = nomem(err);
     }
     PQclear(r);
@@ -365,16 +322,16 @@ int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, s
     int rc = er_pg_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    name_set ns = {0};
+    er_name_set ns = {0};
     int count = 0;
     rc = promote_in_tx(s, er_pg_now(s, now), limit, &count, &ns, err);
     rc = er_pg_op_end(s, own, rc, err);
     if (rc < 0) {
-        name_set_free(&ns);
+        er_name_set_free(&ns);
         return rc;
     }
     *n = count;
-    name_set_give(&ns, queues, nqueues);
+    er_name_set_give(&ns, queues, nqueues);
     return 0;
 }
 
@@ -392,7 +349,7 @@ static char *stalled_error(const er_job *j, int64_t now)
 
 /* Decides each expired lease in C (er_stall_decide) and applies all the
  * decisions with one UPDATE over arrays. */
-static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns, er_error *err)
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
 {
     er_pg_params p = {0};
     er_pg_p_i64(&p, now);
@@ -423,7 +380,7 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns,
             er_pg_array_i64(&states, (int64_t)next);
             er_pg_array_str(&errors, text);
             free(text);
-            if (rc == 0 && next == ER_STATE_WAITING && name_add(ns, j.queue) < 0)
+            if (rc == 0 && next == ER_STATE_WAITING && er_name_set_add(ns, j.queue) < 0)
                 rc = nomem(err);
         }
         er_job_fini(&j);
@@ -460,16 +417,16 @@ int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size
     int rc = er_pg_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    name_set ns = {0};
+    er_name_set ns = {0};
     int count = 0;
     rc = reap_in_tx(s, er_pg_now(s, now), limit, &count, &ns, err);
     rc = er_pg_op_end(s, own, rc, err);
     if (rc < 0) {
-        name_set_free(&ns);
+        er_name_set_free(&ns);
         return rc;
     }
     *n = count;
-    name_set_give(&ns, queues, nqueues);
+    er_name_set_give(&ns, queues, nqueues);
     return 0;
 }
 

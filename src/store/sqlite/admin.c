@@ -372,50 +372,6 @@ int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err)
 
 /* ---- maintenance ---- */
 
-/* A set of queue names (owned strings) handed to the caller. */
-typedef struct name_set {
-    char **v;
-    size_t n, cap;
-} name_set;
-
-static int name_add(name_set *ns, const char *name)
-{
-    for (size_t i = 0; i < ns->n; i++)
-        if (strcmp(ns->v[i], name) == 0)
-            return 0;
-    if (ns->n == ns->cap) {
-        size_t cap = ns->cap ? ns->cap * 2 : 8;
-        char **v = realloc(ns->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        ns->v = v;
-        ns->cap = cap;
-    }
-    if (!(ns->v[ns->n] = strdup(name)))
-        return -1;
-    ns->n++;
-    return 0;
-}
-
-static void name_set_free(name_set *ns)
-{
-    for (size_t i = 0; i < ns->n; i++)
-        free(ns->v[i]);
-    free(ns->v);
-    memset(ns, 0, sizeof *ns);
-}
-
-/* Hands the set to the caller's out-parameters (or frees it). */
-static void name_set_give(name_set *ns, char ***queues, size_t *nqueues)
-{
-    if (queues && nqueues) {
-        *queues = ns->v;
-        *nqueues = ns->n;
-        memset(ns, 0, sizeof *ns);
-    } else {
-        name_set_free(ns);
-    }
-}
 
 int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queues,
                       size_t *nqueues, er_error *err)
@@ -431,22 +387,22 @@ int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queue
         return rc;
     sqlite3_bind_int64(st, 1, now);
     sqlite3_bind_int(st, 2, limit);
-    name_set ns = {0};
+    er_name_set ns = {0};
     int count = 0, src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         count++;
-        if (rc == 0 && name_add(&ns, (const char *)sqlite3_column_text(st, 0)) < 0)
+        if (rc == 0 && er_name_set_add(&ns, (const char *)sqlite3_column_text(st, 0)) < 0)
             rc = nomem(err);
     }
     if (rc == 0 && src != SQLITE_DONE)
         rc = er_sqlite_error(s->db, src, "promote", err);
     sqlite3_reset(st);
     if (rc < 0) {
-        name_set_free(&ns);
+        er_name_set_free(&ns);
         return rc;
     }
     *n = count;
-    name_set_give(&ns, queues, nqueues);
+    er_name_set_give(&ns, queues, nqueues);
     return 0;
 }
 
@@ -462,7 +418,7 @@ static char *stalled_error(const er_job *j, int64_t now)
     return text;
 }
 
-static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns, er_error *err)
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
 {
     er_job_list due = {0};
     sqlite3_stmt *st = NULL;
@@ -521,7 +477,7 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, name_set *ns,
             rc = er_sqlite_run(s, st, err);
         }
         free(text);
-        if (rc == 0 && next == ER_STATE_WAITING && name_add(ns, j->queue) < 0)
+        if (rc == 0 && next == ER_STATE_WAITING && er_name_set_add(ns, j->queue) < 0)
             rc = nomem(err);
         if (rc == 0)
             (*n)++;
@@ -543,16 +499,16 @@ int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    name_set ns = {0};
+    er_name_set ns = {0};
     int count = 0;
     rc = reap_in_tx(s, now, limit, &count, &ns, err);
     rc = er_sqlite_op_end(s, own, rc, err);
     if (rc < 0) {
-        name_set_free(&ns);
+        er_name_set_free(&ns);
         return rc;
     }
     *n = count;
-    name_set_give(&ns, queues, nqueues);
+    er_name_set_give(&ns, queues, nqueues);
     return 0;
 }
 
