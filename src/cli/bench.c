@@ -56,6 +56,7 @@ struct bench {
     double *lat;
     long nlat, caplat;
     struct event *tick;
+    struct evhttp_connection *producer;
     long produced;
     char run_id[40];
 };
@@ -234,9 +235,9 @@ static void produce_tick(evutil_socket_t fd, short what, void *arg)
     bench *b = arg;
     /* keep the producer on schedule: send what is due by now */
     int64_t due = (now_us() - b->t0_us) * b->rate / 1000000;
-    static struct evhttp_connection *pc;
-    if (!pc)
-        pc = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
+    if (!b->producer)
+        b->producer = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
+    struct evhttp_connection *pc = b->producer;
     while (b->produced < due && b->produced < b->total) {
         char body[200], path[200];
         int n = snprintf(body, sizeof body, "{\"name\":\"noop\",\"payload\":{\"t\":%lld}}",
@@ -268,18 +269,103 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Runs b's scenario to its end on a fresh event base. */
+static void run(bench *b)
+{
+    b->base = event_base_new();
+    b->conns = calloc((size_t)b->nconns, sizeof *b->conns);
+    if (!b->base || !b->conns) {
+        b->errors++;
+        goto out;
+    }
+    for (int i = 0; i < b->nconns; i++) {
+        b->conns[i].b = b;
+        b->conns[i].idx = i;
+        b->conns[i].acks = json_array();
+        b->conns[i].ev = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
+        evhttp_connection_set_timeout(b->conns[i].ev, 30);
+    }
+    b->t0_us = now_us();
+    for (int i = 0; i < b->nconns; i++)
+        issue(&b->conns[i]);
+    if (strcmp(b->scenario, "latency") == 0) {
+        b->tick = evtimer_new(b->base, produce_tick, b);
+        produce_tick(-1, 0, b);
+    }
+    event_base_dispatch(b->base);
+    if (!b->t1_us)
+        b->t1_us = now_us();
+out:
+    for (int i = 0; b->conns && i < b->nconns; i++) {
+        if (b->conns[i].ev)
+            evhttp_connection_free(b->conns[i].ev);
+        json_decref(b->conns[i].acks);
+    }
+    free(b->conns);
+    b->conns = NULL;
+    if (b->producer)
+        evhttp_connection_free(b->producer);
+    b->producer = NULL;
+    if (b->tick)
+        event_free(b->tick);
+    b->tick = NULL;
+    if (b->base)
+        event_base_free(b->base);
+    b->base = NULL;
+}
+
+/* Bulk-enqueues n jobs into queue (untimed set-up). */
+static int fill(const bench *like, const char *queue, long n)
+{
+    bench f = {0};
+    f.scenario = "bulk";
+    f.queue = queue;
+    f.token = like->token;
+    snprintf(f.host, sizeof f.host, "%s", like->host);
+    f.port = like->port;
+    f.total = n;
+    f.nconns = 2;
+    f.batch = 1000;
+    f.deadline_mono = like->deadline_mono;
+    run(&f);
+    return f.acked >= n && f.errors == 0 ? 0 : -1;
+}
+
+/* Resident memory of a process in KiB (VmRSS), or -1. */
+static long rss_kib(int64_t pid)
+{
+    if (pid <= 0)
+        return -1;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%lld/status", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kib;
+}
+
 static const er_setting bench_settings[] = {
     {"server", ER_SET_STRING, "http://127.0.0.1:7400", 0, 0, NULL, "server URL (ERRAND_SERVER)"},
     {"token", ER_SET_STRING, NULL, 0, 0, NULL, "bearer token"},
     {"scenario", ER_SET_ENUM, "enqueue", 0, 0, "enqueue|bulk|process|latency", "what to measure"},
     {"queue", ER_SET_STRING, "bench", 0, 0, NULL, "queue name"},
-    {"jobs", ER_SET_INT, "20000", 1, 100000000, NULL, "jobs to enqueue or process"},
+    {"jobs", ER_SET_INT, "20000", 1, 100000000, NULL,
+     "jobs to enqueue or process (process enqueues them first, untimed)"},
     {"connections", ER_SET_INT, "64", 1, 4096, NULL, "concurrent connections (workers)"},
     {"batch", ER_SET_INT, "1000", 1, 10000, NULL, "bulk size, or fetch max per worker"},
     {"rate", ER_SET_INT, "500", 1, 1000000, NULL, "latency: jobs per second"},
     {"duration", ER_SET_DURATION, "10s", 100, 3600000, NULL, "latency: how long to produce"},
     {"timeout", ER_SET_DURATION, "300s", 1000, 3600000, NULL, "hard stop"},
     {"label", ER_SET_STRING, "", 0, 0, NULL, "free text copied to the JSON line"},
+    {"preload", ER_SET_INT, "0", 0, 100000000, NULL,
+     "jobs to enqueue first into QUEUE-backlog and leave waiting (depth tests)"},
+    {"server-pid", ER_SET_INT, "0", 0, 1LL << 31, NULL,
+     "the server's pid, to report its resident memory (VmRSS)"},
 };
 
 int er_cli_bench(int argc, char **argv, char **envp)
@@ -321,26 +407,20 @@ int er_cli_bench(int argc, char **argv, char **envp)
         b.caplat = b.total;
         b.lat = calloc((size_t)b.caplat + 1, sizeof *b.lat);
     }
-    b.base = event_base_new();
-    b.conns = calloc((size_t)b.nconns, sizeof *b.conns);
-    for (int i = 0; i < b.nconns; i++) {
-        b.conns[i].b = &b;
-        b.conns[i].idx = i;
-        b.conns[i].acks = json_array();
-        b.conns[i].ev = evhttp_connection_base_new(b.base, NULL, b.host, (unsigned short)b.port);
-        evhttp_connection_set_timeout(b.conns[i].ev, 30);
-    }
     b.deadline_mono = er_mono_ms() + er_settings_get(&st, "timeout")->num;
-    b.t0_us = now_us();
-    for (int i = 0; i < b.nconns; i++)
-        issue(&b.conns[i]);
-    if (strcmp(b.scenario, "latency") == 0) {
-        b.tick = evtimer_new(b.base, produce_tick, &b);
-        produce_tick(-1, 0, &b);
+    /* untimed set-up: the backlog other jobs sit beside, and the jobs a
+     * process run works through (in a queue of their own) */
+    int64_t preload = er_settings_get(&st, "preload")->num;
+    char backlog_queue[200];
+    snprintf(backlog_queue, sizeof backlog_queue, "%s-backlog", b.queue);
+    if ((preload > 0 && fill(&b, backlog_queue, preload) < 0) ||
+        (strcmp(b.scenario, "process") == 0 && fill(&b, b.queue, b.total) < 0)) {
+        fprintf(stderr, "errand bench: could not enqueue the set-up jobs\n");
+        free(b.lat);
+        er_settings_fini(&st);
+        return 1;
     }
-    event_base_dispatch(b.base);
-    if (!b.t1_us)
-        b.t1_us = now_us();
+    run(&b);
     double secs = (double)(b.t1_us - b.t0_us) / 1e6;
     long count = strcmp(b.scenario, "process") == 0 || strcmp(b.scenario, "latency") == 0 ? b.done
                                                                                         : b.acked;
@@ -349,6 +429,11 @@ int er_cli_bench(int argc, char **argv, char **envp)
                             "connections", b.nconns, "batch", b.batch, "seconds", secs,
                             "jobs_per_s", secs > 0 ? (double)count / secs : 0.0, "errors",
                             (json_int_t)b.errors, "complete", finished(&b) && count >= b.total);
+    if (preload > 0)
+        json_object_set_new(out, "preloaded", json_integer(preload));
+    long rss = rss_kib(er_settings_get(&st, "server-pid")->num);
+    if (rss >= 0)
+        json_object_set_new(out, "server_rss_kib", json_integer(rss));
     if (b.nlat) {
         qsort(b.lat, (size_t)b.nlat, sizeof *b.lat, cmp_double);
         json_object_set_new(out, "rate", json_integer(b.rate));
@@ -361,15 +446,7 @@ int er_cli_bench(int argc, char **argv, char **envp)
     free(s);
     json_decref(out);
     int ok = finished(&b) && count >= b.total && b.errors == 0;
-    for (int i = 0; i < b.nconns; i++) {
-        evhttp_connection_free(b.conns[i].ev);
-        json_decref(b.conns[i].acks);
-    }
-    free(b.conns);
     free(b.lat);
-    if (b.tick)
-        event_free(b.tick);
-    event_base_free(b.base);
     er_settings_fini(&st);
     return ok ? 0 : 1;
 }
