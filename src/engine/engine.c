@@ -370,6 +370,10 @@ static int worker_start(er_engine *e, worker *w, bool writer, er_error *err)
     pthread_cond_init(&w->cv, NULL);
     er_rand_init_system(&w->x.rand);
     er_job_defaults_server(&w->x.server_defaults);
+    /* Ticks due before this server started were missed (their policy
+     * applies); ticks due while it ran, even before it became the
+     * maintenance leader, are on time, so a takeover loses none. */
+    w->x.sched_since = er_now_ms();
     w->x.ops = e->ops;
     int rc = e->ops->open(e->store_url, &e->cfg.store, &w->x.store, err);
     if (rc < 0)

@@ -30,7 +30,7 @@ typedef struct er_exec_ctx {
     er_job_defaults server_defaults;
     er_wake wake;              /* filled by writes in the current transaction */
     struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
-    int64_t sched_since;       /* the first cron pass: due ticks before it were missed */
+    int64_t sched_since;       /* server start: due ticks before it were missed */
 } er_exec_ctx;
 
 /* Frees what the context caches (call when its thread is done). */
