@@ -10,6 +10,7 @@
 #   ./bench/run.sh                       # errand only, 3 rounds
 #   RUNS=1 N=5000 ./bench/run.sh         # quick
 #   PEERS="bullmq-aof beanstalkd" PEERS_DIR=/tmp/peers ./bench/run.sh
+#   DEPTH="10000 1000000" RUNS=1 ./bench/run.sh   # latency and processing beside a backlog
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=${ERRAND_BIN:-build-rel/errand}
@@ -18,6 +19,7 @@ N=${N:-20000}
 DURABILITY=${DURABILITY:-full}
 LAT_SECS=${LAT_SECS:-10}
 PEERS=${PEERS:-}
+DEPTH=${DEPTH:-}
 PEERS_DIR=${PEERS_DIR:-}
 mkdir -p bench/results
 ts=$(date -u +%Y%m%dT%H%M%SZ)
@@ -63,14 +65,30 @@ run() { # label args...
     echo "$out" | tee -a "$raw"
 }
 
+if [[ -n "$DEPTH" ]]; then
+    # one server per depth: the backlog is enqueued (untimed) and left
+    # waiting in another queue while latency and processing are measured
+    for r in $(seq 1 "$RUNS"); do
+        for d in $DEPTH; do
+            start_server
+            run "latency 500/s x ${LAT_SECS}s (c=10), $d stored" --scenario latency --rate 500 \
+                --duration "${LAT_SECS}s" --connections 10 --batch 1 --queue d$d --preload "$d" \
+                --server-pid "$srv_pid" --timeout 900s
+            run "process c=50, $d stored" --scenario process --jobs "$N" --connections 5 --batch 10 \
+                --queue dp$d --server-pid "$srv_pid"
+            stop_server
+        done
+    done
+    echo "raw: $raw" >&2
+    exit 0
+fi
+
 for r in $(seq 1 "$RUNS"); do
     start_server
     run "enqueue single (64 in flight)" --scenario enqueue --jobs "$N" --connections 64 --queue e$r
     run "enqueue bulk (batch 1000)" --scenario bulk --jobs "$N" --connections 1 --batch 1000 --queue b$r
-    for c in "10 2 5" "50 5 10"; do
+    for c in "1 1 1" "10 2 5" "50 5 10"; do
         set -- $c
-        "$BIN" bench --server "$url" --scenario bulk --jobs "$N" --connections 1 --batch 1000 \
-            --queue p$1r$r >/dev/null
         run "process c=$1" --scenario process --jobs "$N" --connections "$2" --batch "$3" --queue p$1r$r
     done
     run "latency 500/s x ${LAT_SECS}s (c=10)" --scenario latency --rate 500 --duration "${LAT_SECS}s" \

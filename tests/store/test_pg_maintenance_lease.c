@@ -114,7 +114,8 @@ Test(maintenance_lease, one_holder_per_schema_freed_when_the_holder_closes)
     cr_assert_eq(OPS->commit(a, &err), 0, "%s", err.message);
     cr_assert_not(lease(b), "a transaction of the holder does not free it");
     OPS->close(a);
-    cr_assert(lease(b), "closing the holder frees the lease");
+    /* the closed backend may release its advisory lock a moment later */
+    cr_assert(lease_within(b), "closing the holder frees the lease");
     OPS->close(b);
 }
 

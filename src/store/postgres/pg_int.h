@@ -41,6 +41,18 @@ enum {
     ER_PG_RET_COMPLETED_COUNT,
     ER_PG_RET_DEAD_AGE,
     ER_PG_NEXT_DUE,
+    /* schedulers, leases, cursors (pg_sched.c) */
+    ER_PG_SCHED_PUT,
+    ER_PG_SCHED_GET,
+    ER_PG_SCHED_LIST,
+    ER_PG_SCHED_DELETE,
+    ER_PG_SCHED_DUE,
+    ER_PG_SCHED_ADVANCE,
+    ER_PG_LEASE_LOCK,
+    ER_PG_LEASE_BY_TOKEN,
+    ER_PG_LEASE_PUT,
+    ER_PG_CURSOR_GET,
+    ER_PG_CURSOR_CAS,
     ER_PG_NSTMT
 };
 
@@ -183,5 +195,28 @@ int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size
                er_error *err);
 int er_pg_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
 int er_pg_next_due(er_store *s, int64_t *at, er_error *err);
+/* Schedulers, leases, cursors (pg_sched.c), in store.h's order. */
+int er_pg_scheduler_put(er_store *s, const er_sched_row *in, int64_t now, bool *created,
+                        er_sched_row *out, er_error *err);
+int er_pg_scheduler_get(er_store *s, const char *key, er_sched_row *out, er_error *err);
+int er_pg_scheduler_list(er_store *s, const char *after, int limit, er_sched_list *out,
+                         er_error *err);
+int er_pg_scheduler_delete(er_store *s, const char *key, er_error *err);
+int er_pg_scheduler_due(er_store *s, int64_t now, int limit, er_sched_list *out, er_error *err);
+int er_pg_scheduler_advance(er_store *s, const char *key, int64_t expected_next,
+                            int64_t last_tick, int64_t next_run_at, er_error *err);
+int er_pg_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
+                        const char *key, int64_t ttl_ms, int64_t now, er_rand *r, er_lease *out,
+                        er_error *err);
+int er_pg_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
+                      er_lease *out, er_error *err);
+int er_pg_lease_complete(er_store *s, const char *owner_token, int64_t now, er_lease *out,
+                         er_error *err);
+int er_pg_lease_release(er_store *s, const char *owner_token, int64_t now, er_lease *out,
+                        er_error *err);
+int er_pg_cursor_get(er_store *s, const char *name, char **value, int64_t *updated_at,
+                     er_error *err);
+int er_pg_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
+                     const char *value, int64_t now, char **current, er_error *err);
 
 #endif

@@ -286,6 +286,34 @@ const char *const er_pg_migrations[] = {
     "   RETURN NEXT enqueue(queue, _str(v_j, 'name'), v_j -> 'payload', v_j - 'name' - 'payload');"
     "  END LOOP;"
     " END $f$;",
+
+    /* 3: schedulers, run-once leases and cursors (pg_sched.c). Scheduler
+     * keys sort bytewise (COLLATE "C"), as in SQLite, so list pages agree. */
+    "CREATE TABLE schedulers ("
+    " key text COLLATE \"C\" PRIMARY KEY,"
+    " spec text NOT NULL,"
+    " created_at bigint NOT NULL,"
+    " updated_at bigint NOT NULL,"
+    " last_tick bigint NOT NULL DEFAULT 0,"
+    " next_run_at bigint NOT NULL);"
+    "CREATE INDEX schedulers_due ON schedulers (next_run_at);"
+    "CREATE TABLE leases ("
+    " key text PRIMARY KEY,"
+    " type text NOT NULL,"
+    " code text NOT NULL,"
+    " run_key text NOT NULL,"
+    " state smallint NOT NULL,"
+    " owner_token text,"
+    " fence bigint NOT NULL,"
+    " expires_at bigint NOT NULL,"
+    " completed_at bigint NOT NULL DEFAULT 0,"
+    " created_at bigint NOT NULL,"
+    " updated_at bigint NOT NULL);"
+    "CREATE INDEX leases_owner ON leases (owner_token) WHERE owner_token IS NOT NULL;"
+    "CREATE TABLE cursors ("
+    " name text PRIMARY KEY,"
+    " value text NOT NULL,"
+    " updated_at bigint NOT NULL);",
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -454,4 +482,53 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)",
     [ER_PG_NEXT_DUE] = "SELECT least((SELECT min(run_at) FROM jobs WHERE state = 0),"
                        " (SELECT min(lease_expires_at) FROM jobs WHERE state = 2))",
+    /* schedulers, leases, cursors (pg_sched.c) */
+#define SCHED_COLS "key, spec, created_at, updated_at, last_tick, next_run_at"
+    /* column 6: whether the key was new (an inserted row has no xmax; an
+     * updated one carries the upsert's row lock) */
+    [ER_PG_SCHED_PUT] = "INSERT INTO schedulers AS s (" SCHED_COLS ")"
+                        " VALUES ($1, $2, $3, $3, 0, $4) ON CONFLICT (key) DO UPDATE SET"
+                        " spec = excluded.spec, updated_at = excluded.updated_at,"
+                        " next_run_at = excluded.next_run_at"
+                        " RETURNING " SCHED_COLS ", s.xmax = 0",
+    [ER_PG_SCHED_GET] = "SELECT " SCHED_COLS " FROM schedulers WHERE key = $1",
+    [ER_PG_SCHED_LIST] = "SELECT " SCHED_COLS " FROM schedulers WHERE key > $1 ORDER BY key"
+                         " LIMIT $2",
+    [ER_PG_SCHED_DELETE] = "DELETE FROM schedulers WHERE key = $1",
+    [ER_PG_SCHED_DUE] = "SELECT " SCHED_COLS " FROM schedulers WHERE next_run_at <= $1"
+                        " ORDER BY next_run_at, key LIMIT $2",
+    /* columns: applied (0/1), whether the key exists */
+    [ER_PG_SCHED_ADVANCE] =
+        "WITH u AS (UPDATE schedulers SET last_tick = CASE WHEN $2::bigint > 0 THEN $2::bigint"
+        " ELSE last_tick END, next_run_at = $3::bigint"
+        " WHERE key = $1::text AND next_run_at = $4::bigint RETURNING 1)"
+        " SELECT (SELECT count(*) FROM u), EXISTS (SELECT 1 FROM schedulers WHERE key = $1::text)",
+#undef SCHED_COLS
+#define LEASE_COLS "key, state, owner_token, fence, expires_at, completed_at"
+    [ER_PG_LEASE_LOCK] = "SELECT " LEASE_COLS " FROM leases WHERE key = $1 FOR UPDATE",
+    [ER_PG_LEASE_BY_TOKEN] = "SELECT " LEASE_COLS " FROM leases WHERE owner_token = $1"
+                             " FOR UPDATE",
+#undef LEASE_COLS
+    /* $11: the fence read before the decision (0: no row then); a row whose
+     * fence moved meanwhile is left alone (0 rows) */
+    [ER_PG_LEASE_PUT] =
+        "INSERT INTO leases AS l (key, type, code, run_key, state, owner_token, fence,"
+        " expires_at, completed_at, created_at, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (key) DO UPDATE SET"
+        " state = excluded.state, owner_token = excluded.owner_token, fence = excluded.fence,"
+        " expires_at = excluded.expires_at, completed_at = excluded.completed_at,"
+        " updated_at = excluded.updated_at WHERE l.fence = $11::bigint",
+    [ER_PG_CURSOR_GET] = "SELECT value, updated_at FROM cursors WHERE name = $1",
+    /* $4 check, $5 expected (NULL: must not exist). An unchecked write is an
+     * upsert; a checked one updates from $5 or inserts a new name. Columns:
+     * applied (0/1), the value in this statement's snapshot. */
+    [ER_PG_CURSOR_CAS] =
+        "WITH up AS (UPDATE cursors SET value = $2::text, updated_at = $3::bigint"
+        " WHERE name = $1::text AND $4::boolean AND value = $5::text RETURNING 1),"
+        " ins AS (INSERT INTO cursors AS c (name, value, updated_at)"
+        " SELECT $1::text, $2::text, $3::bigint WHERE NOT $4::boolean OR $5::text IS NULL"
+        " ON CONFLICT (name) DO UPDATE SET value = excluded.value,"
+        " updated_at = excluded.updated_at WHERE NOT $4::boolean RETURNING 1)"
+        " SELECT (SELECT count(*) FROM up) + (SELECT count(*) FROM ins),"
+        " (SELECT value FROM cursors WHERE name = $1::text)",
 };
