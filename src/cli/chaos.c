@@ -31,7 +31,6 @@
 
 #define TICK_MS 20
 #define POLL_MS 100
-#define SAMPLE_MS 1000
 #define EVENT_GAP_MS 300  /* between two chaos events */
 #define START_WAIT_MS 30000
 #define MAX_WORKERS 64
@@ -60,6 +59,7 @@ static const er_setting chaos_table[] = {
     {"unsafe-sleep", ER_SET_DURATION, "20ms", 0, 60000, NULL, "unsafe handler: pause between effect and ack"},
     {"lease", ER_SET_DURATION, "5s", 3000, 600000, NULL, "workers' lease (timeout = 2/5, grace = 3/5 of it)"},
     {"outage", ER_SET_DURATION, "500ms", 0, 600000, NULL, "time the server stays down after a kill"},
+    {"sample", ER_SET_DURATION, "250ms", 100, 60000, NULL, "how often the queue counts are recorded"},
     {"timeout", ER_SET_DURATION, "10m", 1000, 86400000, NULL, "give up (and fail) after this long"},
     {"batch", ER_SET_INT, "1000", 1, 10000, NULL, "jobs per bulk enqueue request"},
     {"server", ER_SET_STRING, NULL, 0, 0, NULL, "use this running server instead of starting one (no server kills)"},
@@ -75,7 +75,8 @@ static const char *usage_line =
     "Enqueues N jobs, runs W workers whose handler records each execution and applies an effect\n"
     "in a ledger, kills workers and the server on a seeded schedule, then checks: every job\n"
     "completed, every effect applied exactly once, executions >= effects, nothing left active.\n"
-    "Exit 0 when every check holds, 1 on a violation, 2 usage. See docs/chaos.md.";
+    "Exit 0 when every check holds, 1 on a violation, 2 usage. Flags only: ERRAND_*\n"
+    "variables and config files are ignored. See docs/chaos.md.";
 
 /* ---- run state ---------------------------------------------------------- */
 
@@ -374,7 +375,8 @@ static bool poll_counts(chaos *c, chaos_sample *out)
         return false;
     json_t *root = json_loads(text, 0, NULL);
     errand_free(text);
-    json_t *counts = json_object_get(json_object_get(root, "queue"), "counts");
+    json_t *q = json_object_get(root, "queue"); /* liberrand returns the queue object itself */
+    json_t *counts = json_object_get(q ? q : root, "counts");
     if (json_is_object(counts)) {
         out->up = true;
         out->completed = count_of(counts, "completed");
@@ -739,6 +741,7 @@ static int parse(chaos *c, er_settings *st, int argc, char **argv, int *pg_resta
     p->outage_ms = (long)NUM("outage");
     p->timeout_s = (long)(NUM("timeout") / 1000);
     p->batch = (int)NUM("batch");
+    p->sample_ms = (long)NUM("sample");
     p->server_url = TEXT("server");
     p->report_path = TEXT("report");
     p->plot_path = TEXT("plot");
@@ -834,7 +837,7 @@ static int main_loop(chaos *c)
             if (s.up)
                 c->cur = s;
             if (now >= c->next_sample) {
-                c->next_sample += SAMPLE_MS;
+                c->next_sample += p->sample_ms;
                 add_sample(c, &s);
             }
             bool produced = c->next_enq >= p->jobs;

@@ -53,6 +53,7 @@ typedef struct chaos_params {
     long work_ms, unsafe_sleep_ms, lease_ms, outage_ms;
     long timeout_s;
     int batch;                /* jobs per bulk enqueue */
+    long sample_ms;           /* between two samples */
     const char *server_url;   /* --server: an existing server (borrowed) */
     const char *report_path, *plot_path; /* NULL: none */
 } chaos_params;

@@ -168,14 +168,15 @@ static int write_json(const chaos_run *r, const tally *t, const verdict *v, bool
 {
     const chaos_params *p = &r->p;
     json_t *params = json_pack(
-        "{s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "jobs",
+        "{s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "jobs",
         (json_int_t)p->jobs, "workers", p->workers, "concurrency", p->concurrency, "worker_kills",
         p->worker_kills, "worker_terms", p->worker_terms, "server_kills", p->server_kills,
         "pg_restarts", p->pg_restarts, "store", p->server_url ? p->server_url : p->store,
         "handler", p->handler, "queue", p->queue, "prefix", p->prefix, "permanent_every",
         (json_int_t)p->permanent_every, "work_ms", (json_int_t)p->work_ms, "unsafe_sleep_ms",
         (json_int_t)p->unsafe_sleep_ms, "lease_ms", (json_int_t)p->lease_ms, "outage_ms",
-        (json_int_t)p->outage_ms, "batch", (json_int_t)p->batch);
+        (json_int_t)p->outage_ms, "batch", (json_int_t)p->batch, "sample_ms",
+        (json_int_t)p->sample_ms);
     json_t *events = json_array(), *samples = json_array(), *verdicts = json_array();
     for (size_t i = 0; i < r->nevents; i++) {
         const chaos_event *e = &r->events[i];
@@ -279,27 +280,35 @@ static const char *event_label(chaos_event_kind k)
     }
 }
 
+/* One polyline per run of samples taken while the server was up; a lone
+ * sample becomes a dot. */
 static void polyline(FILE *f, const chaos_run *r, const double *ys, double xmax, double ymax,
                      const char *color, const char *dash)
 {
-    bool open = false;
-    for (size_t i = 0; i < r->nsamples; i++) {
-        if (!r->samples[i].up || isnan(ys[i])) {
-            if (open)
+    size_t npts = 0;
+    double lx = 0, ly = 0;
+    for (size_t i = 0; i <= r->nsamples; i++) {
+        bool gap = i == r->nsamples || !r->samples[i].up || isnan(ys[i]);
+        if (gap) {
+            if (npts > 1)
                 fprintf(f, "\"/>\n");
-            open = false;
+            else if (npts == 1)
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", lx, ly,
+                        color);
+            npts = 0;
             continue;
         }
         double x = ML + (W - ML - MR) * r->samples[i].t / xmax;
         double y = H - MB - (H - MT - MB) * ys[i] / ymax;
-        if (!open)
-            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
-                    color, dash);
-        fprintf(f, "%.1f,%.1f ", x, y);
-        open = true;
+        if (npts == 1)
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%.1f,%.1f ",
+                    color, dash, lx, ly);
+        if (npts >= 1)
+            fprintf(f, "%.1f,%.1f ", x, y);
+        lx = x;
+        ly = y;
+        npts++;
     }
-    if (open)
-        fprintf(f, "\"/>\n");
 }
 
 static int write_svg(const chaos_run *r, const char *path, bool ok)
@@ -334,7 +343,8 @@ static int write_svg(const chaos_run *r, const char *path, bool ok)
     }
     thrmax = nice_max(thrmax * 1.1);
     depmax = nice_max(depmax * 1.1);
-    tmax = ceil(tmax);
+    double tstep = nice_max(tmax / 8);
+    tmax = ceil(tmax / tstep) * tstep;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
                "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
@@ -368,10 +378,10 @@ static int write_svg(const chaos_run *r, const char *path, bool ok)
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" fill=\"#ff7f0e\">%g</text>\n", W - MR + 6, y + 4,
                 depmax * k / 5);
     }
-    for (int k = 0; k <= 10; k++) {
-        double x = ML + (W - ML - MR) * k / 10.0;
+    for (double tk = 0; tk <= tmax + tstep / 2; tk += tstep) {
+        double x = ML + (W - ML - MR) * tk / tmax;
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, H - MB + 16,
-                tmax * k / 10);
+                tk);
     }
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n",
             ML, MT, W - ML - MR, H - MT - MB);
