@@ -97,10 +97,12 @@ class Server:
     """A running `errand serve`. Use as a context manager.
 
     listen/store of None leave the flag out (to test env and config files).
+    binary replaces errand_bin() (a test build of the server, e.g. errand_faulty).
     """
 
     def __init__(self, args=(), env=None, listen="127.0.0.1:0", store="default", tmpdir=None,
-                 start_timeout=10.0, token=None):
+                 start_timeout=10.0, token=None, binary=None):
+        self.binary = binary
         self._own_tmp = tmpdir is None
         self.tmpdir = tmpdir or tempfile.mkdtemp(prefix="errand-integ-")
         self.db_path = os.path.join(self.tmpdir, "errand.db")
@@ -122,7 +124,7 @@ class Server:
     # ---- process control ----
 
     def command(self):
-        cmd = [errand_bin(), "serve"]
+        cmd = [self.binary or errand_bin(), "serve"]
         if self.listen is not None:
             cmd += ["--listen", self.listen]
         if self.store is not None:

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
- * Fault loops for the SQLite store. A VFS shim ("errfault") wraps the
- * default VFS and fails the Nth xWrite or xSync (I/O error or disk full,
- * once or from then on). For N = 1, 2, ... a workload of group-committed
+ * Fault loops for the SQLite store. The VFS shim of tests/support/faultvfs.c
+ * ("errfault") fails the Nth xWrite or xSync (I/O error or disk full, once
+ * or from then on). For N = 1, 2, ... a workload of group-committed
  * transactions runs until the fault fires; every transaction must either
  * commit or fail with ER_EUNAVAIL/ER_EFULL and be rolled back. Then faults
  * are turned off, the store is reopened and checked: every committed job is
@@ -17,230 +17,28 @@
 
 #include "store/sqlite/sqlite_int.h"
 #include "store/store.h"
+#include "support/faultvfs.h"
 
 #define T0 1700000000000LL
 
-/* ---- the fault-injecting VFS ---- */
+/* ---- the fault-injecting VFS (tests/support/faultvfs.c) ---- */
 
-enum { FAULT_WRITE_IOERR, FAULT_SYNC_IOERR, FAULT_WRITE_FULL };
-
-static struct {
-    bool armed;
-    int kind;
-    bool persistent; /* fail every call from the Nth on, not just the Nth */
-    long n;          /* the call to fail, counted from arming */
-    long calls;
-    bool fired;
-} F;
-
-static sqlite3_vfs *g_real;
-static sqlite3_vfs g_vfs;
-
-typedef struct fault_file {
-    sqlite3_file base;
-    sqlite3_file *real; /* lives right after this struct */
-} fault_file;
+enum { FAULT_WRITE_IOERR = ER_FAULTVFS_WRITE, FAULT_SYNC_IOERR = ER_FAULTVFS_SYNC,
+       FAULT_WRITE_FULL = ER_FAULTVFS_FULL };
 
 static void arm(int kind, bool persistent, long n)
 {
-    F.kind = kind;
-    F.persistent = persistent;
-    F.n = n;
-    F.calls = 0;
-    F.fired = false;
-    F.armed = true;
+    er_faultvfs_arm((er_faultvfs_kind)kind, n, persistent);
 }
 
 static void disarm(void)
 {
-    F.armed = false;
-}
-
-/* Whether this call (of the kind being counted) must fail. */
-static bool should_fail(bool is_sync)
-{
-    if (!F.armed || is_sync != (F.kind == FAULT_SYNC_IOERR))
-        return false;
-    F.calls++;
-    if (F.calls == F.n || (F.persistent && F.calls > F.n)) {
-        F.fired = true;
-        return true;
-    }
-    return false;
-}
-
-#define REAL(f) (((fault_file *)(f))->real)
-
-static int f_close(sqlite3_file *f)
-{
-    return REAL(f)->pMethods->xClose(REAL(f));
-}
-static int f_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
-{
-    return REAL(f)->pMethods->xRead(REAL(f), buf, amt, off);
-}
-static int f_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
-{
-    if (should_fail(false))
-        return F.kind == FAULT_WRITE_FULL ? SQLITE_FULL : SQLITE_IOERR_WRITE;
-    return REAL(f)->pMethods->xWrite(REAL(f), buf, amt, off);
-}
-static int f_truncate(sqlite3_file *f, sqlite3_int64 size)
-{
-    return REAL(f)->pMethods->xTruncate(REAL(f), size);
-}
-static int f_sync(sqlite3_file *f, int flags)
-{
-    if (should_fail(true))
-        return SQLITE_IOERR_FSYNC;
-    return REAL(f)->pMethods->xSync(REAL(f), flags);
-}
-static int f_size(sqlite3_file *f, sqlite3_int64 *size)
-{
-    return REAL(f)->pMethods->xFileSize(REAL(f), size);
-}
-static int f_lock(sqlite3_file *f, int l)
-{
-    return REAL(f)->pMethods->xLock(REAL(f), l);
-}
-static int f_unlock(sqlite3_file *f, int l)
-{
-    return REAL(f)->pMethods->xUnlock(REAL(f), l);
-}
-static int f_reserved(sqlite3_file *f, int *out)
-{
-    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
-}
-static int f_fcntl(sqlite3_file *f, int op, void *arg)
-{
-    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
-}
-static int f_sector(sqlite3_file *f)
-{
-    return REAL(f)->pMethods->xSectorSize(REAL(f));
-}
-static int f_devchar(sqlite3_file *f)
-{
-    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
-}
-static int f_shm_map(sqlite3_file *f, int pg, int pgsz, int extend, void volatile **pp)
-{
-    return REAL(f)->pMethods->xShmMap(REAL(f), pg, pgsz, extend, pp);
-}
-static int f_shm_lock(sqlite3_file *f, int off, int n, int flags)
-{
-    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
-}
-static void f_shm_barrier(sqlite3_file *f)
-{
-    REAL(f)->pMethods->xShmBarrier(REAL(f));
-}
-static int f_shm_unmap(sqlite3_file *f, int del)
-{
-    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
-}
-static int f_fetch(sqlite3_file *f, sqlite3_int64 off, int amt, void **pp)
-{
-    *pp = NULL; /* no memory-mapped reads: every read goes through xRead */
-    return SQLITE_OK;
-}
-static int f_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
-{
-    return SQLITE_OK;
-}
-
-static const sqlite3_io_methods g_io = {
-    .iVersion = 3,
-    .xClose = f_close,
-    .xRead = f_read,
-    .xWrite = f_write,
-    .xTruncate = f_truncate,
-    .xSync = f_sync,
-    .xFileSize = f_size,
-    .xLock = f_lock,
-    .xUnlock = f_unlock,
-    .xCheckReservedLock = f_reserved,
-    .xFileControl = f_fcntl,
-    .xSectorSize = f_sector,
-    .xDeviceCharacteristics = f_devchar,
-    .xShmMap = f_shm_map,
-    .xShmLock = f_shm_lock,
-    .xShmBarrier = f_shm_barrier,
-    .xShmUnmap = f_shm_unmap,
-    .xFetch = f_fetch,
-    .xUnfetch = f_unfetch,
-};
-
-static int v_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int flags,
-                  int *out_flags)
-{
-    fault_file *ff = (fault_file *)file;
-    ff->real = (sqlite3_file *)(ff + 1);
-    int rc = g_real->xOpen(g_real, name, ff->real, flags, out_flags);
-    if (rc != SQLITE_OK) {
-        if (ff->real->pMethods)
-            ff->real->pMethods->xClose(ff->real);
-        ff->base.pMethods = NULL;
-        return rc;
-    }
-    ff->base.pMethods = &g_io;
-    return SQLITE_OK;
-}
-static int v_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
-{
-    return g_real->xDelete(g_real, name, sync_dir);
-}
-static int v_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
-{
-    return g_real->xAccess(g_real, name, flags, out);
-}
-static int v_fullpath(sqlite3_vfs *vfs, const char *name, int n, char *out)
-{
-    return g_real->xFullPathname(g_real, name, n, out);
-}
-static int v_random(sqlite3_vfs *vfs, int n, char *out)
-{
-    return g_real->xRandomness(g_real, n, out);
-}
-static int v_sleep(sqlite3_vfs *vfs, int us)
-{
-    return g_real->xSleep(g_real, us);
-}
-static int v_time(sqlite3_vfs *vfs, double *out)
-{
-    return g_real->xCurrentTime(g_real, out);
-}
-static int v_lasterr(sqlite3_vfs *vfs, int n, char *out)
-{
-    return g_real->xGetLastError(g_real, n, out);
-}
-static int v_time64(sqlite3_vfs *vfs, sqlite3_int64 *out)
-{
-    return g_real->xCurrentTimeInt64(g_real, out);
+    er_faultvfs_disarm();
 }
 
 static void register_vfs(void)
 {
-    if (g_real)
-        return;
-    g_real = sqlite3_vfs_find(NULL);
-    cr_assert_not_null(g_real);
-    g_vfs = (sqlite3_vfs){
-        .iVersion = 2,
-        .szOsFile = (int)sizeof(fault_file) + g_real->szOsFile,
-        .mxPathname = g_real->mxPathname,
-        .zName = "errfault",
-        .xOpen = v_open,
-        .xDelete = v_delete,
-        .xAccess = v_access,
-        .xFullPathname = v_fullpath,
-        .xRandomness = v_random,
-        .xSleep = v_sleep,
-        .xCurrentTime = v_time,
-        .xGetLastError = v_lasterr,
-        .xCurrentTimeInt64 = v_time64,
-    };
-    cr_assert_eq(sqlite3_vfs_register(&g_vfs, 0), SQLITE_OK);
+    cr_assert_eq(er_faultvfs_register(), 0);
 }
 
 /* ---- store paths ---- */
@@ -478,7 +276,7 @@ static bool run_once(int kind, bool persistent, long n)
     if (!ok)
         disarm(); /* turn faults off after the failure, then close */
     OPS->close(s); /* when nothing failed yet the close's checkpoint may be faulted */
-    bool fired = F.fired;
+    bool fired = er_faultvfs_fired();
     disarm();
     verify();
     drop_dir();
@@ -538,7 +336,7 @@ Test(faults, faults_during_first_open_leave_a_usable_store)
                 OPS->close(s);
             else
                 expect_storage_error(rc, &err, "open");
-            bool fired = F.fired;
+            bool fired = er_faultvfs_fired();
             disarm();
             verify();
             drop_dir();
