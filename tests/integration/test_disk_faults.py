@@ -377,12 +377,10 @@ class DiskFaultTest(unittest.TestCase):
     def test_disk_full_then_sigkill(self):
         self.loop("full-kill", "full", "any", 1, kill=True)
 
-    # Known bug (reported): when the WAL fsync of a commit fails, SQLite has
-    # already written the frames, including the commit frame. The server
-    # answers 503 ("nothing was written") and in-process the commit is gone,
-    # but if the process dies before a later commit overwrites those frames,
-    # WAL recovery on restart finds them valid and the 503'd job exists.
-    @unittest.expectedFailure
+    # When the WAL fsync of a commit fails, SQLite has already written the
+    # frames, commit frame included; a crash before they are overwritten
+    # would replay them. The store truncates the WAL after a failed commit
+    # (and refuses writes until it can), so a 503'd job never comes back.
     def test_wal_sync_error_then_sigkill_leaves_no_rejected_job(self):
         s = self.faulty()
         s.start()

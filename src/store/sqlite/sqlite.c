@@ -112,8 +112,35 @@ static int check_data_version(er_store *s, er_error *err)
     return rc;
 }
 
+/* A commit whose write or sync failed may leave its frames, commit frame
+ * included, on disk past the end of the WAL this process knows: invisible
+ * here, but recovery after a crash would find and replay them, and a
+ * transaction answered "nothing was written" would come back. Truncating
+ * the WAL (after checkpointing what did commit) removes them. */
+static int clear_wal(er_store *s, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            rc = sqlite3_column_int(st, 0) == 0 ? SQLITE_OK : SQLITE_BUSY;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return er_sqlite_error(s->db, rc, "clear the write-ahead log after a failed commit", err);
+    s->wal_suspect = false;
+    return 0;
+}
+
 static int sq_begin(er_store *s, er_error *err)
 {
+    /* no new transaction on top of frames a crash could replay */
+    if (s->wal_suspect && clear_wal(s, err) < 0)
+        return er_error_set(err, ER_EUNAVAIL, "store",
+                            "store: refusing writes until the write-ahead log is cleared after "
+                            "a failed commit: %s",
+                            err ? err->message : "");
     int rc = run_id(s, ER_SQ_BEGIN, err);
     if (rc == 0 && (rc = check_data_version(s, err)) < 0)
         (void)run_id(s, ER_SQ_ROLLBACK, NULL);
@@ -122,7 +149,19 @@ static int sq_begin(er_store *s, er_error *err)
 
 static int sq_commit(er_store *s, er_error *err)
 {
-    return run_id(s, ER_SQ_COMMIT, err);
+    int rc = run_id(s, ER_SQ_COMMIT, err);
+    if (rc == 0)
+        return 0;
+    if (!sqlite3_get_autocommit(s->db))
+        (void)run_id(s, ER_SQ_ROLLBACK, NULL);
+    s->wal_suspect = true;
+    er_error cerr;
+    if (clear_wal(s, &cerr) < 0 && err)
+        snprintf(err->message, sizeof err->message,
+                 "store: commit failed and the write-ahead log could not be cleared, so the "
+                 "outcome is unknown until the store recovers: %.120s",
+                 cerr.message);
+    return rc;
 }
 
 /* Safe after a failed commit or a statement error: SQLite may already have

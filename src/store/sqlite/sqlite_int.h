@@ -89,6 +89,7 @@ struct er_store {
                              another connection committed (data_version) */
     size_t nqc, capqc;
     int64_t data_version;
+    bool wal_suspect; /* a commit failed; its frames may still be on disk */
     er_rand *rand; /* borrowed while a fetch statement runs (for er_token()) */
 };
 
