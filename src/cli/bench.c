@@ -27,6 +27,10 @@
 
 typedef struct bench bench;
 
+/* Connections the paced producer spreads its enqueues over, so one slow
+ * reply does not queue the requests behind it. */
+#define PRODUCERS 4
+
 typedef struct conn {
     bench *b;
     struct evhttp_connection *ev;
@@ -56,7 +60,9 @@ struct bench {
     double *lat;
     long nlat, caplat;
     struct event *tick;
-    struct evhttp_connection *producer;
+    struct evhttp_connection *producers[PRODUCERS];
+    double *enq_lat;  /* latency: enqueue request round trips (ms) */
+    long nenq;
     long produced;
     char run_id[40];
 };
@@ -220,12 +226,21 @@ static void issue(conn *c)
     json_decref(body);
 }
 
+typedef struct produced {
+    bench *b;
+    int64_t sent_us;
+} produced;
+
 static void on_produce(struct evhttp_request *req, void *arg)
 {
-    bench *b = arg;
+    produced *p = arg;
+    bench *b = p->b;
     int st = req ? evhttp_request_get_response_code(req) : 0;
     if (st != 201)
         b->errors++;
+    else if (b->enq_lat && b->nenq < b->caplat)
+        b->enq_lat[b->nenq++] = (double)(now_us() - p->sent_us) / 1000.0;
+    free(p);
 }
 
 static void produce_tick(evutil_socket_t fd, short what, void *arg)
@@ -235,15 +250,24 @@ static void produce_tick(evutil_socket_t fd, short what, void *arg)
     bench *b = arg;
     /* keep the producer on schedule: send what is due by now */
     int64_t due = (now_us() - b->t0_us) * b->rate / 1000000;
-    if (!b->producer)
-        b->producer = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
-    struct evhttp_connection *pc = b->producer;
     while (b->produced < due && b->produced < b->total) {
         char body[200], path[200];
         int n = snprintf(body, sizeof body, "{\"name\":\"noop\",\"payload\":{\"t\":%lld}}",
                          (long long)now_us());
         snprintf(path, sizeof path, "/v1/queues/%s/jobs", b->queue);
-        struct evhttp_request *req = evhttp_request_new(on_produce, b);
+        struct evhttp_connection **pc = &b->producers[b->produced % PRODUCERS];
+        if (!*pc)
+            *pc = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
+        produced *p = malloc(sizeof *p);
+        if (!*pc || !p) {
+            free(p);
+            b->errors++;
+            b->produced++;
+            continue;
+        }
+        p->b = b;
+        p->sent_us = now_us();
+        struct evhttp_request *req = evhttp_request_new(on_produce, p);
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         evhttp_add_header(h, "Host", b->host);
         evhttp_add_header(h, "Content-Type", "application/json");
@@ -253,8 +277,8 @@ static void produce_tick(evutil_socket_t fd, short what, void *arg)
             evhttp_add_header(h, "Authorization", auth);
         }
         evbuffer_add(evhttp_request_get_output_buffer(req), body, (size_t)n);
-        evhttp_make_request(pc, req, EVHTTP_REQ_POST, path);
-        nodelay(pc);
+        evhttp_make_request(*pc, req, EVHTTP_REQ_POST, path);
+        nodelay(*pc);
         b->produced++;
     }
     if (b->produced < b->total) {
@@ -303,9 +327,11 @@ out:
     }
     free(b->conns);
     b->conns = NULL;
-    if (b->producer)
-        evhttp_connection_free(b->producer);
-    b->producer = NULL;
+    for (int i = 0; i < PRODUCERS; i++) {
+        if (b->producers[i])
+            evhttp_connection_free(b->producers[i]);
+        b->producers[i] = NULL;
+    }
     if (b->tick)
         event_free(b->tick);
     b->tick = NULL;
@@ -406,6 +432,7 @@ int er_cli_bench(int argc, char **argv, char **envp)
         b.total = (long)b.rate * er_settings_get(&st, "duration")->num / 1000;
         b.caplat = b.total;
         b.lat = calloc((size_t)b.caplat + 1, sizeof *b.lat);
+        b.enq_lat = calloc((size_t)b.caplat + 1, sizeof *b.enq_lat);
     }
     b.deadline_mono = er_mono_ms() + er_settings_get(&st, "timeout")->num;
     /* untimed set-up: the backlog other jobs sit beside, and the jobs a
@@ -417,6 +444,7 @@ int er_cli_bench(int argc, char **argv, char **envp)
         (strcmp(b.scenario, "process") == 0 && fill(&b, b.queue, b.total) < 0)) {
         fprintf(stderr, "errand bench: could not enqueue the set-up jobs\n");
         free(b.lat);
+        free(b.enq_lat);
         er_settings_fini(&st);
         return 1;
     }
@@ -441,12 +469,20 @@ int er_cli_bench(int argc, char **argv, char **envp)
         json_object_set_new(out, "p99_ms", json_real(b.lat[(long)((double)b.nlat * 0.99)]));
         json_object_set_new(out, "max_ms", json_real(b.lat[b.nlat - 1]));
     }
+    if (b.nenq) {
+        qsort(b.enq_lat, (size_t)b.nenq, sizeof *b.enq_lat, cmp_double);
+        json_object_set_new(out, "enqueue_p50_ms", json_real(b.enq_lat[b.nenq / 2]));
+        json_object_set_new(out, "enqueue_p99_ms",
+                            json_real(b.enq_lat[(long)((double)b.nenq * 0.99)]));
+        json_object_set_new(out, "enqueue_max_ms", json_real(b.enq_lat[b.nenq - 1]));
+    }
     char *s = json_dumps(out, JSON_COMPACT);
     printf("%s\n", s);
     free(s);
     json_decref(out);
     int ok = finished(&b) && count >= b.total && b.errors == 0;
     free(b.lat);
+    free(b.enq_lat);
     er_settings_fini(&st);
     return ok ? 0 : 1;
 }
