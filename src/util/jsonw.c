@@ -149,9 +149,17 @@ void er_jsonw_str(er_jsonw *w, const char *s)
 void er_jsonw_int(er_jsonw *w, int64_t v)
 {
     char b[24];
+    size_t n = sizeof b;
+    /* magnitude as unsigned, so INT64_MIN works too */
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        b[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        b[--n] = '-';
     value_sep(w);
-    int n = snprintf(b, sizeof b, "%lld", (long long)v);
-    put(w, b, (size_t)n);
+    put(w, b + n, sizeof b - n);
     after_key_fix(w);
 }
 

@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "util/jsonw.h"
@@ -90,5 +91,19 @@ Test(jsonw, output_past_the_cap_fails_instead_of_growing)
     er_jsonw_end_array(&w);
     cr_assert(w.failed);
     cr_assert_leq(w.cap, 65);
+    er_jsonw_fini(&w);
+}
+
+Test(jsonw, integers_cover_the_whole_int64_range)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_array(&w);
+    er_jsonw_int(&w, 0);
+    er_jsonw_int(&w, -7);
+    er_jsonw_int(&w, INT64_MAX);
+    er_jsonw_int(&w, INT64_MIN);
+    er_jsonw_end_array(&w);
+    cr_assert_str_eq(w.buf, "[0,-7,9223372036854775807,-9223372036854775808]");
     er_jsonw_fini(&w);
 }
