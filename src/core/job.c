@@ -741,3 +741,25 @@ json_t *er_job_to_lease_json(const er_job *job)
 {
     return parse_written(job, er_job_write_lease_json);
 }
+
+int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now)
+{
+    char *id = strdup(new_id);
+    if (!id)
+        return ER_ENOMEM;
+    free(job->id);
+    job->id = id;
+    free(job->lease_owner);
+    free(job->lease_token);
+    free(job->last_error);
+    free(job->result);
+    free(job->progress);
+    job->lease_owner = job->lease_token = job->last_error = job->result = job->progress = NULL;
+    job->state = ER_STATE_WAITING;
+    job->attempts = job->started = job->stalled = 0;
+    job->lease_expires_at = 0;
+    job->run_at = job->created_at = job->updated_at = now;
+    job->started_at = job->finished_at = job->redriven_at = 0;
+    job->redrive_count = 0;
+    return 0;
+}

@@ -187,6 +187,11 @@ void er_job_write_lease_json(const er_job *job, er_jsonw *w);
  * created_at). New reference or NULL on out of memory. */
 json_t *er_job_to_lease_json(const er_job *job);
 
+/* Turns *job (a copy of a dead job) into its redrive: a fresh waiting job
+ * with id new_id (copied), the same payload and options, no attempts, lease,
+ * error or result. Returns 0, or ER_ENOMEM with *job unchanged. */
+int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now);
+
 /* Generates a job id: time-ordered, 26 chars, into out[32]. */
 void er_job_new_id(int64_t now, er_rand *r, char out[32]);
 

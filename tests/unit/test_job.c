@@ -656,3 +656,30 @@ Test(job, to_json_shows_scalar_payloads_and_results)
     cr_assert_str_eq(json_string_value(json_object_get(o, "group")), "g");
     json_decref(o);
 }
+
+Test(job, redrive_copy_is_a_fresh_waiting_job_with_the_same_work)
+{
+    cr_assert_eq(enq("{\"name\":\"charge\",\"payload\":{\"amount\":42},\"id\":\"c-1\","
+                     "\"priority\":7,\"max_attempts\":3}"),
+                 0);
+    job.state = ER_STATE_DEAD;
+    job.attempts = 3;
+    job.started = 4;
+    job.stalled = 1;
+    job.last_error = strdup("{\"class\":\"permanent\"}");
+    job.finished_at = T0 + 5000;
+    job.redrive_count = 2;
+    cr_assert_eq(er_job_reset_for_redrive(&job, "c-1-redrive-3", T0 + 9000), 0);
+    cr_assert_str_eq(job.id, "c-1-redrive-3");
+    cr_assert_eq(job.state, ER_STATE_WAITING);
+    cr_assert_eq(job.attempts, 0);
+    cr_assert_eq(job.started, 0);
+    cr_assert_eq(job.stalled, 0);
+    cr_assert_null(job.last_error);
+    cr_assert_eq(job.finished_at, 0);
+    cr_assert_eq(job.run_at, T0 + 9000);
+    cr_assert_eq(job.redrive_count, 0);
+    cr_assert_str_eq(job.payload, "{\"amount\":42}");
+    cr_assert_eq(job.priority, 7);
+    cr_assert_eq(job.max_attempts, 3);
+}

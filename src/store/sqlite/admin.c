@@ -262,33 +262,6 @@ int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *c
     return rc;
 }
 
-static int replace_str(char **dst, const char *src)
-{
-    free(*dst);
-    *dst = NULL;
-    if (src && !(*dst = strdup(src)))
-        return -1;
-    return 0;
-}
-
-/* Turns a copy of a dead job into its fresh, waiting redrive. */
-static int make_redrive(er_job *nj, const char *new_id, int64_t now)
-{
-    free(nj->lease_owner);
-    free(nj->lease_token);
-    free(nj->last_error);
-    free(nj->result);
-    free(nj->progress);
-    nj->lease_owner = nj->lease_token = nj->last_error = nj->result = nj->progress = NULL;
-    nj->state = ER_STATE_WAITING;
-    nj->attempts = nj->started = nj->stalled = 0;
-    nj->lease_expires_at = 0;
-    nj->run_at = nj->created_at = nj->updated_at = now;
-    nj->started_at = nj->finished_at = nj->redriven_at = 0;
-    nj->redrive_count = 0;
-    return replace_str(&nj->id, new_id);
-}
-
 static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, er_error *err)
 {
     er_job dead, nj;
@@ -312,7 +285,7 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
     }
     snprintf(new_id, len, "%s-redrive-%d", id, n);
     rc = er_job_copy(&nj, &dead);
-    if (rc == 0 && make_redrive(&nj, new_id, now) < 0)
+    if (rc == 0 && er_job_reset_for_redrive(&nj, new_id, now) < 0)
         rc = ER_ENOMEM;
     free(new_id);
     if (rc < 0) {
