@@ -263,7 +263,6 @@ int er_pg_delete_dead(er_store *s, const char *id, er_error *err)
 
 /* ---- maintenance ---- */
 
-
 static int promote_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
                          er_error *err)
 {

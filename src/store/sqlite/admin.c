@@ -345,7 +345,6 @@ int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err)
 
 /* ---- maintenance ---- */
 
-
 int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queues,
                       size_t *nqueues, er_error *err)
 {
