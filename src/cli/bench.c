@@ -36,6 +36,7 @@ typedef struct conn {
     struct evhttp_connection *ev;
     int idx;
     json_t *acks;     /* process: completes to carry on the next fetch */
+    long sending;     /* enqueue/bulk: jobs in the request in flight */
     bool busy;
 } conn;
 
@@ -143,7 +144,7 @@ static void on_enqueue(struct evhttp_request *req, void *arg)
     c->busy = false;
     int st = req ? evhttp_request_get_response_code(req) : 0;
     if (st == 201 || st == 200)
-        b->acked += strcmp(b->scenario, "bulk") == 0 ? b->batch : 1;
+        b->acked += c->sending;
     else
         b->errors++;
     maybe_stop(b);
@@ -200,11 +201,14 @@ static void issue(conn *c)
         json_t *body;
         if (strcmp(b->scenario, "bulk") == 0) {
             json_t *jobs = json_array();
-            for (int i = 0; i < b->batch; i++)
+            long n = b->total - b->sent < b->batch ? b->total - b->sent : b->batch;
+            c->sending = n;
+            for (long i = 0; i < n; i++)
                 json_array_append_new(jobs, json_pack("{s:s,s:{s:I}}", "name", "noop", "payload",
                                                       "n", (json_int_t)b->sent++));
             body = json_pack("{s:o}", "jobs", jobs);
         } else {
+            c->sending = 1;
             body = json_pack("{s:s,s:{s:I}}", "name", "noop", "payload", "n", (json_int_t)b->sent++);
         }
         char *s = json_dumps(body, JSON_COMPACT);
@@ -478,6 +482,19 @@ int er_cli_bench(int argc, char **argv, char **envp)
     }
     char *s = json_dumps(out, JSON_COMPACT);
     printf("%s\n", s);
+    /* the same figures as a table row on stderr, for people */
+    fprintf(stderr, "%-9s %-28s %9ld jobs %8.2f s %10.0f jobs/s %5ld errors", b.scenario,
+            er_settings_get(&st, "label")->text, count, secs, secs > 0 ? (double)count / secs : 0.0,
+            b.errors);
+    if (b.nlat)
+        fprintf(stderr, "  start p50/p99/max %.2f/%.2f/%.2f ms", b.lat[b.nlat / 2],
+                b.lat[(long)((double)b.nlat * 0.99)], b.lat[b.nlat - 1]);
+    if (b.nenq)
+        fprintf(stderr, "  enqueue p50/p99/max %.2f/%.2f/%.2f ms", b.enq_lat[b.nenq / 2],
+                b.enq_lat[(long)((double)b.nenq * 0.99)], b.enq_lat[b.nenq - 1]);
+    if (rss >= 0)
+        fprintf(stderr, "  server RSS %.1f MiB", (double)rss / 1024.0);
+    fputc('\n', stderr);
     free(s);
     json_decref(out);
     int ok = finished(&b) && count >= b.total && b.errors == 0;
