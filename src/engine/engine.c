@@ -78,11 +78,11 @@ struct er_engine {
     void *drained_arg;
     struct event *drained_ev;
 
-    _Atomic uint64_t commits, commit_requests, commit_failures;
+    _Atomic uint64_t commits, commit_requests, commit_failures, promoted, reaped;
     _Atomic uint64_t parked;
     _Atomic bool leader;  /* the writer runs maintenance */
     er_notify *notify;    /* PostgreSQL: wake-ups from other nodes */
-    uint64_t enqueued, fetched, completed, failed, released; /* loop thread */
+    uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
 };
 
 static void check_drained(er_engine *e);
@@ -241,7 +241,10 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         } else {
             atomic_fetch_add(&e->commits, 1);
             atomic_fetch_add(&e->commit_requests, n);
+            atomic_fetch_add(&e->promoted, (uint64_t)x->promoted);
+            atomic_fetch_add(&e->reaped, (uint64_t)x->reaped);
         }
+        x->promoted = x->reaped = 0;
         er_wake_fini(&x->wake);
     }
     er_wake_fini(&x->wake); /* wake-ups for nobody */
@@ -439,6 +442,7 @@ static void finish(er_engine *e, er_req *r)
                 continue;
             e->completed += r->acks[i].kind == ER_ACK_COMPLETE;
             e->failed += r->acks[i].kind == ER_ACK_FAIL;
+            e->dead += r->acks[i].kind == ER_ACK_FAIL && r->acks[i].outcome.state == ER_STATE_DEAD;
             e->released += r->acks[i].kind == ER_ACK_RELEASE;
         }
         break;
@@ -624,6 +628,9 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     out->completed = e->completed;
     out->failed = e->failed;
     out->released = e->released;
+    out->promoted = atomic_load(&e->promoted);
+    out->reaped = atomic_load(&e->reaped);
+    out->dead = e->dead;
     out->parked_fetches = atomic_load(&e->parked);
     out->maintenance_leader = atomic_load(&e->leader);
 }

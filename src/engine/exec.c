@@ -337,12 +337,14 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
     int rc = x->ops->promote(x->store, now, MAINT_LIMIT, &count, &names, &n, &err);
     if (rc < 0)
         return rc;
+    x->promoted += count;
     wake_names(&x->wake, names, n, count > 0 ? count : 1);
     names = NULL;
     n = 0;
     rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &err);
     if (rc < 0)
         return rc;
+    x->reaped += count;
     wake_names(&x->wake, names, n, count > 0 ? count : 1);
     if (with_retention) {
         rc = x->ops->retention(x->store, now, MAINT_LIMIT, &count, &err);

@@ -61,7 +61,7 @@ void er_route_metrics(er_hctx *c)
            st.promoted);
     metric(b, "errand_jobs_reaped_total", "counter", "Expired leases reaped (stalled jobs).",
            st.reaped);
-    metric(b, "errand_jobs_dead_total", "counter", "Jobs moved to the dead letters.", st.dead);
+    metric(b, "errand_jobs_dead_total", "counter", "Jobs a failure report sent to the dead letters.", st.dead);
     metric(b, "errand_fetches_parked_total", "counter", "Fetches that long-polled for jobs.",
            st.parked_fetches);
     metric(b, "errand_maintenance_leader", "gauge",
