@@ -5,6 +5,7 @@
  */
 #include "store/store.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,4 +149,24 @@ void er_name_set_give(er_name_set *ns, char ***queues, size_t *nqueues)
     } else {
         er_name_set_free(ns);
     }
+}
+
+int er_dead_cursor_parse(const char *cursor, int64_t *at, int64_t *seq, er_error *err)
+{
+    *at = INT64_MAX;
+    *seq = INT64_MAX;
+    if (!cursor || !*cursor)
+        return 0;
+    char *end;
+    errno = 0;
+    long long a = strtoll(cursor, &end, 10);
+    if (errno || *end != '.')
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    const char *p = end + 1;
+    long long b = strtoll(p, &end, 10);
+    if (errno || end == p || *end)
+        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
+    *at = a;
+    *seq = b;
+    return 0;
 }

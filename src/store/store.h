@@ -294,6 +294,11 @@ void er_name_set_free(er_name_set *ns);
  * them when either is NULL. */
 void er_name_set_give(er_name_set *ns, char ***queues, size_t *nqueues);
 
+/* Parses a dead-letter page cursor "<finished_at>.<seq>" (the last job of
+ * the previous page); NULL or "" means from the newest (both INT64_MAX).
+ * ER_EINVAL (field "cursor") for anything else. */
+int er_dead_cursor_parse(const char *cursor, int64_t *at, int64_t *seq, er_error *err);
+
 /* ops->enqueue_many when the store has it, else ops->enqueue for each job. */
 int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
                           bool *duplicate, er_error *err);

@@ -7,7 +7,6 @@
  */
 #include "store/sqlite/sqlite_int.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,33 +184,12 @@ int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_
 
 /* ---- dead letters ---- */
 
-/* Dead-list cursor: "<finished_at>.<seq>" of the last job of the page. */
-static int parse_dead_cursor(const char *cursor, int64_t *at, int64_t *seq, er_error *err)
-{
-    *at = INT64_MAX;
-    *seq = INT64_MAX;
-    if (!cursor || !*cursor)
-        return 0;
-    char *end;
-    errno = 0;
-    long long a = strtoll(cursor, &end, 10);
-    if (errno || *end != '.')
-        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
-    const char *p = end + 1;
-    long long b = strtoll(p, &end, 10);
-    if (errno || end == p || *end)
-        return er_error_set(err, ER_EINVAL, "cursor", "invalid cursor");
-    *at = a;
-    *seq = b;
-    return 0;
-}
-
 int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *cursor,
                         er_job_list *out, char **next_cursor, er_error *err)
 {
     *next_cursor = NULL;
     int64_t at, seq;
-    int rc = parse_dead_cursor(cursor, &at, &seq, err);
+    int rc = er_dead_cursor_parse(cursor, &at, &seq, err);
     if (rc < 0)
         return rc;
     if (limit < 1)
