@@ -211,3 +211,11 @@ void er_jsonw_raw(er_jsonw *w, const char *json, size_t len)
         put(w, "null", 4);
     after_key_fix(w);
 }
+
+void er_jsonw_members(er_jsonw *w, const char *members)
+{
+    if (!members || !*members)
+        return;
+    sep(w);
+    put(w, members, strlen(members));
+}

@@ -46,4 +46,8 @@ void er_jsonw_time(er_jsonw *w, int64_t ms);          /* RFC 3339, or null when 
  * NULL writes null. */
 void er_jsonw_raw(er_jsonw *w, const char *json, size_t len);
 
+/* Already-serialized object members ("\"a\":1,\"b\":2"), appended to the
+ * object being written; NULL or "" adds nothing. */
+void er_jsonw_members(er_jsonw *w, const char *members);
+
 #endif

@@ -6,10 +6,12 @@
 #include "util/log.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/jsonw.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int er_log_level = ER_LOG_INFO;
@@ -28,37 +30,32 @@ int er_log_set_level(const char *name)
 void er_log_write(int level, const char *extra, const char *fmt, ...)
 {
     static const char *names[] = {"debug", "info", "warn", "error"};
-    char msg[512], line[1024], ts[32];
+    char msg[1024], ts[32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     er_time_format(er_now_ms(), ts);
-    size_t n = (size_t)snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"", ts,
-                                names[level < 0 ? 0 : level > 3 ? 3 : level]);
-    for (const char *p = msg; *p && n < sizeof line - 8; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') {
-            line[n++] = '\\';
-            line[n++] = (char)c;
-        } else if (c < 0x20) {
-            n += (size_t)snprintf(line + n, sizeof line - n, "\\u%04x", c);
-        } else {
-            line[n++] = (char)c;
-        }
-    }
-    if (n > sizeof line - 8)
-        n = sizeof line - 8;
-    int m = snprintf(line + n, sizeof line - n, "\"%s%s}\n", extra && *extra ? "," : "",
-                     extra ? extra : "");
-    n = (m < 0 || (size_t)m >= sizeof line - n) ? sizeof line - 1 : n + (size_t)m;
-    line[sizeof line - 2] = '}';
-    line[sizeof line - 1] = '\n';
-    if (n < sizeof line - 1) {
-        /* fine */
+    er_jsonw w;
+    er_jsonw_init(&w, 8192);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "ts");
+    er_jsonw_str(&w, ts);
+    er_jsonw_key(&w, "level");
+    er_jsonw_str(&w, names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    er_jsonw_key(&w, "msg");
+    er_jsonw_str(&w, msg);
+    er_jsonw_members(&w, extra);
+    er_jsonw_end_object(&w);
+    if (!w.failed) {
+        /* one system call per line, so lines from threads never interleave */
+        struct iovec iov[2] = {{w.buf, w.len}, {(void *)"\n", 1}};
+        ssize_t n = writev(2, iov, 2);
+        (void)n;
     } else {
-        n = sizeof line;
+        static const char lost[] = "{\"level\":\"error\",\"msg\":\"log line too long\"}\n";
+        ssize_t n = write(2, lost, sizeof lost - 1);
+        (void)n;
     }
-    ssize_t w = write(2, line, n);
-    (void)w;
+    er_jsonw_fini(&w);
 }

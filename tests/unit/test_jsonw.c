@@ -107,3 +107,17 @@ Test(jsonw, integers_cover_the_whole_int64_range)
     cr_assert_str_eq(w.buf, "[0,-7,9223372036854775807,-9223372036854775808]");
     er_jsonw_fini(&w);
 }
+
+Test(jsonw, preformatted_members_join_the_object)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "msg");
+    er_jsonw_str(&w, "hi");
+    er_jsonw_members(&w, "\"queue\":\"q\",\"attempt\":2");
+    er_jsonw_members(&w, NULL);
+    er_jsonw_end_object(&w);
+    cr_assert_str_eq(w.buf, "{\"msg\":\"hi\",\"queue\":\"q\",\"attempt\":2}");
+    er_jsonw_fini(&w);
+}
