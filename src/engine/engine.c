@@ -245,9 +245,8 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             atomic_fetch_add(&e->reaped, (uint64_t)x->reaped);
         }
         x->promoted = x->reaped = 0;
-        er_wake_fini(&x->wake);
     }
-    er_wake_fini(&x->wake); /* wake-ups for nobody */
+    er_wake_fini(&x->wake); /* served above, or for nobody parked here */
 
     /* parked fetches that got jobs are answered now */
     for (er_req **pp = &w->parked; *pp;) {
@@ -261,7 +260,11 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             pp = &r->next;
         }
     }
-    /* committed fetches that found nothing and may wait are parked */
+    /* committed fetches that found nothing and may wait are parked, at the
+     * end: the longest-waiting fetcher is served first */
+    er_req **park_tail = &w->parked;
+    while (*park_tail)
+        park_tail = &(*park_tail)->next;
     for (er_req *r = reqs, *next; r; r = next) {
         next = r->next;
         r->next = NULL;
@@ -269,8 +272,8 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             r->acks_applied = true;
             if (r->rc == 0 && r->list.len == 0 && !draining && mono < r->deadline_mono) {
                 r->repoll_mono = mono + REPOLL_MS;
-                r->next = w->parked;
-                w->parked = r;
+                *park_tail = r;
+                park_tail = &r->next;
                 atomic_fetch_add(&e->parked, 1);
                 continue;
             }
