@@ -207,3 +207,15 @@ er_state er_stall_decide(const er_job *job, int max_stalled)
 {
     return job->stalled + 1 <= max_stalled ? ER_STATE_WAITING : ER_STATE_DEAD;
 }
+
+char *er_stall_error_text(const er_job *job, int64_t now)
+{
+    char at[32];
+    er_time_format(now, at);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
+                          "the lease expired too many times (worker lost or too slow)",
+                          "attempt", job->attempts, "stalled", job->stalled + 1, "at", at);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}

@@ -238,4 +238,8 @@ void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int
  * exceed max_stalled. */
 er_state er_stall_decide(const er_job *job, int max_stalled);
 
+/* The last_error JSON text of a job the reaper sends to the dead letters
+ * ({"class":"stalled",...}); returns owned string or NULL (ENOMEM). */
+char *er_stall_error_text(const er_job *job, int64_t now);
+
 #endif

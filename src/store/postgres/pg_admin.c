@@ -285,18 +285,6 @@ int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, s
     return 0;
 }
 
-static char *stalled_error(const er_job *j, int64_t now)
-{
-    char at[32];
-    er_time_format(now, at);
-    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
-                          "the lease expired too many times (worker lost or too slow)",
-                          "attempt", j->attempts, "stalled", j->stalled + 1, "at", at);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return text;
-}
-
 /* Decides each expired lease in C (er_stall_decide) and applies all the
  * decisions with one UPDATE over arrays. */
 static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
@@ -324,7 +312,7 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
         if (rc == 0) {
             er_state next = er_stall_decide(&j, qs.max_stalled);
             char *text = NULL;
-            if (next == ER_STATE_DEAD && !(text = stalled_error(&j, now)))
+            if (next == ER_STATE_DEAD && !(text = er_stall_error_text(&j, now)))
                 rc = nomem(err);
             er_pg_array_i64(&seqs, er_pg_i64(r, i, ER_PG_COL_SEQ));
             er_pg_array_i64(&states, (int64_t)next);

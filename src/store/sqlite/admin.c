@@ -356,18 +356,6 @@ int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queue
     return 0;
 }
 
-static char *stalled_error(const er_job *j, int64_t now)
-{
-    char at[32];
-    er_time_format(now, at);
-    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
-                          "the lease expired too many times (worker lost or too slow)",
-                          "attempt", j->attempts, "stalled", j->stalled + 1, "at", at);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return text;
-}
-
 static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
 {
     er_job_list due = {0};
@@ -411,7 +399,7 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
         int max_stalled = q->settings.max_stalled;
         er_state next = er_stall_decide(j, max_stalled);
         char *text = NULL;
-        if (next == ER_STATE_DEAD && !(text = stalled_error(j, now))) {
+        if (next == ER_STATE_DEAD && !(text = er_stall_error_text(j, now))) {
             rc = nomem(err);
             break;
         }
