@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT
  *
  * `errand bench`: load scenarios against a running server over HTTP on
- * loopback, using libevent's HTTP client with many connections in flight.
+ * loopback, with many keep-alive HTTP/1.1 connections in flight (a small
+ * client of its own on libevent's event loop: libevent's HTTP client cost
+ * more CPU per request than the server's request handling).
  * Scenarios: enqueue (one job per request), bulk (batches per request),
  * process (fetch + acks carried on the next fetch), latency (a paced
  * producer, long-polling workers; enqueue -> start). Prints one JSON line
@@ -11,42 +13,69 @@
 #include "cli/settings.h"
 #include "util/clock.h"
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
+#include "util/jsonw.h"
+
+#include <errno.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
 #include <jansson.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct bench bench;
 
 /* Connections the paced producer spreads its enqueues over, so one slow
  * reply does not queue the requests behind it. */
 #define PRODUCERS 4
+/* A reply not complete this long after its request is an error. */
+#define REPLY_TIMEOUT_US (30 * 1000000LL)
 
-typedef struct conn {
+typedef enum scenario { SC_ENQUEUE, SC_BULK, SC_PROCESS, SC_LATENCY } scenario;
+
+typedef struct conn conn;
+/* A complete reply (status 0: the connection failed); body borrowed. */
+typedef void (*reply_fn)(conn *c, int status, const char *body, size_t len);
+
+/* One keep-alive HTTP/1.1 connection with at most one request in flight.
+ * Its read event stays registered, so a request costs one send() and
+ * (usually) one recv(), and no epoll_ctl. */
+struct conn {
     bench *b;
-    struct evhttp_connection *ev;
+    int fd; /* -1: not connected */
+    struct event *rev, *wev;
+    char *out;        /* request being written */
+    size_t outlen, outoff, outcap;
+    char *in;         /* reply bytes read so far */
+    size_t inlen, incap;
+    reply_fn on_reply;
+    int64_t sent_us;  /* when the request in flight was queued */
     int idx;
-    json_t *acks;     /* process: completes to carry on the next fetch */
+    char *acks;       /* process: serialized completes for the next fetch ("" when none) */
+    long nacks;
     long sending;     /* enqueue/bulk: jobs in the request in flight */
     bool busy;
-} conn;
+    /* latency producers: production times not yet sent, FIFO */
+    int64_t *q;
+    size_t qhead, qlen, qcap;
+};
 
 struct bench {
     struct event_base *base;
     const char *scenario;
+    scenario sc;
     const char *queue;
     const char *token;
     char host[128];
     int port;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
     long total;       /* jobs to enqueue / process */
     long sent, acked, done, errors;
     long held;        /* process: completes waiting to ride on a fetch */
@@ -60,12 +89,15 @@ struct bench {
     int64_t lat_secs;
     double *lat;
     long nlat, caplat;
-    struct event *tick;
-    struct evhttp_connection *producers[PRODUCERS];
+    struct event *tick, *watchdog;
+    conn producers[PRODUCERS];
     double *enq_lat;  /* latency: enqueue request round trips (ms) */
     long nenq;
     long produced;
     char run_id[40];
+    char enq_path[256]; /* /v1/queues/QUEUE/jobs */
+    char hdr[512];      /* Host, Content-Type and Authorization header lines */
+    size_t hdrlen;
 };
 
 static int64_t now_us(void)
@@ -77,46 +109,291 @@ static int64_t now_us(void)
 
 static void issue(conn *c);
 
-/* Bodies span several segments: without TCP_NODELAY the last one waits
- * for the server's delayed ACK (40 ms). The socket exists once a request
- * has been made on the connection. */
-static void nodelay(struct evhttp_connection *ev)
+/* ---- transport: a minimal keep-alive HTTP/1.1 client ---- */
+
+static bool reserve(char **buf, size_t *cap, size_t need)
 {
-    evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(ev));
-    int one = 1;
-    if (fd >= 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (need <= *cap)
+        return true;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need)
+        n *= 2;
+    char *p = realloc(*buf, n);
+    if (!p)
+        return false;
+    *buf = p;
+    *cap = n;
+    return true;
 }
 
-static void send_json(conn *c, const char *path, const char *body, size_t len,
-                      void (*cb)(struct evhttp_request *, void *))
+static void on_readable(evutil_socket_t fd, short what, void *arg);
+static void on_writable(evutil_socket_t fd, short what, void *arg);
+
+static void conn_close(conn *c)
+{
+    if (c->rev)
+        event_free(c->rev);
+    if (c->wev)
+        event_free(c->wev);
+    c->rev = c->wev = NULL;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->inlen = 0;
+}
+
+/* Connects (loopback: a blocking connect is quick), then non-blocking. */
+static int conn_open(conn *c)
 {
     bench *b = c->b;
-    struct evhttp_request *req = evhttp_request_new(cb, c);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Host", b->host);
-    evhttp_add_header(h, "Content-Type", "application/json");
-    if (b->token) {
-        char auth[200];
-        snprintf(auth, sizeof auth, "Bearer %s", b->token);
-        evhttp_add_header(h, "Authorization", auth);
+    int fd = socket(b->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    /* Bodies span several segments: without TCP_NODELAY the last one waits
+     * for the server's delayed ACK (40 ms). */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&b->addr, b->addrlen) != 0 ||
+        evutil_make_socket_nonblocking(fd) != 0) {
+        close(fd);
+        return -1;
     }
-    evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
-    c->busy = true;
-    if (evhttp_make_request(c->ev, req, EVHTTP_REQ_POST, path) != 0) {
-        b->errors++;
-        c->busy = false;
+    c->fd = fd;
+    c->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+    c->wev = event_new(b->base, fd, EV_WRITE, on_writable, c);
+    if (!c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+        conn_close(c);
+        return -1;
     }
-    nodelay(c->ev);
+    return 0;
 }
+
+/* The request in flight failed: the connection is dropped (the next
+ * request opens a new one) and the reply callback sees status 0. */
+static void conn_fail(conn *c)
+{
+    conn_close(c);
+    if (c->busy) {
+        c->busy = false;
+        c->on_reply(c, 0, NULL, 0);
+    }
+}
+
+static void flush_out(conn *c)
+{
+    while (c->outoff < c->outlen) {
+        ssize_t n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->outoff += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (event_add(c->wev, NULL) != 0)
+                conn_fail(c);
+            return;
+        }
+        conn_fail(c);
+        return;
+    }
+}
+
+static void on_writable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    flush_out(arg);
+}
+
+static bool ci_prefix(const char *p, const char *end, const char *want)
+{
+    for (; *want; p++, want++)
+        if (p >= end || (*p | 0x20) != (*want | 0x20))
+            return false;
+    return true;
+}
+
+/* Parses a complete reply at the start of c->in. Returns its total length
+ * (0: incomplete, -1: malformed or unsupported); *status, *body, *blen and
+ * *close_after on success. */
+static long parse_reply(const conn *c, int *status, size_t *body, size_t *blen, bool *close_after)
+{
+    const char *p = c->in, *end = c->in + c->inlen;
+    const char *hend = memmem(p, c->inlen, "\r\n\r\n", 4);
+    if (!hend)
+        return c->inlen > 65536 ? -1 : 0;
+    if (c->inlen < 12 || memcmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ')
+        return -1;
+    int st = 0;
+    for (int i = 9; i < 12; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        st = st * 10 + (p[i] - '0');
+    }
+    bool have_len = false, cl = p[7] == '0';
+    size_t len = 0;
+    for (const char *l = (const char *)memchr(p, '\n', (size_t)(hend - p)) + 1; l < hend + 2;) {
+        const char *eol = memchr(l, '\n', (size_t)(end - l));
+        if (ci_prefix(l, eol, "content-length:")) {
+            const char *v = l + 15;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            if (*v < '0' || *v > '9')
+                return -1;
+            for (len = 0; *v >= '0' && *v <= '9'; v++) {
+                if (len > ((size_t)1 << 40))
+                    return -1;
+                len = len * 10 + (size_t)(*v - '0');
+            }
+            have_len = true;
+        } else if (ci_prefix(l, eol, "transfer-encoding:")) {
+            return -1; /* the server never chunks its replies */
+        } else if (ci_prefix(l, eol, "connection:")) {
+            const char *v = l + 11;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            cl = ci_prefix(v, eol, "close") ? true : ci_prefix(v, eol, "keep-alive") ? false : cl;
+        }
+        l = eol + 1;
+    }
+    if (!have_len)
+        len = 0;
+    size_t hlen = (size_t)(hend + 4 - p);
+    if (c->inlen < hlen + len)
+        return 0;
+    *status = st;
+    *body = hlen;
+    *blen = len;
+    *close_after = cl;
+    return (long)(hlen + len);
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    conn *c = arg;
+    for (;;) {
+        if (!reserve(&c->in, &c->incap, c->inlen + 65536)) {
+            conn_fail(c);
+            return;
+        }
+        ssize_t n = recv(fd, c->in + c->inlen, c->incap - c->inlen, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) { /* closed by the server, or an error */
+            conn_fail(c);
+            return;
+        }
+        c->inlen += (size_t)n;
+        int st;
+        size_t body, blen;
+        bool close_after;
+        long total = parse_reply(c, &st, &body, &blen, &close_after);
+        if (total < 0 || (total > 0 && !c->busy)) {
+            conn_fail(c);
+            return;
+        }
+        if (total == 0)
+            return; /* level-triggered: called again while bytes wait */
+        c->busy = false;
+        /* the callback may issue the next request on c: hand it a copy-free
+         * view and reset the buffer first (nothing else was sent, so no
+         * further bytes can follow this reply) */
+        c->inlen = 0;
+        if (close_after)
+            conn_close(c);
+        c->on_reply(c, st, c->in + body, blen);
+        return;
+    }
+}
+
+static char *put_str(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_ulong(char *p, unsigned long u)
+{
+    char d[24];
+    size_t k = sizeof d;
+    do {
+        d[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    return put_str(p, d + k, sizeof d - k);
+}
+
+/* Sends one POST with a JSON body; the reply goes to cb. When no
+ * connection can be opened the request counts as an error and c stays
+ * idle (the watchdog ends a run that cannot go on). */
+static void send_json(conn *c, const char *path, const char *body, size_t len, reply_fn cb)
+{
+    bench *b = c->b;
+    if (c->fd < 0 && conn_open(c) != 0) {
+        b->errors++;
+        return;
+    }
+    c->on_reply = cb;
+    c->busy = true;
+    c->sent_us = now_us();
+    size_t plen = strlen(path);
+    if (!reserve(&c->out, &c->outcap, plen + b->hdrlen + len + 64)) {
+        conn_fail(c);
+        return;
+    }
+    char *p = put_str(c->out, "POST ", 5);
+    p = put_str(p, path, plen);
+    p = put_str(p, " HTTP/1.1\r\n", 11);
+    p = put_str(p, b->hdr, b->hdrlen);
+    p = put_str(p, "Content-Length: ", 16);
+    p = put_ulong(p, (unsigned long)len);
+    p = put_str(p, "\r\n\r\n", 4);
+    p = put_str(p, body, len);
+    c->outlen = (size_t)(p - c->out);
+    c->outoff = 0;
+    flush_out(c);
+}
+
+/* Fails requests that got no complete reply within REPLY_TIMEOUT_US. */
+static void watchdog_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    bench *b = arg;
+    int64_t t = now_us();
+    bool busy = false;
+    for (int i = 0; i < b->nconns; i++) {
+        if (b->conns[i].busy && t - b->conns[i].sent_us > REPLY_TIMEOUT_US)
+            conn_fail(&b->conns[i]);
+        busy |= b->conns[i].busy;
+    }
+    for (int i = 0; i < PRODUCERS; i++) {
+        if (b->producers[i].busy && t - b->producers[i].sent_us > REPLY_TIMEOUT_US)
+            conn_fail(&b->producers[i]);
+        busy |= b->producers[i].busy;
+    }
+    /* past the deadline, or nothing in flight and nothing left to produce:
+     * the run cannot go on */
+    if (er_mono_ms() > b->deadline_mono || (!busy && (b->sc != SC_LATENCY || b->produced >= b->total))) {
+        if (!b->t1_us)
+            b->t1_us = now_us();
+        event_base_loopexit(b->base, NULL);
+    }
+}
+
+/* ---- scenarios ---- */
 
 static bool finished(bench *b)
 {
     if (er_mono_ms() > b->deadline_mono)
         return true;
-    if (strcmp(b->scenario, "latency") == 0)
+    if (b->sc == SC_LATENCY)
         return b->produced >= b->total && b->done >= b->produced;
-    if (strcmp(b->scenario, "process") == 0)
+    if (b->sc == SC_PROCESS)
         return b->done >= b->total;
     return b->acked >= b->total;
 }
@@ -130,19 +407,11 @@ static void maybe_stop(bench *b)
     }
 }
 
-static json_t *body_json(struct evhttp_request *req)
+static void on_enqueue(conn *c, int st, const char *body, size_t len)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(in);
-    return json_loadb((const char *)evbuffer_pullup(in, (ssize_t)len), len, 0, NULL);
-}
-
-static void on_enqueue(struct evhttp_request *req, void *arg)
-{
-    conn *c = arg;
+    (void)body;
+    (void)len;
     bench *b = c->b;
-    c->busy = false;
-    int st = req ? evhttp_request_get_response_code(req) : 0;
     if (st == 201 || st == 200)
         b->acked += c->sending;
     else
@@ -151,41 +420,78 @@ static void on_enqueue(struct evhttp_request *req, void *arg)
     issue(c);
 }
 
-static void on_fetch(struct evhttp_request *req, void *arg)
+static void on_fetch(conn *c, int st, const char *text, size_t len)
 {
-    conn *c = arg;
     bench *b = c->b;
-    c->busy = false;
-    int st = req ? evhttp_request_get_response_code(req) : 0;
-    json_t *acks = json_array();
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    er_jsonw_begin_array(&w);
+    long n = 0;
     if (st != 200) {
         b->errors++;
     } else {
-        json_t *body = body_json(req);
+        json_t *body = json_loadb(text, len, 0, NULL);
         json_t *jobs = json_object_get(body, "jobs");
         size_t i;
         json_t *j;
         int64_t t = now_us();
         json_array_foreach(jobs, i, j)
         {
-            if (strcmp(b->scenario, "latency") == 0) {
+            if (b->sc == SC_LATENCY) {
                 json_t *ts = json_object_get(json_object_get(j, "payload"), "t");
                 if (json_is_integer(ts) && b->nlat < b->caplat)
                     b->lat[b->nlat++] = (double)(t - json_integer_value(ts)) / 1000.0;
             }
-            json_array_append_new(acks, json_pack("{s:O,s:O,s:{}}", "id", json_object_get(j, "id"),
-                                                  "lease_token", json_object_get(j, "lease_token"),
-                                                  "complete"));
+            er_jsonw_begin_object(&w);
+            er_jsonw_key(&w, "id");
+            er_jsonw_str(&w, json_string_value(json_object_get(j, "id")));
+            er_jsonw_key(&w, "lease_token");
+            er_jsonw_str(&w, json_string_value(json_object_get(j, "lease_token")));
+            er_jsonw_key(&w, "complete");
+            er_jsonw_begin_object(&w);
+            er_jsonw_end_object(&w);
+            er_jsonw_end_object(&w);
+            n++;
         }
         json_decref(body);
         /* jobs acked in the previous request are done now */
-        b->done += (long)json_array_size(c->acks);
-        b->held += (long)json_array_size(acks) - (long)json_array_size(c->acks);
+        b->done += c->nacks;
+        b->held += n - c->nacks;
     }
-    json_decref(c->acks);
-    c->acks = acks;
+    er_jsonw_end_array(&w);
+    free(c->acks);
+    c->acks = NULL;
+    c->nacks = 0;
+    if (st == 200 && !w.failed) {
+        c->acks = w.buf; /* takes the writer's buffer */
+        c->nacks = n;
+    } else {
+        if (st == 200)
+            b->errors++;
+        er_jsonw_fini(&w);
+    }
     maybe_stop(b);
     issue(c);
+}
+
+/* Appends `{"name":"noop","payload":{"n":N}}` at p; returns the end. */
+static char *put_noop_job(char *p, long n)
+{
+    static const char head[] = "{\"name\":\"noop\",\"payload\":{\"n\":";
+    memcpy(p, head, sizeof head - 1);
+    p += sizeof head - 1;
+    char d[24];
+    size_t k = sizeof d;
+    unsigned long u = (unsigned long)n;
+    do {
+        d[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    memcpy(p, d + k, sizeof d - k);
+    p += sizeof d - k;
+    *p++ = '}';
+    *p++ = '}';
+    return p;
 }
 
 static void issue(conn *c)
@@ -193,58 +499,95 @@ static void issue(conn *c)
     bench *b = c->b;
     if (c->busy || finished(b))
         return;
-    char path[256];
-    if (strcmp(b->scenario, "enqueue") == 0 || strcmp(b->scenario, "bulk") == 0) {
+    const char *path = b->enq_path;
+    if (b->sc == SC_ENQUEUE || b->sc == SC_BULK) {
         if (b->sent >= b->total)
             return;
-        snprintf(path, sizeof path, "/v1/queues/%s/jobs", b->queue);
-        json_t *body;
-        if (strcmp(b->scenario, "bulk") == 0) {
-            json_t *jobs = json_array();
+        if (b->sc == SC_BULK) {
             long n = b->total - b->sent < b->batch ? b->total - b->sent : b->batch;
+            char *body = malloc((size_t)n * 64 + 16);
+            if (!body) {
+                b->errors++;
+                return;
+            }
+            char *p = body;
+            memcpy(p, "{\"jobs\":[", 9);
+            p += 9;
+            for (long i = 0; i < n; i++) {
+                if (i)
+                    *p++ = ',';
+                p = put_noop_job(p, b->sent++);
+            }
+            *p++ = ']';
+            *p++ = '}';
             c->sending = n;
-            for (long i = 0; i < n; i++)
-                json_array_append_new(jobs, json_pack("{s:s,s:{s:I}}", "name", "noop", "payload",
-                                                      "n", (json_int_t)b->sent++));
-            body = json_pack("{s:o}", "jobs", jobs);
+            send_json(c, path, body, (size_t)(p - body), on_enqueue);
+            free(body);
         } else {
+            char body[96];
+            char *p = put_noop_job(body, b->sent++);
             c->sending = 1;
-            body = json_pack("{s:s,s:{s:I}}", "name", "noop", "payload", "n", (json_int_t)b->sent++);
+            send_json(c, path, body, (size_t)(p - body), on_enqueue);
         }
-        char *s = json_dumps(body, JSON_COMPACT);
-        send_json(c, path, s, strlen(s), on_enqueue);
-        free(s);
-        json_decref(body);
         return;
     }
     /* process / latency: fetch with the previous batch's acks */
+    /* near the end, do not long-poll: the last acks must not wait */
+    int wait = b->done + b->held >= b->total && b->sc == SC_PROCESS ? 0 : 1000;
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "queues");
+    er_jsonw_begin_array(&w);
+    er_jsonw_str(&w, b->queue);
+    er_jsonw_end_array(&w);
     char wid[32];
     snprintf(wid, sizeof wid, "bench-%d", c->idx);
-    /* near the end, do not long-poll: the last acks must not wait */
-    int wait = b->done + b->held >= b->total && strcmp(b->scenario, "process") == 0 ? 0 : 1000;
-    json_t *body = json_pack("{s:[s],s:s,s:i,s:i,s:O}", "queues", b->queue, "worker_id", wid, "max",
-                             b->batch, "wait_ms", wait, "acks", c->acks);
-    char *s = json_dumps(body, JSON_COMPACT);
-    send_json(c, "/v1/fetch", s, strlen(s), on_fetch);
-    free(s);
-    json_decref(body);
+    er_jsonw_key(&w, "worker_id");
+    er_jsonw_str(&w, wid);
+    er_jsonw_key(&w, "max");
+    er_jsonw_int(&w, b->batch);
+    er_jsonw_key(&w, "wait_ms");
+    er_jsonw_int(&w, wait);
+    er_jsonw_key(&w, "acks");
+    er_jsonw_raw(&w, c->acks ? c->acks : "[]", c->acks ? strlen(c->acks) : 2);
+    er_jsonw_end_object(&w);
+    if (w.failed) {
+        er_jsonw_fini(&w);
+        b->errors++;
+        return;
+    }
+    send_json(c, "/v1/fetch", w.buf, w.len, on_fetch);
+    er_jsonw_fini(&w);
 }
 
-typedef struct produced {
-    bench *b;
-    int64_t sent_us;
-} produced;
+static void produce_next(conn *c);
 
-static void on_produce(struct evhttp_request *req, void *arg)
+static void on_produce(conn *c, int st, const char *body, size_t len)
 {
-    produced *p = arg;
-    bench *b = p->b;
-    int st = req ? evhttp_request_get_response_code(req) : 0;
+    (void)body;
+    (void)len;
+    bench *b = c->b;
     if (st != 201)
         b->errors++;
     else if (b->enq_lat && b->nenq < b->caplat)
-        b->enq_lat[b->nenq++] = (double)(now_us() - p->sent_us) / 1000.0;
-    free(p);
+        b->enq_lat[b->nenq++] = (double)(now_us() - c->sent_us) / 1000.0;
+    produce_next(c);
+}
+
+/* Sends the producer's oldest queued job when its connection is idle. */
+static void produce_next(conn *c)
+{
+    if (c->busy || c->qlen == 0)
+        return;
+    bench *b = c->b;
+    int64_t t = c->q[c->qhead];
+    c->qhead = (c->qhead + 1) % c->qcap;
+    c->qlen--;
+    char body[200];
+    int n = snprintf(body, sizeof body, "{\"name\":\"noop\",\"payload\":{\"t\":%lld}}", (long long)t);
+    send_json(c, b->enq_path, body, (size_t)n, on_produce);
+    c->sent_us = t; /* round trips count from production, queueing included */
 }
 
 static void produce_tick(evutil_socket_t fd, short what, void *arg)
@@ -255,35 +598,25 @@ static void produce_tick(evutil_socket_t fd, short what, void *arg)
     /* keep the producer on schedule: send what is due by now */
     int64_t due = (now_us() - b->t0_us) * b->rate / 1000000;
     while (b->produced < due && b->produced < b->total) {
-        char body[200], path[200];
-        int n = snprintf(body, sizeof body, "{\"name\":\"noop\",\"payload\":{\"t\":%lld}}",
-                         (long long)now_us());
-        snprintf(path, sizeof path, "/v1/queues/%s/jobs", b->queue);
-        struct evhttp_connection **pc = &b->producers[b->produced % PRODUCERS];
-        if (!*pc)
-            *pc = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
-        produced *p = malloc(sizeof *p);
-        if (!*pc || !p) {
-            free(p);
-            b->errors++;
-            b->produced++;
-            continue;
-        }
-        p->b = b;
-        p->sent_us = now_us();
-        struct evhttp_request *req = evhttp_request_new(on_produce, p);
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Host", b->host);
-        evhttp_add_header(h, "Content-Type", "application/json");
-        if (b->token) {
-            char auth[200];
-            snprintf(auth, sizeof auth, "Bearer %s", b->token);
-            evhttp_add_header(h, "Authorization", auth);
-        }
-        evbuffer_add(evhttp_request_get_output_buffer(req), body, (size_t)n);
-        evhttp_make_request(*pc, req, EVHTTP_REQ_POST, path);
-        nodelay(*pc);
+        conn *c = &b->producers[b->produced % PRODUCERS];
         b->produced++;
+        if (c->qlen == c->qcap) {
+            size_t cap = c->qcap ? c->qcap * 2 : 64;
+            int64_t *q = malloc(cap * sizeof *q);
+            if (!q) {
+                b->errors++;
+                continue;
+            }
+            for (size_t i = 0; i < c->qlen; i++)
+                q[i] = c->q[(c->qhead + i) % c->qcap];
+            free(c->q);
+            c->q = q;
+            c->qcap = cap;
+            c->qhead = 0;
+        }
+        c->q[(c->qhead + c->qlen) % c->qcap] = now_us();
+        c->qlen++;
+        produce_next(c);
     }
     if (b->produced < b->total) {
         struct timeval tv = {0, 1000};
@@ -297,26 +630,75 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static void conn_init(conn *c, bench *b, int idx)
+{
+    memset(c, 0, sizeof *c);
+    c->b = b;
+    c->fd = -1;
+    c->idx = idx;
+}
+
+static void conn_fini(conn *c)
+{
+    conn_close(c);
+    free(c->out);
+    free(c->in);
+    free(c->acks);
+    free(c->q);
+}
+
+/* Resolves the server address and prepares the fixed request parts. */
+static int prepare(bench *b)
+{
+    b->sc = strcmp(b->scenario, "bulk") == 0      ? SC_BULK
+            : strcmp(b->scenario, "process") == 0 ? SC_PROCESS
+            : strcmp(b->scenario, "latency") == 0 ? SC_LATENCY
+                                                  : SC_ENQUEUE;
+    int n = snprintf(b->enq_path, sizeof b->enq_path, "/v1/queues/%s/jobs", b->queue);
+    int h = snprintf(b->hdr, sizeof b->hdr, "Host: %s\r\nContent-Type: application/json\r\n%s%s%s",
+                     b->host, b->token ? "Authorization: Bearer " : "", b->token ? b->token : "",
+                     b->token ? "\r\n" : "");
+    if (n < 0 || (size_t)n >= sizeof b->enq_path || h < 0 || (size_t)h >= sizeof b->hdr)
+        return -1;
+    b->hdrlen = (size_t)h;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", b->port);
+    if (getaddrinfo(b->host, port, &hints, &ai) != 0 || !ai)
+        return -1;
+    memcpy(&b->addr, ai->ai_addr, ai->ai_addrlen);
+    b->addrlen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
 /* Runs b's scenario to its end on a fresh event base. */
 static void run(bench *b)
 {
+    if (prepare(b) != 0) {
+        b->errors++;
+        return;
+    }
     b->base = event_base_new();
     b->conns = calloc((size_t)b->nconns, sizeof *b->conns);
+    for (int i = 0; i < PRODUCERS; i++)
+        conn_init(&b->producers[i], b, -1);
     if (!b->base || !b->conns) {
         b->errors++;
         goto out;
     }
-    for (int i = 0; i < b->nconns; i++) {
-        b->conns[i].b = b;
-        b->conns[i].idx = i;
-        b->conns[i].acks = json_array();
-        b->conns[i].ev = evhttp_connection_base_new(b->base, NULL, b->host, (unsigned short)b->port);
-        evhttp_connection_set_timeout(b->conns[i].ev, 30);
+    for (int i = 0; i < b->nconns; i++)
+        conn_init(&b->conns[i], b, i);
+    b->watchdog = event_new(b->base, -1, EV_PERSIST, watchdog_tick, b);
+    struct timeval sec = {1, 0};
+    if (!b->watchdog || event_add(b->watchdog, &sec) != 0) {
+        b->errors++;
+        goto out;
     }
     b->t0_us = now_us();
     for (int i = 0; i < b->nconns; i++)
         issue(&b->conns[i]);
-    if (strcmp(b->scenario, "latency") == 0) {
+    if (b->sc == SC_LATENCY) {
         b->tick = evtimer_new(b->base, produce_tick, b);
         produce_tick(-1, 0, b);
     }
@@ -324,21 +706,18 @@ static void run(bench *b)
     if (!b->t1_us)
         b->t1_us = now_us();
 out:
-    for (int i = 0; b->conns && i < b->nconns; i++) {
-        if (b->conns[i].ev)
-            evhttp_connection_free(b->conns[i].ev);
-        json_decref(b->conns[i].acks);
-    }
+    for (int i = 0; b->conns && i < b->nconns; i++)
+        conn_fini(&b->conns[i]);
     free(b->conns);
     b->conns = NULL;
-    for (int i = 0; i < PRODUCERS; i++) {
-        if (b->producers[i])
-            evhttp_connection_free(b->producers[i]);
-        b->producers[i] = NULL;
-    }
+    for (int i = 0; i < PRODUCERS; i++)
+        conn_fini(&b->producers[i]);
     if (b->tick)
         event_free(b->tick);
     b->tick = NULL;
+    if (b->watchdog)
+        event_free(b->watchdog);
+    b->watchdog = NULL;
     if (b->base)
         event_base_free(b->base);
     b->base = NULL;

@@ -166,14 +166,84 @@ static void on_reply_written(struct evhttp_request *req, void *arg)
     ctx_release(c);
 }
 
+/* Writes the decimal digits of v at p; returns the end. */
+static char *put_uint(char *p, uint64_t v)
+{
+    char b[24];
+    size_t n = sizeof b;
+    do {
+        b[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(p, b + n, sizeof b - n);
+    return p + (sizeof b - n);
+}
+
+/* The IMF-fixdate of the current second ("Sun, 06 Nov 1994 08:49:37 GMT"),
+ * remade once a second: libevent would format it with gmtime_r and
+ * snprintf for every reply. Loop thread only. */
+static const char *date_header(er_server *s)
+{
+    static const char days[7][4] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    int64_t secs = er_now_ms() / 1000;
+    if (secs == s->date_secs && s->date[0])
+        return s->date;
+    s->date_secs = secs;
+    if (secs < 0)
+        secs = 0;
+    int64_t days_since = secs / 86400;
+    int sod = (int)(secs % 86400);
+    /* civil date from days since the epoch (Howard Hinnant's algorithm) */
+    int64_t z = days_since + 719468, era = z / 146097, doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    int d = (int)(doy - (153 * mp + 2) / 5 + 1), m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    int y = (int)(yoe + era * 400) + (m <= 2);
+    char *p = s->date;
+    memcpy(p, days[days_since % 7], 3);
+    p[3] = ',';
+    p[4] = ' ';
+    p[5] = (char)('0' + d / 10);
+    p[6] = (char)('0' + d % 10);
+    p[7] = ' ';
+    memcpy(p + 8, months[m - 1], 3);
+    p[11] = ' ';
+    p[12] = (char)('0' + y / 1000 % 10);
+    p[13] = (char)('0' + y / 100 % 10);
+    p[14] = (char)('0' + y / 10 % 10);
+    p[15] = (char)('0' + y % 10);
+    p[16] = ' ';
+    int hms[3] = {sod / 3600, sod / 60 % 60, sod % 60};
+    for (int i = 0; i < 3; i++) {
+        p[17 + 3 * i] = (char)('0' + hms[i] / 10);
+        p[18 + 3 * i] = (char)('0' + hms[i] % 10);
+        p[19 + 3 * i] = i < 2 ? ':' : ' ';
+    }
+    memcpy(p + 26, "GMT", 4);
+    return s->date;
+}
+
 /* The request stays in flight until its reply is written (or the connection
  * fails), so a graceful shutdown does not exit with replies still queued. */
 static void send_reply(er_hctx *c, int status)
 {
     count_status(c, status);
     struct evhttp_request *req = c->req;
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     if (!c->s->accepting)
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        evhttp_add_header(out, "Connection", "close");
+    /* Date and Content-Length given here spare libevent its printf-family
+     * formatting of both; it adds neither when present. HEAD and bodiless
+     * statuses are left to libevent. */
+    evhttp_add_header(out, "Date", date_header(c->s));
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD && status >= 200 && status != 204 &&
+        status != 304) {
+        char len[24];
+        *put_uint(len, evbuffer_get_length(evhttp_request_get_output_buffer(req))) = '\0';
+        evhttp_add_header(out, "Content-Length", len);
+    }
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     if (!evcon) { /* no connection: evhttp_send_reply only frees req */
         evhttp_send_reply(req, status, NULL, NULL);
@@ -202,6 +272,19 @@ void er_http_reply_json(er_hctx *c, int status, json_t *body)
     send_reply(c, status);
 }
 
+/* Largest reply written with er_jsonw: a full fetch of big payloads. */
+#define REPLY_MAX ((size_t)1 << 30)
+/* A reply buffer larger than this is freed rather than kept. */
+#define WBUF_KEEP (256u * 1024)
+
+void er_http_jsonw_init(er_hctx *c, er_jsonw *w)
+{
+    er_server *s = c->s;
+    er_jsonw_init_buf(w, REPLY_MAX, s->wbuf, s->wcap);
+    s->wbuf = NULL;
+    s->wcap = 0;
+}
+
 void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
 {
     if (w->failed) {
@@ -210,6 +293,12 @@ void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
         return;
     }
     evbuffer_add(evhttp_request_get_output_buffer(c->req), w->buf, w->len);
+    er_server *s = c->s;
+    if (!s->wbuf && w->buf && w->cap <= WBUF_KEEP) {
+        s->wbuf = w->buf; /* kept for the next reply */
+        s->wcap = w->cap;
+        w->buf = NULL;
+    }
     er_jsonw_fini(w);
     send_reply(c, status);
 }
@@ -354,9 +443,15 @@ int er_http_body_object(er_hctx *c, json_t **out)
     return 0;
 }
 
+/* out = prefix + key, cut to 63 bytes (as snprintf would). */
 static void join_field(char out[64], const char *prefix, const char *key)
 {
-    snprintf(out, 64, "%s%s", prefix ? prefix : "", key);
+    size_t n = 0;
+    for (const char *p = prefix ? prefix : ""; *p && n < 63; p++)
+        out[n++] = *p;
+    for (const char *p = key; *p && n < 63; p++)
+        out[n++] = *p;
+    out[n] = '\0';
 }
 
 int er_json_check_keys(const json_t *obj, const char *const *allowed, const char *prefix,
@@ -583,15 +678,22 @@ static void on_request(struct evhttp_request *req, void *arg)
     c->flags = rt->flags;
 
     er_error err = {0};
-    const char *authz = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (er_http_authorize(s, authz, rt->access, &err) < 0) {
-        er_http_reply_error(c, &err);
-        return;
+    if (rt->access != ER_ACCESS_OPEN && s->ntokens > 0) {
+        const char *authz =
+            evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+        if (er_http_authorize(s, authz, rt->access, &err) < 0) {
+            er_http_reply_error(c, &err);
+            return;
+        }
     }
     if (pname) {
         /* {id} is a job id; {queue}, {key} and {name} follow the name rule */
         char field[16];
-        snprintf(field, sizeof field, "%.*s", (int)strcspn(pname, "}"), pname);
+        size_t fl = strcspn(pname, "}");
+        if (fl >= sizeof field)
+            fl = sizeof field - 1;
+        memcpy(field, pname, fl);
+        field[fl] = '\0';
         bool is_id = strcmp(field, "id") == 0;
         if (pct_decode(pv, pl, false, c->param, sizeof c->param) < 0) {
             er_http_fail(c, ER_EINVAL, field, "malformed or too long %s in the path", field);
@@ -789,5 +891,6 @@ void er_server_free(er_server *s)
         free(c);
     }
     free(s->http_counts);
+    free(s->wbuf);
     free(s);
 }

@@ -83,6 +83,10 @@ struct er_server {
     er_rand rand;
     er_hctx *free_ctx;
     size_t nfree;
+    char *wbuf;        /* reply writer buffer, reused (NULL while lent out) */
+    size_t wcap;
+    int64_t date_secs; /* the second date[] shows */
+    char date[32];     /* Date header value, "Sun, 06 Nov 1994 08:49:37 GMT" */
     /* requests answered, by route (last row: unmatched) and status class 1xx..5xx */
     uint64_t *http_counts; /* (er_nroutes + 1) * 5 */
 };
@@ -91,7 +95,10 @@ struct er_server {
 
 /* Sends `body` (takes the reference; NULL means out of memory -> 503). */
 void er_http_reply_json(er_hctx *c, int status, json_t *body);
-/* Replies with what w holds (503 when it failed) and finalizes w. */
+/* Starts a reply writer on the server's reusable buffer (loop thread). */
+void er_http_jsonw_init(er_hctx *c, er_jsonw *w);
+/* Replies with what w holds (503 when it failed) and finalizes w (its
+ * buffer goes back to the server for the next reply). */
 void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w);
 /* Sends {"error":{code,message,field}} with the code's HTTP status. */
 void er_http_reply_error(er_hctx *c, const er_error *err);

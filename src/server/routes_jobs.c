@@ -48,17 +48,6 @@ static er_req *new_req(er_hctx *c, er_req_type type, json_t *body)
     return r;
 }
 
-static json_t *error_json(const er_error *e, int rc)
-{
-    int code = e->code ? e->code : (rc ? rc : ER_EINTERNAL);
-    return json_pack("{s:s,s:s,s:o}", "code", er_error_code_name(code), "message",
-                     e->message[0] ? e->message : er_error_code_name(code), "field",
-                     e->field[0] ? json_string(e->field) : json_null());
-}
-
-/* Largest reply written with er_jsonw: a full fetch of big payloads. */
-#define REPLY_MAX ((size_t)1 << 30)
-
 static json_t *job_json(const er_job *job)
 {
     return er_job_to_json(job);
@@ -82,7 +71,7 @@ static void finish_enqueue_one(er_hctx *c, er_req *r)
     const er_job *job = r->job.id ? &r->job : &r->jobs[0];
     bool dup = r->duplicate && r->duplicate[0];
     er_jsonw w;
-    er_jsonw_init(&w, REPLY_MAX);
+    er_http_jsonw_init(c, &w);
     er_jsonw_begin_object(&w);
     er_jsonw_key(&w, "job");
     er_job_write_json(job, &w);
@@ -221,11 +210,10 @@ static int parse_ack(const json_t *item, size_t payload_max, er_ack *a, er_error
         return er_error_set(err, ER_EINVAL, "",
                             "exactly one of complete, fail, release is required");
     const char *kname = comp ? "complete" : fail ? "fail" : "release";
+    const char *prefix = comp ? "complete." : fail ? "fail." : "release.";
     json_t *k = comp ? comp : fail ? fail : rel;
     if (!json_is_object(k))
         return er_error_set(err, ER_EINVAL, kname, "%s must be an object", kname);
-    char prefix[16];
-    snprintf(prefix, sizeof prefix, "%s.", kname);
     if (comp) {
         a->kind = ER_ACK_COMPLETE;
         rc = er_json_check_keys(comp, complete_keys, prefix, err);
@@ -271,39 +259,48 @@ static int parse_acks(const json_t *arr, size_t payload_max, er_req *r, er_error
     return 0;
 }
 
-static json_t *ack_result(const er_ack *a)
+/* {"code","message","field"} of a failed ack. */
+static void write_error(er_jsonw *w, const er_error *e, int rc)
 {
-    json_t *o = json_pack("{s:s}", "id", a->id);
-    if (!o)
-        return NULL;
-    int bad = 0;
-    if (a->rc) {
-        bad |= json_object_set_new(o, "error", error_json(&a->err, a->rc));
-    } else {
-        bad |= json_object_set_new(o, "ok", json_true());
-        if (a->kind == ER_ACK_FAIL) {
-            bad |= json_object_set_new(o, "state", json_string(er_state_name(a->outcome.state)));
-            if (a->outcome.state == ER_STATE_SCHEDULED)
-                bad |= json_object_set_new(o, "run_at", time_json(a->outcome.run_at));
-        }
-    }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    int code = e->code ? e->code : (rc ? rc : ER_EINTERNAL);
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "code");
+    er_jsonw_str(w, er_error_code_name(code));
+    er_jsonw_key(w, "message");
+    er_jsonw_str(w, e->message[0] ? e->message : er_error_code_name(code));
+    er_jsonw_key(w, "field");
+    er_jsonw_str(w, e->field[0] ? e->field : NULL);
+    er_jsonw_end_object(w);
 }
 
-static json_t *ack_results(const er_req *r)
+/* Writes the "results" array of r's acks: {"id", "ok"} (with "state" and,
+ * when scheduled, "run_at" for a fail) or {"id", "error"}. */
+static void write_ack_results(er_jsonw *w, const er_req *r)
 {
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < r->nacks; i++) {
-        if (json_array_append_new(arr, ack_result(&r->acks[i])) != 0) {
-            json_decref(arr);
-            return NULL;
+    er_jsonw_begin_array(w);
+    for (size_t i = 0; i < r->nacks; i++) {
+        const er_ack *a = &r->acks[i];
+        er_jsonw_begin_object(w);
+        er_jsonw_key(w, "id");
+        er_jsonw_str(w, a->id);
+        if (a->rc) {
+            er_jsonw_key(w, "error");
+            write_error(w, &a->err, a->rc);
+        } else {
+            er_jsonw_key(w, "ok");
+            er_jsonw_bool(w, true);
+            if (a->kind == ER_ACK_FAIL) {
+                er_jsonw_key(w, "state");
+                er_jsonw_str(w, er_state_name(a->outcome.state));
+                if (a->outcome.state == ER_STATE_SCHEDULED) {
+                    er_jsonw_key(w, "run_at");
+                    er_jsonw_time(w, a->outcome.run_at);
+                }
+            }
         }
+        er_jsonw_end_object(w);
     }
-    return arr;
+    er_jsonw_end_array(w);
 }
 
 static void finish_acks(er_hctx *c, er_req *r)
@@ -312,7 +309,13 @@ static void finish_acks(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 200, json_pack("{s:o}", "results", ack_results(r)));
+    er_jsonw w;
+    er_http_jsonw_init(c, &w);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "results");
+    write_ack_results(&w, r);
+    er_jsonw_end_object(&w);
+    er_http_reply_jsonw(c, 200, &w);
 }
 
 void er_route_acks(er_hctx *c)
@@ -473,7 +476,7 @@ static void finish_fetch(er_hctx *c, er_req *r)
         return;
     }
     er_jsonw w;
-    er_jsonw_init(&w, REPLY_MAX);
+    er_http_jsonw_init(c, &w);
     er_jsonw_begin_object(&w);
     er_jsonw_key(&w, "jobs");
     er_jsonw_begin_array(&w);
@@ -481,14 +484,8 @@ static void finish_fetch(er_hctx *c, er_req *r)
         er_job_write_lease_json(&r->list.items[i], &w);
     er_jsonw_end_array(&w);
     if (c->flags) {
-        json_t *acks = ack_results(r);
-        char *text = acks ? json_dumps(acks, JSON_COMPACT) : NULL;
-        json_decref(acks);
-        if (!text)
-            w.failed = true;
         er_jsonw_key(&w, "acks");
-        er_jsonw_raw(&w, text, text ? strlen(text) : 0);
-        free(text);
+        write_ack_results(&w, r);
     }
     er_jsonw_end_object(&w);
     er_http_reply_jsonw(c, 200, &w);

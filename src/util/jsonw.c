@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
- * JSON writer: escaping, numbers and nesting into one buffer.
+ * JSON writer: escaping, numbers and nesting into one buffer. Hot paths
+ * (keys, plain ASCII strings, integers, times) reserve room once and write
+ * in place; only strings that need escapes take the byte-by-byte path.
  */
 #include "util/jsonw.h"
 #include "util/clock.h"
@@ -16,38 +18,70 @@ void er_jsonw_init(er_jsonw *w, size_t max)
     w->first[0] = true;
 }
 
+void er_jsonw_init_buf(er_jsonw *w, size_t max, char *buf, size_t cap)
+{
+    er_jsonw_init(w, max);
+    w->buf = buf;
+    /* the cap check lives in grow(): never start above it */
+    w->cap = buf ? (cap < max + 1 ? cap : max + 1) : 0;
+    if (w->cap)
+        w->buf[0] = '\0';
+}
+
 void er_jsonw_fini(er_jsonw *w)
 {
     free(w->buf);
     memset(w, 0, sizeof *w);
 }
 
-static void put(er_jsonw *w, const char *s, size_t n)
+/* Makes room for n more bytes and the NUL; false (and failed) past the cap
+ * or out of memory. */
+static bool grow(er_jsonw *w, size_t n)
+{
+    size_t cap = w->cap ? w->cap : 1024;
+    while (cap < w->len + n + 1)
+        cap *= 2;
+    if (cap > w->max + 1) {
+        if (w->len + n + 1 > w->max + 1) {
+            w->failed = true;
+            return false;
+        }
+        cap = w->max + 1;
+    }
+    char *b = realloc(w->buf, cap);
+    if (!b) {
+        w->failed = true;
+        return false;
+    }
+    w->buf = b;
+    w->cap = cap;
+    return true;
+}
+
+/* Where the next n bytes go, or NULL once failed. The caller adds n to len
+ * and writes the NUL (through done()). */
+static inline char *reserve(er_jsonw *w, size_t n)
 {
     if (w->failed)
+        return NULL;
+    if (w->len + n + 1 > w->cap && !grow(w, n))
+        return NULL;
+    return w->buf + w->len;
+}
+
+static inline void done(er_jsonw *w, char *end)
+{
+    w->len = (size_t)(end - w->buf);
+    *end = '\0';
+}
+
+static void put(er_jsonw *w, const char *s, size_t n)
+{
+    char *p = reserve(w, n);
+    if (!p)
         return;
-    if (w->len + n + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 1024;
-        while (cap < w->len + n + 1)
-            cap *= 2;
-        if (cap > w->max + 1) {
-            if (w->len + n + 1 > w->max + 1) {
-                w->failed = true;
-                return;
-            }
-            cap = w->max + 1;
-        }
-        char *b = realloc(w->buf, cap);
-        if (!b) {
-            w->failed = true;
-            return;
-        }
-        w->buf = b;
-        w->cap = cap;
-    }
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-    w->buf[w->len] = '\0';
+    memcpy(p, s, n);
+    done(w, p + n);
 }
 
 /* A comma before every member or element but the first of its container. */
@@ -81,14 +115,32 @@ void er_jsonw_end_object(er_jsonw *w) { close_(w, '}'); }
 void er_jsonw_begin_array(er_jsonw *w) { open_(w, '['); }
 void er_jsonw_end_array(er_jsonw *w) { close_(w, ']'); }
 
-static void escaped(er_jsonw *w, const char *s)
+/* Bytes that need an escape: control characters, '"' and '\\'. */
+static const unsigned char needs_escape[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    ['"'] = 1, ['\\'] = 1,
+};
+
+/* Length of s, and whether any byte of it needs an escape. */
+static size_t scan(const char *s, bool *plain)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned char any = 0;
+    size_t n = 0;
+    for (; p[n]; n++)
+        any |= needs_escape[p[n]];
+    *plain = !any;
+    return n;
+}
+
+static void escaped_slow(er_jsonw *w, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     put(w, "\"", 1);
     const char *run = s;
     for (const char *p = s; *p; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (!needs_escape[c])
             continue;
         put(w, run, (size_t)(p - run));
         char e[6] = {'\\', 0, 0, 0, 0, 0};
@@ -101,12 +153,11 @@ static void escaped(er_jsonw *w, const char *s)
         case '\t': e[1] = 't'; break;
         default:
             e[1] = 'u';
-            put(w, e, 2);
-            e[0] = '0';
-            e[1] = '0';
-            e[2] = hex[c >> 4];
-            e[3] = hex[c & 15];
-            n = 4;
+            e[2] = '0';
+            e[3] = '0';
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            n = 6;
             break;
         }
         put(w, e, n);
@@ -116,34 +167,63 @@ static void escaped(er_jsonw *w, const char *s)
     put(w, "\"", 1);
 }
 
+/* Writes [comma]"s"[colon] in one piece when s needs no escapes. */
+static void quoted(er_jsonw *w, bool comma, const char *s, bool colon)
+{
+    bool plain;
+    size_t n = scan(s, &plain);
+    if (!plain) {
+        if (comma)
+            put(w, ",", 1);
+        escaped_slow(w, s);
+        if (colon)
+            put(w, ":", 1);
+        return;
+    }
+    char *p = reserve(w, n + 4);
+    if (!p)
+        return;
+    if (comma)
+        *p++ = ',';
+    *p++ = '"';
+    memcpy(p, s, n);
+    p += n;
+    *p++ = '"';
+    if (colon)
+        *p++ = ':';
+    done(w, p);
+}
+
+/* Whether a value at this point needs a comma first (array elements but the
+ * first); marks the container non-empty. */
+static bool value_comma(er_jsonw *w)
+{
+    bool comma = !w->first[w->depth];
+    w->first[w->depth] = false;
+    return comma;
+}
+
 void er_jsonw_key(er_jsonw *w, const char *key)
 {
-    sep(w);
-    escaped(w, key);
-    put(w, ":", 1);
+    quoted(w, value_comma(w), key, true);
     /* the value that follows is not a new member */
     w->first[w->depth] = true;
 }
 
-/* Values after a key must not add a comma; values in arrays must. */
-static void value_sep(er_jsonw *w)
-{
-    sep(w);
-}
-
-static void after_key_fix(er_jsonw *w)
-{
-    w->first[w->depth] = false;
-}
-
 void er_jsonw_str(er_jsonw *w, const char *s)
 {
-    value_sep(w);
-    if (s)
-        escaped(w, s);
-    else
-        put(w, "null", 4);
-    after_key_fix(w);
+    bool comma = value_comma(w);
+    if (s) {
+        quoted(w, comma, s, false);
+        return;
+    }
+    char *p = reserve(w, 5);
+    if (!p)
+        return;
+    if (comma)
+        *p++ = ',';
+    memcpy(p, "null", 4);
+    done(w, p + 4);
 }
 
 void er_jsonw_int(er_jsonw *w, int64_t v)
@@ -158,37 +238,102 @@ void er_jsonw_int(er_jsonw *w, int64_t v)
     } while (u);
     if (v < 0)
         b[--n] = '-';
-    value_sep(w);
-    put(w, b + n, sizeof b - n);
-    after_key_fix(w);
+    bool comma = value_comma(w);
+    char *p = reserve(w, sizeof b - n + 1);
+    if (!p)
+        return;
+    if (comma)
+        *p++ = ',';
+    memcpy(p, b + n, sizeof b - n);
+    done(w, p + (sizeof b - n));
 }
+
+/* The last double written on this thread and its text: a job's backoff
+ * jitter is nearly always the same value, and "%.17g" is costly. */
+static _Thread_local struct {
+    double v;
+    bool valid;
+    int n;
+    char text[32];
+} last_double;
 
 void er_jsonw_double(er_jsonw *w, double v)
 {
-    char b[32];
-    value_sep(w);
-    int n = snprintf(b, sizeof b, "%.17g", v);
-    /* keep it a JSON real: jansson reads "1" back as an integer */
-    if (!strpbrk(b, ".eE") && n < (int)sizeof b - 2) {
-        b[n++] = '.';
-        b[n++] = '0';
+    bool comma = value_comma(w);
+    if (!last_double.valid || memcmp(&last_double.v, &v, sizeof v) != 0) {
+        char *b = last_double.text;
+        int n = snprintf(b, sizeof last_double.text, "%.17g", v);
+        /* keep it a JSON real: jansson reads "1" back as an integer */
+        if (!strpbrk(b, ".eE") && n < (int)sizeof last_double.text - 2) {
+            b[n++] = '.';
+            b[n++] = '0';
+            b[n] = '\0';
+        }
+        last_double.v = v;
+        last_double.n = n;
+        last_double.valid = true;
     }
-    put(w, b, (size_t)n);
-    after_key_fix(w);
+    if (comma)
+        put(w, ",", 1);
+    put(w, last_double.text, (size_t)last_double.n);
 }
 
 void er_jsonw_bool(er_jsonw *w, bool v)
 {
-    value_sep(w);
+    if (value_comma(w))
+        put(w, ",", 1);
     put(w, v ? "true" : "false", v ? 4 : 5);
-    after_key_fix(w);
 }
 
 void er_jsonw_null(er_jsonw *w)
 {
-    value_sep(w);
+    if (value_comma(w))
+        put(w, ",", 1);
     put(w, "null", 4);
-    after_key_fix(w);
+}
+
+static void digits2(char *p, int v)
+{
+    p[0] = (char)('0' + v / 10);
+    p[1] = (char)('0' + v % 10);
+}
+
+/* Before year 10000: the same text as er_time_format, without gmtime_r. */
+#define TIME_FAST_MAX 253402300800000LL
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" for 0 <= ms < TIME_FAST_MAX, civil date from
+ * days since the epoch (Howard Hinnant's algorithm). */
+static void time_fast(int64_t ms, char out[24])
+{
+    int64_t secs = ms / 1000;
+    int frac = (int)(ms % 1000);
+    int64_t days = secs / 86400;
+    int sod = (int)(secs % 86400);
+    int64_t z = days + 719468;
+    int64_t era = z / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    int m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    int y = (int)(yoe + era * 400) + (m <= 2);
+    digits2(out, y / 100);
+    digits2(out + 2, y % 100);
+    out[4] = '-';
+    digits2(out + 5, m);
+    out[7] = '-';
+    digits2(out + 8, d);
+    out[10] = 'T';
+    digits2(out + 11, sod / 3600);
+    out[13] = ':';
+    digits2(out + 14, sod / 60 % 60);
+    out[16] = ':';
+    digits2(out + 17, sod % 60);
+    out[19] = '.';
+    out[20] = (char)('0' + frac / 100);
+    digits2(out + 21, frac % 100);
+    out[23] = 'Z';
 }
 
 void er_jsonw_time(er_jsonw *w, int64_t ms)
@@ -197,19 +342,33 @@ void er_jsonw_time(er_jsonw *w, int64_t ms)
         er_jsonw_null(w);
         return;
     }
-    char b[32];
-    er_time_format(ms, b);
-    er_jsonw_str(w, b);
+    if (ms < 0 || ms >= TIME_FAST_MAX) {
+        char b[32];
+        er_time_format(ms, b);
+        er_jsonw_str(w, b);
+        return;
+    }
+    bool comma = value_comma(w);
+    char *p = reserve(w, 27);
+    if (!p)
+        return;
+    if (comma)
+        *p++ = ',';
+    *p++ = '"';
+    time_fast(ms, p);
+    p += 24;
+    *p++ = '"';
+    done(w, p);
 }
 
 void er_jsonw_raw(er_jsonw *w, const char *json, size_t len)
 {
-    value_sep(w);
+    if (value_comma(w))
+        put(w, ",", 1);
     if (json)
         put(w, json, len);
     else
         put(w, "null", 4);
-    after_key_fix(w);
 }
 
 void er_jsonw_members(er_jsonw *w, const char *members)

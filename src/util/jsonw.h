@@ -25,6 +25,9 @@ typedef struct er_jsonw {
 
 /* max bounds the output size (bytes). */
 void er_jsonw_init(er_jsonw *w, size_t max);
+/* Like er_jsonw_init, writing into buf first (takes it: w reallocs and
+ * frees it; cap is its size in bytes; NULL and 0 are fine). */
+void er_jsonw_init_buf(er_jsonw *w, size_t max, char *buf, size_t cap);
 void er_jsonw_fini(er_jsonw *w);
 
 void er_jsonw_begin_object(er_jsonw *w);

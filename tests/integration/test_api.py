@@ -386,6 +386,54 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(self.state("ack-2"), "dead")
         self.assertEqual(self.state("ack-3"), "waiting")
 
+    def test_ack_results_have_exact_members_in_acks_and_in_fetch(self):
+        for i in range(3):
+            self.enq("api-ackshape", {"name": "a", "id": "shape-%d" % i})
+        jobs = {j["id"]: j for j in self.s.fetch_jobs("api-ackshape", max=3)}
+        tok = {k: v["lease_token"] for k, v in jobs.items()}
+        st, b, _ = self.s.post("/v1/acks", {"acks": [
+            {"id": "shape-0", "lease_token": tok["shape-0"],
+             "fail": {"error": {"class": "transient", "message": "again"}}},
+            {"id": "shape-1", "lease_token": "stale-token-0000", "complete": {}}]})
+        self.assertEqual(st, 200, b)
+        r0, r1 = b["results"]
+        self.assertEqual(sorted(r0), ["id", "ok", "run_at", "state"], r0)
+        self.assertEqual((r0["ok"], r0["state"]), (True, "scheduled"))
+        self.assertGreater(parse_time(r0["run_at"]), now_ms() - 1000)
+        self.assertEqual(sorted(r1), ["error", "id"], r1)
+        self.assertEqual(sorted(r1["error"]), ["code", "field", "message"], r1)
+        self.assertEqual(r1["error"]["code"], "lease_lost")
+        # the same shapes when the acks ride on a fetch
+        st, b, _ = self.s.fetch("api-ackshape", acks=[
+            {"id": "shape-2", "lease_token": tok["shape-2"],
+             "fail": {"error": {"class": "permanent", "message": "no"}}},
+            {"id": "shape-1", "lease_token": tok["shape-1"], "complete": {}}])
+        self.assertEqual(st, 200, b)
+        self.assertEqual(b["acks"], [{"id": "shape-2", "ok": True, "state": "dead"},
+                                     {"id": "shape-1", "ok": True}])
+
+    def test_replies_carry_date_and_exact_content_length(self):
+        import email.utils
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=10)
+        try:
+            for method, path, body in (("POST", "/v1/queues/api-hdr/jobs", b'{"name":"h"}'),
+                                       ("GET", "/v1/nope", None), ("GET", "/healthz", None)):
+                h = {"Content-Type": "application/json"}
+                if self.s.token:
+                    h["Authorization"] = "Bearer " + self.s.token
+                c.request(method, path, body=body, headers=h)
+                r = c.getresponse()
+                data = r.read()
+                self.assertEqual(int(r.getheader("Content-Length")), len(data), path)
+                date = r.getheader("Date")
+                self.assertRegex(date, r"^[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} "
+                                       r"\d\d:\d\d:\d\d GMT$")
+                when = email.utils.parsedate_to_datetime(date).timestamp()
+                self.assertLess(abs(when - time.time()), 5, date)
+        finally:
+            c.close()
+
     def test_fetch_applies_carried_acks_before_leasing(self):
         self.enq("api-carry", {"name": "c", "id": "carry-1"})
         j = self.one("api-carry")

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/jsonw.h"
 
 static json_t *parse(const er_jsonw *w)
@@ -119,5 +120,86 @@ Test(jsonw, preformatted_members_join_the_object)
     er_jsonw_members(&w, NULL);
     er_jsonw_end_object(&w);
     cr_assert_str_eq(w.buf, "{\"msg\":\"hi\",\"queue\":\"q\",\"attempt\":2}");
+    er_jsonw_fini(&w);
+}
+
+/* er_jsonw_time formats without gmtime_r; it must give er_time_format's text
+ * for every instant, leap days and year ends included. */
+Test(jsonw, times_match_er_time_format_everywhere)
+{
+    static const int64_t fixed[] = {
+        1,                      /* 1970-01-01T00:00:00.001Z */
+        951782400000LL,         /* 2000-02-29 */
+        951868799999LL,         /* 2000-02-29T23:59:59.999Z */
+        4107456000000LL,        /* 2100-02-28 */
+        4107542400000LL,        /* 2100-03-01 (not a leap year) */
+        253402300799999LL,      /* 9999-12-31T23:59:59.999Z */
+        253402300800000LL,      /* 10000-01-01: clamped like er_time_format */
+        -1,                     /* before the epoch */
+        -86400001LL,
+    };
+    uint64_t x = 88172645463325252ULL;
+    for (int i = 0; i < 20000; i++) {
+        int64_t ms;
+        if (i < (int)(sizeof fixed / sizeof fixed[0])) {
+            ms = fixed[i];
+        } else {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ms = (int64_t)(x % 253402300800000ULL) + 1;
+        }
+        char want[40];
+        er_time_format(ms, want + 1);
+        want[0] = '"';
+        size_t n = strlen(want);
+        want[n] = '"';
+        want[n + 1] = '\0';
+        er_jsonw w;
+        er_jsonw_init(&w, 4096);
+        er_jsonw_time(&w, ms);
+        cr_assert_str_eq(w.buf, want, "ms=%lld", (long long)ms);
+        er_jsonw_fini(&w);
+    }
+}
+
+Test(jsonw, every_control_byte_gets_its_escape)
+{
+    char in[40];
+    for (int i = 0; i < 31; i++)
+        in[i] = (char)(i + 1);
+    in[31] = '"';
+    in[32] = '\\';
+    in[33] = 0x7f;
+    in[34] = '\0';
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, in);
+    er_jsonw_str(&w, in);
+    er_jsonw_key(&w, "plain");
+    er_jsonw_str(&w, "");
+    er_jsonw_end_object(&w);
+    json_t *v = parse(&w);
+    cr_assert_str_eq(json_string_value(json_object_get(v, in)), in);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "plain")), "");
+    cr_assert_not_null(strstr(w.buf, "\\u0001\\u0002"));
+    cr_assert_not_null(strstr(w.buf, "\\n\\u000b\\u000c\\r"));
+    json_decref(v);
+    er_jsonw_fini(&w);
+}
+
+Test(jsonw, repeated_doubles_print_the_same_text)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_array(&w);
+    er_jsonw_double(&w, 0.2);
+    er_jsonw_double(&w, 0.2);
+    er_jsonw_double(&w, 3.0);
+    er_jsonw_double(&w, 0.2);
+    er_jsonw_double(&w, -0.0);
+    er_jsonw_end_array(&w);
+    cr_assert_str_eq(w.buf, "[0.20000000000000001,0.20000000000000001,3.0,0.20000000000000001,-0.0]");
     er_jsonw_fini(&w);
 }
