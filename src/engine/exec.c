@@ -146,11 +146,43 @@ int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicat
     return rc;
 }
 
-/* Applies acks one by one; each item's logical error stays on the item. */
+/* Applies acks[i..j), all completes, with one ops->complete_many call. */
+static int exec_completes(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64_t now)
+{
+    er_complete_item *items = calloc(j - i, sizeof *items);
+    if (!items)
+        return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    for (size_t k = i; k < j; k++) {
+        er_ack *a = &req->acks[k];
+        er_error_clear(&a->err);
+        items[k - i] = (er_complete_item){
+            .id = a->id, .token = a->token, .result = a->result, .err = &a->err};
+    }
+    int rc = x->ops->complete_many(x->store, items, j - i, now, &req->err);
+    for (size_t k = i; rc == 0 && k < j; k++)
+        req->acks[k].rc = items[k - i].rc;
+    free(items);
+    return rc;
+}
+
+/* Applies acks in order; each item's logical error stays on the item. A
+ * run of completes goes to ops->complete_many when the store has it. */
 static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
 {
     for (size_t i = 0; i < req->nacks; i++) {
         er_ack *a = &req->acks[i];
+        if (a->kind == ER_ACK_COMPLETE && x->ops->complete_many) {
+            size_t j = i + 1;
+            while (j < req->nacks && req->acks[j].kind == ER_ACK_COMPLETE)
+                j++;
+            if (j - i > 1) {
+                int rc = exec_completes(x, req, i, j, now);
+                if (rc < 0)
+                    return rc;
+                i = j - 1;
+                continue;
+            }
+        }
         er_error_clear(&a->err);
         int rc;
         switch (a->kind) {

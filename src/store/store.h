@@ -84,6 +84,15 @@ void er_sched_list_fini(er_sched_list *l);
 /* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
 er_sched_row *er_sched_list_push(er_sched_list *l);
 
+/* One outcome for ops->complete_many. */
+typedef struct er_complete_item {
+    const char *id;     /* borrowed */
+    const char *token;  /* borrowed, may be NULL */
+    const char *result; /* borrowed JSON text, may be NULL */
+    int rc;             /* out: 0, ER_ESTALE or ER_ENOTFOUND, as complete() */
+    er_error *err;      /* borrowed: receives the item's error; may be NULL */
+} er_complete_item;
+
 typedef struct er_store_ops {
     const char *name; /* "sqlite", "postgres" */
 
@@ -107,7 +116,9 @@ typedef struct er_store_ops {
      * or throttled queues skipped; within a queue higher priority first, then
      * older run_at, then insertion order). Each leased job: state active,
      * attempts+1, started+1, new lease token from r, lease_owner, lease
-     * expiry = now + lease. Appends the leased jobs to *out. */
+     * expiry = now + lease. Appends the leased jobs to *out: a store need
+     * fill only the lease view's fields (API.md), state, run_at, the lease
+     * fields and started_at; the rest may be left unset. */
     int (*fetch)(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
                  er_error *err);
 
@@ -186,6 +197,13 @@ typedef struct er_store_ops {
      * the batch; such a job changes nothing. */
     int (*enqueue_many)(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                         er_error *err);
+
+    /* Optional, NULL when a store has none (the engine then calls complete
+     * per item): has the effect of calling complete for items[0..n) in
+     * order, each item's logical error in items[i].rc and *items[i].err.
+     * Returns 0, or a storage error (roll back). */
+    int (*complete_many)(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                         er_error *err);
 
     /* ---- schedulers, leases, cursors (docs/cron.md, docs/leases.md) ----
      * A store may leave these NULL; the engine then answers "not supported

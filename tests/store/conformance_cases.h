@@ -811,6 +811,78 @@ Test(conformance, list_jobs_pages_in_insertion_order)
     cr_assert_str_eq(err.field, "cursor");
 }
 
+/* Lists one page of `queue`'s jobs in `state` as "id,id,..." in *out. */
+static void page_ids(const char *queue, er_state state, int limit, const char *cursor,
+                     char *out, size_t outsz, char **next)
+{
+    er_job_list l = {0};
+    er_error err = {0};
+    cr_assert_eq(OPS->list_jobs(S, queue, state, limit, cursor, &l, next, &err), 0, "%s",
+                 err.message);
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < l.len; i++) {
+        cr_assert_eq(l.items[i].state, state);
+        len += (size_t)snprintf(out + len, outsz - len, "%s%s", i ? "," : "", l.items[i].id);
+        cr_assert_lt(len, outsz);
+    }
+    er_job_list_fini(&l);
+}
+
+Test(conformance, active_jobs_list_in_insertion_order_and_count_by_queue)
+{
+    /* leased in priority order (a4 first), listed in insertion order */
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "a%d", i);
+        put(id, "q", i, T0, T0);
+    }
+    put("o1", "o", 0, T0, T0);
+    put("o2", "o", 0, T0, T0);
+    er_job_list l = {0}, lo = {0};
+    cr_assert_eq(fetch1("q", 5, T0, &l), 5);
+    cr_assert_eq(fetch1("o", 1, T0, &lo), 1);
+    char ids[128], *cur = NULL, *next = NULL;
+    page_ids("q", ER_STATE_ACTIVE, 2, NULL, ids, sizeof ids, &cur);
+    cr_assert_str_eq(ids, "a0,a1");
+    cr_assert_not_null(cur);
+    page_ids("q", ER_STATE_ACTIVE, 2, cur, ids, sizeof ids, &next);
+    cr_assert_str_eq(ids, "a2,a3");
+    free(cur);
+    cur = next;
+    page_ids("q", ER_STATE_ACTIVE, 2, cur, ids, sizeof ids, &next);
+    cr_assert_str_eq(ids, "a4");
+    cr_assert_null(next);
+    free(cur);
+    page_ids("o", ER_STATE_ACTIVE, 10, NULL, ids, sizeof ids, &next);
+    cr_assert_str_eq(ids, "o1");
+    page_ids("o", ER_STATE_WAITING, 10, NULL, ids, sizeof ids, &next);
+    cr_assert_str_eq(ids, "o2");
+    /* one completes: it leaves the active list and is counted completed */
+    er_error err = {0};
+    for (size_t i = 0; i < l.len; i++)
+        if (strcmp(l.items[i].id, "a2") == 0)
+            cr_assert_eq(OPS->complete(S, "a2", l.items[i].lease_token, NULL, T0, &err), 0);
+    page_ids("q", ER_STATE_ACTIVE, 10, NULL, ids, sizeof ids, &next);
+    cr_assert_str_eq(ids, "a0,a1,a3,a4");
+    page_ids("q", ER_STATE_COMPLETED, 10, NULL, ids, sizeof ids, &next);
+    cr_assert_str_eq(ids, "a2");
+    er_queue_info *qs;
+    size_t n;
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(qs[0].name, "o");
+    cr_assert_eq(qs[0].counts[ER_STATE_ACTIVE], 1);
+    cr_assert_eq(qs[0].counts[ER_STATE_WAITING], 1);
+    cr_assert_str_eq(qs[1].name, "q");
+    cr_assert_eq(qs[1].counts[ER_STATE_ACTIVE], 4);
+    cr_assert_eq(qs[1].counts[ER_STATE_COMPLETED], 1);
+    cr_assert_eq(qs[1].counts[ER_STATE_WAITING], 0);
+    er_queue_info_list_free(qs, n);
+    er_job_list_fini(&l);
+    er_job_list_fini(&lo);
+}
+
 static void set_conc5(er_queue_settings *s)
 {
     s->concurrency = 5;

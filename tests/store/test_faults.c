@@ -193,17 +193,32 @@ static bool workload(er_store *s)
         if (!finish_tx(s, rc, &err))
             return false;
 
-        /* fetch two, complete one, fail the other for good */
+        /* fetch three, complete one, complete the next in a batch with
+         * the third when the store batches (else alone), fail the last */
         rc = OPS->begin(s, &err);
         er_job_list l = {0};
         const char *qs[] = {"q"};
-        er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 2,
+        er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 3,
                              .now = T0 + round};
         if (rc == 0)
             rc = OPS->fetch(s, &p, &R, &l, &err);
-        for (size_t i = 0; rc == 0 && i < l.len; i++) {
+        if (rc == 0 && l.len == 3 && OPS->complete_many) {
+            er_error e[2];
+            er_complete_item it[2] = {
+                {.id = l.items[0].id, .token = l.items[0].lease_token, .result = "{}",
+                 .err = &e[0]},
+                {.id = l.items[1].id, .token = l.items[1].lease_token, .result = NULL,
+                 .err = &e[1]},
+            };
+            rc = OPS->complete_many(s, it, 2, T0 + round, &err);
+            for (int k = 0; rc == 0 && k < 2; k++) {
+                cr_assert_eq(it[k].rc, 0, "%s", e[k].message);
+                pend(it[k].id, ER_STATE_COMPLETED);
+            }
+        }
+        for (size_t i = OPS->complete_many && l.len == 3 ? 2 : 0; rc == 0 && i < l.len; i++) {
             const er_job *j = &l.items[i];
-            if (i == 0) {
+            if (i + 1 < l.len) {
                 rc = OPS->complete(s, j->id, j->lease_token, "{}", T0 + round, &err);
                 if (rc == 0)
                     pend(j->id, ER_STATE_COMPLETED);

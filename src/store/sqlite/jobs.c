@@ -54,6 +54,41 @@ static int leased_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Columns of ER_SQ_FETCH's RETURNING list. */
+enum {
+    F_ID, F_QUEUE, F_NAME, F_PAYLOAD, F_PRIORITY, F_GRP, F_RUN_AT, F_MAX_ATTEMPTS, F_TIMEOUT_MS,
+    F_TRACE_ID, F_IDEM_KEY, F_ATTEMPTS, F_STARTED, F_LEASE_TOKEN, F_CREATED_AT, F_SEQ
+};
+
+/* Reads one leased row: the lease view's fields, run_at and what the fetch
+ * set (state, lease owner and expiry, start and update times). The fields
+ * a lease does not show (backoff, last_error, result, ...) stay unset. */
+static int row_leased(sqlite3_stmt *st, const er_fetch_params *p, int64_t expires, er_job *j)
+{
+    int bad = 0;
+    bad |= er_sqlite_col_text(st, F_ID, &j->id, NULL);
+    bad |= er_sqlite_col_text(st, F_QUEUE, &j->queue, NULL);
+    bad |= er_sqlite_col_text(st, F_NAME, &j->name, NULL);
+    bad |= er_sqlite_col_text(st, F_PAYLOAD, &j->payload, &j->payload_len);
+    bad |= er_sqlite_col_text(st, F_GRP, &j->group, NULL);
+    bad |= er_sqlite_col_text(st, F_TRACE_ID, &j->trace_id, NULL);
+    bad |= er_sqlite_col_text(st, F_IDEM_KEY, &j->idempotency_key, NULL);
+    bad |= er_sqlite_col_text(st, F_LEASE_TOKEN, &j->lease_token, NULL);
+    if (!(j->lease_owner = strdup(p->worker_id ? p->worker_id : "")))
+        bad = -1;
+    j->state = ER_STATE_ACTIVE;
+    j->priority = sqlite3_column_int(st, F_PRIORITY);
+    j->run_at = sqlite3_column_int64(st, F_RUN_AT);
+    j->max_attempts = sqlite3_column_int(st, F_MAX_ATTEMPTS);
+    j->timeout_ms = sqlite3_column_int64(st, F_TIMEOUT_MS);
+    j->attempts = sqlite3_column_int(st, F_ATTEMPTS);
+    j->started = sqlite3_column_int(st, F_STARTED);
+    j->lease_expires_at = expires;
+    j->created_at = sqlite3_column_int64(st, F_CREATED_AT);
+    j->started_at = j->updated_at = p->now;
+    return bad ? ER_ENOMEM : 0;
+}
+
 /* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING and
  * appends them to *out in fetch order. */
 static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue, int take,
@@ -76,11 +111,13 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
         int src;
         while ((src = sqlite3_step(st)) == SQLITE_ROW && n < take) {
             er_job_init(&rows[n].job);
-            rows[n].seq = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
-            rc = er_sqlite_row_job(st, &rows[n].job, err);
+            rows[n].seq = sqlite3_column_int64(st, F_SEQ);
+            rc = row_leased(st, p, p->now + lease_ms, &rows[n].job);
             n++;
-            if (rc < 0)
+            if (rc < 0) {
+                rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
                 break;
+            }
         }
         if (rc == 0 && src != SQLITE_DONE && src != SQLITE_ROW)
             rc = er_sqlite_error(s->db, src, "fetch", err);
@@ -230,6 +267,97 @@ int er_sqlite_complete(er_store *s, const char *id, const char *token, const cha
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, token ? token : "", -1, SQLITE_STATIC);
     return lease_update(s, st, id, err);
+}
+
+/* The items one by one, as the engine would call complete. */
+static int complete_each(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                         er_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        er_complete_item *it = &items[i];
+        er_error ierr;
+        int rc = er_sqlite_complete(s, it->id, it->token, it->result, now, &ierr);
+        if (rc < 0 && it->err)
+            *it->err = ierr;
+        if (rc < 0 && rc != ER_ESTALE && rc != ER_ENOTFOUND) {
+            if (err)
+                *err = ierr;
+            return rc;
+        }
+        it->rc = rc;
+    }
+    return 0;
+}
+
+/* Orders item indexes by id (qsort_r). */
+static int by_id(const void *a, const void *b, void *items)
+{
+    const er_complete_item *it = items;
+    return strcmp(it[*(const size_t *)a].id, it[*(const size_t *)b].id);
+}
+
+/* Whether two items name the same job (or there is no memory to tell). */
+static bool repeats_an_id(const er_complete_item *items, size_t n)
+{
+    size_t *ord = malloc(n * sizeof *ord);
+    if (!ord)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        ord[i] = i;
+    qsort_r(ord, n, sizeof *ord, by_id, (void *)items);
+    bool rep = false;
+    for (size_t i = 1; i < n && !rep; i++)
+        rep = strcmp(items[ord[i - 1]].id, items[ord[i]].id) == 0;
+    free(ord);
+    return rep;
+}
+
+static int run_stmt(er_store *s, int id, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, id, &st, err);
+    return rc < 0 ? rc : er_sqlite_run(s, st, err);
+}
+
+/* One UPDATE ... FROM er_acks for the whole batch, inside a savepoint. When
+ * it changed every item's job (the usual case) that is what n calls of
+ * complete would have done: the ids are distinct, so no item sees another's
+ * change. Otherwise (a stale token, an unknown id) the savepoint is undone
+ * and the items run one by one, in order; so does a batch naming an id
+ * twice (the join would pair that job with both items). */
+int er_sqlite_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                            er_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        items[i].rc = 0;
+    if (n < 2 || repeats_an_id(items, n))
+        return complete_each(s, items, n, now, err);
+    int rc = run_stmt(s, ER_SQ_SAVEPOINT, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    rc = er_sqlite_prep(s, ER_SQ_COMPLETE_MANY, &st, err);
+    if (rc == 0) {
+        sqlite3_bind_int64(st, 1, now);
+        s->acks = items;
+        s->nacks = n;
+        rc = er_sqlite_run(s, st, err);
+        s->acks = NULL;
+        s->nacks = 0;
+    }
+    bool all = rc == 0 && sqlite3_changes64(s->db) == (sqlite3_int64)n;
+    if (rc == 0 && !all)
+        rc = run_stmt(s, ER_SQ_SAVEPOINT_UNDO, err);
+    if (rc == 0)
+        rc = run_stmt(s, ER_SQ_SAVEPOINT_RELEASE, err);
+    if (rc == 0 && !all)
+        return complete_each(s, items, n, now, err);
+    if (rc < 0 && !sqlite3_get_autocommit(s->db)) {
+        /* the caller rolls back; leave no savepoint open meanwhile */
+        (void)run_stmt(s, ER_SQ_SAVEPOINT_UNDO, NULL);
+        (void)run_stmt(s, ER_SQ_SAVEPOINT_RELEASE, NULL);
+    }
+    return rc;
 }
 
 int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t now,
@@ -388,11 +516,13 @@ int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limi
     if (limit < 1)
         limit = 1;
     sqlite3_stmt *st = NULL;
-    rc = er_sqlite_prep(s, ER_SQ_LIST_JOBS, &st, err);
+    rc = er_sqlite_prep(s, state == ER_STATE_ACTIVE ? ER_SQ_LIST_ACTIVE : ER_SQ_LIST_JOBS, &st,
+                        err);
     if (rc < 0)
         return rc;
     sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, (int)state);
+    if (state != ER_STATE_ACTIVE)
+        sqlite3_bind_int(st, 2, (int)state);
     sqlite3_bind_int64(st, 3, after);
     sqlite3_bind_int64(st, 4, (int64_t)limit + 1); /* one more tells whether a page follows */
     size_t base = out->len;

@@ -93,6 +93,14 @@ const char *const er_sqlite_migrations[] = {
     " value TEXT NOT NULL,"
     " updated_at INTEGER NOT NULL"
     ") WITHOUT ROWID;",
+    /* 3: jobs_queue_state leaves out active jobs, so a lease and its
+     * outcome update one index less each; active jobs are counted and
+     * listed through jobs_active, which now carries the queue (and the
+     * state, always 2, so a count by queue reads this index alone). */
+    "DROP INDEX jobs_queue_state;"
+    "CREATE INDEX jobs_queue_state ON jobs(queue, state, seq) WHERE state <> 2;"
+    "DROP INDEX jobs_active;"
+    "CREATE INDEX jobs_active ON jobs(lease_expires_at, queue, state) WHERE state = 2;",
 };
 
 const int er_sqlite_schema_version =
@@ -133,18 +141,32 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
         "INSERT INTO queues (name, throttled_until) VALUES (?1, ?2) ON CONFLICT(name)"
         " DO UPDATE SET throttled_until = max(throttled_until, excluded.throttled_until)",
     [ER_SQ_QUEUE_ALL] = "SELECT name, settings, paused, throttled_until FROM queues ORDER BY name",
-    [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = ?1 AND state = 2",
+    /* O(active jobs of every queue): jobs_queue_state has no active jobs */
+    [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_active"
+                           " WHERE queue = ?1 AND state = 2",
     /* er_token() draws each lease token from the fetch's er_rand */
     [ER_SQ_FETCH] = "UPDATE jobs SET state = 2, attempts = attempts + 1, started = started + 1,"
                     " lease_owner = ?1, lease_token = er_token(), lease_expires_at = ?2,"
                     " started_at = ?3, updated_at = ?3"
                     " WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?4 AND state = 1"
                     " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
-                    " RETURNING " COLS,
+                    /* only what the lease view and the fetch order need
+                     * (er_sqlite_fetch fills the columns it set itself) */
+                    " RETURNING id, queue, name, payload, priority, grp, run_at, max_attempts,"
+                    " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token,"
+                    " created_at, seq",
     [ER_SQ_HEARTBEAT] = "UPDATE jobs SET lease_expires_at = ?1, progress = coalesce(?2, progress),"
                         " updated_at = ?3 WHERE id = ?4 AND state = 2 AND lease_token = ?5",
     [ER_SQ_COMPLETE] = "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, updated_at = ?2, "
                        CLEAR_LEASE " WHERE id = ?3 AND state = 2 AND lease_token = ?4",
+    /* er_acks: the items of the complete_many call running (sqlite.c) */
+    [ER_SQ_COMPLETE_MANY] = "UPDATE jobs SET state = 3, result = a.result, finished_at = ?1,"
+                            " updated_at = ?1, " CLEAR_LEASE " FROM er_acks AS a"
+                            " WHERE jobs.id = a.id AND jobs.state = 2"
+                            " AND jobs.lease_token = a.token",
+    [ER_SQ_SAVEPOINT] = "SAVEPOINT er_batch",
+    [ER_SQ_SAVEPOINT_RELEASE] = "RELEASE er_batch",
+    [ER_SQ_SAVEPOINT_UNDO] = "ROLLBACK TO er_batch",
     [ER_SQ_RELEASE] = "UPDATE jobs SET state = 1, attempts = max(attempts - 1, 0),"
                       " updated_at = ?1, " CLEAR_LEASE
                       " WHERE id = ?2 AND state = 2 AND lease_token = ?3",
@@ -152,9 +174,18 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                          " updated_at = ?5, finished_at = ?6, " CLEAR_LEASE " WHERE id = ?7",
     [ER_SQ_CANCEL] = "UPDATE jobs SET state = 5, finished_at = ?1, updated_at = ?1"
                      " WHERE id = ?2 AND state IN (0, 1) RETURNING " COLS,
-    [ER_SQ_LIST_JOBS] = "SELECT " COLS " FROM jobs WHERE queue = ?1 AND state = ?2 AND seq > ?3"
+    /* any state but active (ER_SQ_LIST_ACTIVE); "state <> 2" lets it use
+     * the partial jobs_queue_state */
+    [ER_SQ_LIST_JOBS] = "SELECT " COLS " FROM jobs WHERE queue = ?1 AND state = ?2 AND state <> 2"
+                        " AND seq > ?3"
                         " ORDER BY seq LIMIT ?4",
-    [ER_SQ_COUNTS] = "SELECT queue, state, count(*) FROM jobs GROUP BY queue, state",
+    /* reads every active job and sorts a queue's: active jobs are only the
+     * leased ones */
+    [ER_SQ_LIST_ACTIVE] = "SELECT " COLS " FROM jobs INDEXED BY jobs_active"
+                          " WHERE queue = ?1 AND state = 2 AND seq > ?3 ORDER BY seq LIMIT ?4",
+    [ER_SQ_COUNTS] = "SELECT queue, state, count(*) FROM jobs WHERE state <> 2"
+                     " GROUP BY queue, state UNION ALL SELECT queue, 2, count(*)"
+                     " FROM jobs INDEXED BY jobs_active WHERE state = 2 GROUP BY queue",
     [ER_SQ_OLDEST_WAITING] = "SELECT min(run_at) FROM jobs WHERE queue = ?1 AND state = 1",
     [ER_SQ_LIST_DEAD] = "SELECT " COLS " FROM jobs WHERE state = 4 AND (finished_at, seq) < (?1, ?2)"
                         " ORDER BY finished_at DESC, seq DESC LIMIT ?3",

@@ -345,8 +345,7 @@ int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error 
     return 0;
 }
 
-/* Copies text column i into *dst (NULL for SQL NULL); -1 on ENOMEM. */
-static int col_dup(sqlite3_stmt *st, int i, char **dst, size_t *len)
+int er_sqlite_col_text(sqlite3_stmt *st, int i, char **dst, size_t *len)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
     if (!t) {
@@ -369,13 +368,13 @@ static int col_dup(sqlite3_stmt *st, int i, char **dst, size_t *len)
 int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err)
 {
     int bad = 0;
-    bad |= col_dup(st, 0, &j->id, NULL);
-    bad |= col_dup(st, 1, &j->queue, NULL);
-    bad |= col_dup(st, 2, &j->name, NULL);
-    bad |= col_dup(st, 3, &j->payload, &j->payload_len);
+    bad |= er_sqlite_col_text(st, 0, &j->id, NULL);
+    bad |= er_sqlite_col_text(st, 1, &j->queue, NULL);
+    bad |= er_sqlite_col_text(st, 2, &j->name, NULL);
+    bad |= er_sqlite_col_text(st, 3, &j->payload, &j->payload_len);
     j->state = (er_state)sqlite3_column_int(st, 4);
     j->priority = sqlite3_column_int(st, 5);
-    bad |= col_dup(st, 6, &j->group, NULL);
+    bad |= er_sqlite_col_text(st, 6, &j->group, NULL);
     j->run_at = sqlite3_column_int64(st, 7);
     j->max_attempts = sqlite3_column_int(st, 8);
     j->backoff.type = (er_backoff_type)sqlite3_column_int(st, 9);
@@ -383,17 +382,17 @@ int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err)
     j->backoff.max_delay_ms = sqlite3_column_int64(st, 11);
     j->backoff.jitter = sqlite3_column_double(st, 12);
     j->timeout_ms = sqlite3_column_int64(st, 13);
-    bad |= col_dup(st, 14, &j->trace_id, NULL);
-    bad |= col_dup(st, 15, &j->idempotency_key, NULL);
+    bad |= er_sqlite_col_text(st, 14, &j->trace_id, NULL);
+    bad |= er_sqlite_col_text(st, 15, &j->idempotency_key, NULL);
     j->attempts = sqlite3_column_int(st, 16);
     j->started = sqlite3_column_int(st, 17);
     j->stalled = sqlite3_column_int(st, 18);
-    bad |= col_dup(st, 19, &j->lease_owner, NULL);
-    bad |= col_dup(st, 20, &j->lease_token, NULL);
+    bad |= er_sqlite_col_text(st, 19, &j->lease_owner, NULL);
+    bad |= er_sqlite_col_text(st, 20, &j->lease_token, NULL);
     j->lease_expires_at = sqlite3_column_int64(st, 21);
-    bad |= col_dup(st, 22, &j->last_error, NULL);
-    bad |= col_dup(st, 23, &j->result, NULL);
-    bad |= col_dup(st, 24, &j->progress, NULL);
+    bad |= er_sqlite_col_text(st, 22, &j->last_error, NULL);
+    bad |= er_sqlite_col_text(st, 23, &j->result, NULL);
+    bad |= er_sqlite_col_text(st, 24, &j->progress, NULL);
     j->created_at = sqlite3_column_int64(st, 25);
     j->updated_at = sqlite3_column_int64(st, 26);
     j->started_at = sqlite3_column_int64(st, 27);
@@ -445,6 +444,122 @@ static void fn_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     er_rand_token(s->rand, tok);
     sqlite3_result_text(ctx, tok, 32, SQLITE_TRANSIENT);
 }
+
+/* er_acks: an eponymous virtual table over the items of the complete_many
+ * call running on this connection (s->acks), so one UPDATE ... FROM
+ * applies a whole batch. Columns: id, token, result. Empty outside such a
+ * call. */
+typedef struct acks_vtab {
+    sqlite3_vtab base;
+    er_store *s;
+} acks_vtab;
+
+typedef struct acks_cursor {
+    sqlite3_vtab_cursor base;
+    size_t i;
+} acks_cursor;
+
+static er_store *acks_store(sqlite3_vtab_cursor *cur)
+{
+    return ((acks_vtab *)cur->pVtab)->s;
+}
+
+static int acks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                        sqlite3_vtab **out, char **errmsg)
+{
+    int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(id TEXT, token TEXT, result TEXT)");
+    if (rc != SQLITE_OK)
+        return rc;
+    acks_vtab *vt = sqlite3_malloc(sizeof *vt);
+    if (!vt)
+        return SQLITE_NOMEM;
+    memset(vt, 0, sizeof *vt);
+    vt->s = aux;
+    (void)sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+    *out = &vt->base;
+    return SQLITE_OK;
+}
+
+static int acks_disconnect(sqlite3_vtab *vt)
+{
+    sqlite3_free(vt);
+    return SQLITE_OK;
+}
+
+/* A full scan is the only plan; its cost says "a few rows" so the join
+ * drives from here into jobs' id index. */
+static int acks_best_index(sqlite3_vtab *vt, sqlite3_index_info *info)
+{
+    info->estimatedCost = 100;
+    info->estimatedRows = 100;
+    return SQLITE_OK;
+}
+
+static int acks_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
+{
+    acks_cursor *c = sqlite3_malloc(sizeof *c);
+    if (!c)
+        return SQLITE_NOMEM;
+    memset(c, 0, sizeof *c);
+    *out = &c->base;
+    return SQLITE_OK;
+}
+
+static int acks_close(sqlite3_vtab_cursor *cur)
+{
+    sqlite3_free(cur);
+    return SQLITE_OK;
+}
+
+static int acks_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr, int argc,
+                       sqlite3_value **argv)
+{
+    ((acks_cursor *)cur)->i = 0;
+    return SQLITE_OK;
+}
+
+static int acks_next(sqlite3_vtab_cursor *cur)
+{
+    ((acks_cursor *)cur)->i++;
+    return SQLITE_OK;
+}
+
+static int acks_eof(sqlite3_vtab_cursor *cur)
+{
+    er_store *s = acks_store(cur);
+    return !s->acks || ((acks_cursor *)cur)->i >= s->nacks;
+}
+
+static int acks_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
+{
+    const er_complete_item *it = &acks_store(cur)->acks[((acks_cursor *)cur)->i];
+    const char *v = col == 0 ? it->id : col == 1 ? it->token : it->result;
+    if (v)
+        sqlite3_result_text(ctx, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_result_null(ctx);
+    return SQLITE_OK;
+}
+
+static int acks_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid)
+{
+    *rowid = (sqlite3_int64)((acks_cursor *)cur)->i;
+    return SQLITE_OK;
+}
+
+static const sqlite3_module acks_module = {
+    .iVersion = 0,
+    .xConnect = acks_connect,
+    .xBestIndex = acks_best_index,
+    .xDisconnect = acks_disconnect,
+    .xOpen = acks_open,
+    .xClose = acks_close,
+    .xFilter = acks_filter,
+    .xNext = acks_next,
+    .xEof = acks_eof,
+    .xColumn = acks_column,
+    .xRowid = acks_rowid,
+};
 
 /* Runs a pragma (or any statement) and returns its first text column in
  * buf when given. */
@@ -571,6 +686,8 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
         (void)sqlite3_file_control(s->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         int frc = sqlite3_create_function(s->db, "er_token", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
                                           s, fn_token, NULL, NULL);
+        if (frc == SQLITE_OK)
+            frc = sqlite3_create_module(s->db, "er_acks", &acks_module, s);
         if (frc != SQLITE_OK)
             rc = er_sqlite_error(s->db, frc, "create function", err);
     }
@@ -597,6 +714,7 @@ const er_store_ops er_sqlite_ops = {
     .fetch = er_sqlite_fetch,
     .heartbeat = er_sqlite_heartbeat,
     .complete = er_sqlite_complete,
+    .complete_many = er_sqlite_complete_many,
     .fail = er_sqlite_fail,
     .release = er_sqlite_release,
     .get_job = er_sqlite_get_job,

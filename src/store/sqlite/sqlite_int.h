@@ -31,10 +31,15 @@ enum {
     ER_SQ_FETCH,
     ER_SQ_HEARTBEAT,
     ER_SQ_COMPLETE,
+    ER_SQ_COMPLETE_MANY,
+    ER_SQ_SAVEPOINT,
+    ER_SQ_SAVEPOINT_RELEASE,
+    ER_SQ_SAVEPOINT_UNDO,
     ER_SQ_RELEASE,
     ER_SQ_FAIL_APPLY,
     ER_SQ_CANCEL,
     ER_SQ_LIST_JOBS,
+    ER_SQ_LIST_ACTIVE,
     ER_SQ_COUNTS,
     ER_SQ_OLDEST_WAITING,
     ER_SQ_LIST_DEAD,
@@ -91,6 +96,8 @@ struct er_store {
     int64_t data_version;
     bool wal_suspect; /* a commit failed; its frames may still be on disk */
     er_rand *rand; /* borrowed while a fetch statement runs (for er_token()) */
+    const er_complete_item *acks; /* borrowed while ER_SQ_COMPLETE_MANY runs (er_acks) */
+    size_t nacks;
 };
 
 /* Maps a SQLite result code to an ER_E* code with sqlite's message in *err;
@@ -123,6 +130,9 @@ int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error 
 /* Reads the current row (ER_SQ_JOB_COLS order) into *j
  * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled: fini it. */
 int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err);
+/* Copies text column i into *dst (owned; NULL for SQL NULL) and its length
+ * into *len (when not NULL). 0, or -1 on ENOMEM. */
+int er_sqlite_col_text(sqlite3_stmt *st, int i, char **dst, size_t *len);
 /* Reads one job by id into *out (ER_ENOTFOUND when none). */
 int er_sqlite_load_job(er_store *s, const char *id, er_job *out, er_error *err);
 
@@ -140,6 +150,8 @@ int er_sqlite_complete(er_store *s, const char *id, const char *token, const cha
                        int64_t now, er_error *err);
 int er_sqlite_fail(er_store *s, const char *id, const char *token, const er_failure *f,
                    int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err);
+int er_sqlite_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                            er_error *err);
 int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t now,
                       er_error *err);
 int er_sqlite_get_job(er_store *s, const char *id, er_job *out, er_error *err);

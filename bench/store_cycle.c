@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Store micro-benchmark: the writer thread's work per job, without HTTP.
+ * Opens a store (SQLite by default, durable commits) and drives it through
+ * the engine's request executor (engine/exec.h) the way writer_batch does:
+ * bulk enqueues of 1000 jobs per transaction, then transactions that each
+ * complete the previous 500 leases and fetch 500 more, then group commits
+ * of single enqueues. Prints CPU µs per job of each phase (this process
+ * only; run it under callgrind for instruction counts).
+ *
+ *   store_cycle [-n JOBS] [-s SINGLE_BATCH] [STORE_URL]
+ *
+ * Without STORE_URL a fresh file under /tmp is used and removed after.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "engine/exec.h"
+#include "util/clock.h"
+
+#define BULK 1000
+#define FETCH 500
+
+static double cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
+}
+
+static void die(const char *what, const er_error *err)
+{
+    fprintf(stderr, "store_cycle: %s: %s\n", what, err->message);
+    exit(1);
+}
+
+/* Builds one job as the HTTP frontend does for {"name":"noop","payload":{"n":i}}. */
+static void make_job(er_job *job, long i, int64_t now, er_rand *r)
+{
+    char body[96];
+    snprintf(body, sizeof body, "{\"name\":\"noop\",\"payload\":{\"n\":%ld}}", i);
+    json_error_t jerr;
+    json_t *obj = json_loads(body, 0, &jerr);
+    er_error err;
+    if (!obj || er_job_from_json(obj, "bench", now, 1 << 20, r, job, &err) < 0)
+        die("job", &err);
+    json_decref(obj);
+}
+
+static void begin(er_exec_ctx *x)
+{
+    er_error err;
+    if (x->ops->begin(x->store, &err) < 0)
+        die("begin", &err);
+}
+
+static void commit(er_exec_ctx *x)
+{
+    er_error err;
+    if (x->ops->commit(x->store, &err) < 0)
+        die("commit", &err);
+    er_wake_fini(&x->wake);
+}
+
+static void run(er_exec_ctx *x, er_req *r, int64_t now)
+{
+    if (er_exec_write(x, r, now) < 0 || r->rc < 0)
+        die("request", &r->err);
+}
+
+/* One transaction of each phase; separate functions so callgrind's
+ * inclusive cost of each is the phase's writer work. */
+__attribute__((noipa)) static void tx_bulk(er_exec_ctx *x, er_req *r, int64_t now)
+{
+    begin(x);
+    run(x, r, now);
+    commit(x);
+}
+
+__attribute__((noipa)) static void tx_process(er_exec_ctx *x, er_req *r, int64_t now)
+{
+    begin(x);
+    run(x, r, now);
+    commit(x);
+}
+
+__attribute__((noipa)) static void tx_single(er_exec_ctx *x, er_req **rs, int k, int64_t now)
+{
+    begin(x);
+    for (int i = 0; i < k; i++)
+        run(x, rs[i], now);
+    commit(x);
+}
+
+int main(int argc, char **argv)
+{
+    long njobs = 20000;
+    int single_batch = 64;
+    int opt;
+    while ((opt = getopt(argc, argv, "n:s:")) != -1) {
+        if (opt == 'n')
+            njobs = strtol(optarg, NULL, 10);
+        else if (opt == 's')
+            single_batch = (int)strtol(optarg, NULL, 10);
+        else {
+            fprintf(stderr, "usage: store_cycle [-n JOBS] [-s SINGLE_BATCH] [STORE_URL]\n");
+            return 2;
+        }
+    }
+    njobs = (njobs + BULK - 1) / BULK * BULK;
+    char dir[64] = "";
+    char url[128];
+    if (optind < argc) {
+        snprintf(url, sizeof url, "%s", argv[optind]);
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/er-cycle-XXXXXX");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            return 1;
+        }
+        snprintf(url, sizeof url, "%s/errand.db", dir);
+    }
+    const er_store_ops *ops;
+    const char *rest;
+    er_error err;
+    if (er_store_resolve(url, &ops, &rest, &err) < 0)
+        die("store url", &err);
+    er_store_options sopt = {.durability = ER_DURABILITY_FULL};
+    er_exec_ctx x;
+    memset(&x, 0, sizeof x);
+    x.ops = ops;
+    er_rand_init_seeded(&x.rand, 42);
+    er_job_defaults_server(&x.server_defaults);
+    if (ops->open(rest, &sopt, &x.store, &err) < 0)
+        die("open", &err);
+    int64_t now = er_now_ms();
+
+    /* 1. bulk enqueue: one request of BULK jobs per transaction (the jobs
+     * are parsed outside the timed part, as the loop thread does) */
+    double t_bulk = 0;
+    for (long done = 0; done < njobs; done += BULK) {
+        er_req *r = er_req_new(ER_REQ_ENQUEUE);
+        r->jobs = calloc(BULK, sizeof *r->jobs);
+        r->njobs = BULK;
+        for (int i = 0; i < BULK; i++)
+            make_job(&r->jobs[i], done + i, now, &x.rand);
+        double t0 = cpu_us();
+        tx_bulk(&x, r, now);
+        t_bulk += cpu_us() - t0;
+        er_req_free(r);
+    }
+
+    /* 2. process: each transaction completes the last fetch's jobs and
+     * fetches FETCH more (one FETCH request carrying its acks) */
+    double t_proc = 0;
+    er_job_list prev = {0};
+    long processed = 0;
+    for (;;) {
+        er_req *r = er_req_new(ER_REQ_FETCH);
+        r->queues = calloc(1, sizeof *r->queues);
+        r->queues[0] = strdup("bench");
+        r->nqueues = 1;
+        r->worker_id = strdup("bench-worker");
+        r->max = FETCH;
+        if (prev.len) {
+            r->acks = calloc(prev.len, sizeof *r->acks);
+            for (size_t i = 0; i < prev.len; i++) {
+                r->acks[i].kind = ER_ACK_COMPLETE;
+                r->acks[i].id = strdup(prev.items[i].id);
+                r->acks[i].token = strdup(prev.items[i].lease_token);
+            }
+            r->nacks = prev.len;
+        }
+        double t0 = cpu_us();
+        tx_process(&x, r, now);
+        t_proc += cpu_us() - t0;
+        for (size_t i = 0; i < r->nacks; i++)
+            if (r->acks[i].rc != 0)
+                die("complete", &r->acks[i].err);
+        processed += (long)r->nacks;
+        er_job_list_fini(&prev);
+        prev = r->list;
+        memset(&r->list, 0, sizeof r->list);
+        er_req_free(r);
+        if (prev.len == 0)
+            break;
+    }
+    if (processed != njobs) {
+        fprintf(stderr, "store_cycle: processed %ld of %ld\n", processed, njobs);
+        return 1;
+    }
+
+    /* 3. single enqueues: group commits of single_batch one-job requests */
+    double t_single = 0;
+    long singles = njobs / 4;
+    for (long done = 0; done < singles; done += single_batch) {
+        er_req *rs[1024];
+        int k = single_batch < 1024 ? single_batch : 1024;
+        for (int i = 0; i < k; i++) {
+            rs[i] = er_req_new(ER_REQ_ENQUEUE);
+            rs[i]->jobs = calloc(1, sizeof *rs[i]->jobs);
+            rs[i]->njobs = 1;
+            make_job(&rs[i]->jobs[0], njobs + done + i, now, &x.rand);
+        }
+        double t0 = cpu_us();
+        tx_single(&x, rs, k, now);
+        t_single += cpu_us() - t0;
+        for (int i = 0; i < k; i++)
+            er_req_free(rs[i]);
+    }
+
+    printf("{\"store\":\"%s\",\"jobs\":%ld,\"bulk_us_per_job\":%.2f,"
+           "\"process_us_per_job\":%.2f,\"single_us_per_job\":%.2f,\"single_batch\":%d}\n",
+           ops->name, njobs, t_bulk / (double)njobs, t_proc / (double)njobs,
+           t_single / (double)singles, single_batch);
+    ops->close(x.store);
+    er_exec_ctx_fini(&x);
+    if (dir[0]) {
+        const char *sfx[] = {"", "-wal", "-shm"};
+        for (size_t i = 0; i < 3; i++) {
+            char p[160];
+            snprintf(p, sizeof p, "%s%s", url, sfx[i]);
+            unlink(p);
+        }
+        rmdir(dir);
+    }
+    return 0;
+}
