@@ -347,8 +347,19 @@ static void record_reply_error(errand_client *c, const char *body, size_t len)
     json_decref(root);
 }
 
+/* errand_request with the reply's length; see er_client_call_text. */
+static int request_len(errand_client *c, const char *method, const char *path,
+                       const char *json_body, long *status, char **body_out, size_t *len);
+
 int errand_request(errand_client *c, const char *method, const char *path,
                    const char *json_body, long *status, char **body_out)
+{
+    size_t len = 0;
+    return request_len(c, method, path, json_body, status, body_out, &len);
+}
+
+static int request_len(errand_client *c, const char *method, const char *path,
+                       const char *json_body, long *status, char **body_out, size_t *len)
 {
     if (!c)
         return ERRAND_EINVAL;
@@ -418,6 +429,7 @@ int errand_request(errand_client *c, const char *method, const char *path,
         record_reply_error(c, buf.p, buf.len);
     if (status)
         *status = st;
+    *len = buf.len;
     if (body_out)
         *body_out = buf.p;
     else
@@ -427,24 +439,38 @@ int errand_request(errand_client *c, const char *method, const char *path,
 
 /* ---- typed helpers ----------------------------------------------------- */
 
+int er_client_call_text(errand_client *c, const char *method, const char *path, const char *body,
+                        char **text, size_t *len)
+{
+    long st = 0;
+    char *t = NULL;
+    size_t n = 0;
+    int rc = request_len(c, method, path, body, &st, &t, &n);
+    if (rc < 0)
+        return rc;
+    if (st >= 400) {
+        free(t);
+        return c->last.code;
+    }
+    if (st < 200 || st > 299) {
+        free(t);
+        return set_error(c, ERRAND_EINTERNAL, NULL, "", "unexpected HTTP status %ld", st);
+    }
+    *text = t;
+    *len = n;
+    return 0;
+}
+
 /* Sends a request and parses a 2xx reply into *root (new reference).
  * Returns 0 or the error code (already recorded). */
 int er_client_call_json(errand_client *c, const char *method, const char *path, const char *body,
                      json_t **root)
 {
-    long st = 0;
     char *text = NULL;
-    int rc = errand_request(c, method, path, body, &st, &text);
+    size_t n = 0;
+    int rc = er_client_call_text(c, method, path, body, &text, &n);
     if (rc < 0)
         return rc;
-    if (st >= 400) {
-        free(text);
-        return c->last.code;
-    }
-    if (st < 200 || st > 299) {
-        free(text);
-        return set_error(c, ERRAND_EINTERNAL, NULL, "", "unexpected HTTP status %ld", st);
-    }
     json_error_t jerr;
     *root = json_loads(text, 0, &jerr);
     free(text);

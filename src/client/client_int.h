@@ -24,6 +24,11 @@ int er_client_error(errand_client *c, int code, const char *field, const char *f
 int er_client_call_json(errand_client *c, const char *method, const char *path,
                         const char *body, json_t **root);
 
+/* Like er_client_call_json but hands back the 2xx reply as text: *text
+ * returns owned (free()), NUL-terminated, *len bytes; the caller parses it. */
+int er_client_call_text(errand_client *c, const char *method, const char *path,
+                        const char *body, char **text, size_t *len);
+
 /* Dumps root (key NULL) or its member `key` as owned text into *out; takes
  * root. Returns 0 or the recorded error code. */
 int er_client_take_json(errand_client *c, json_t *root, const char *key, char **out);

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT
  *
  * liberrand's worker runtime (errand.h, docs/workers.md): `concurrency`
- * handler threads fed from a local queue, one fetcher thread that keeps up
- * to concurrency + prefetch jobs leased and carries finished outcomes on its
- * next fetch, one acker thread that sends outcomes while the fetcher
- * long-polls, and one timer thread for lease heartbeats and job timeouts.
- * One mutex guards the shared state; every network call is made without it,
- * each thread on its own client (own connection). It never prints: logs go
- * to the configured callback as JSON lines.
+ * handler threads fed from a local queue, two fetcher threads that keep up
+ * to concurrency + prefetch jobs leased (counting what fetches in flight
+ * asked for) and carry pending outcomes on their fetches, one acker thread
+ * that sends outcomes as they come, and one timer thread for lease
+ * heartbeats and job timeouts. One mutex guards the shared state; every
+ * network call is made without it, each thread on its own client (own
+ * connection). Replies and acks are read and written as text (fetched.c),
+ * not jansson trees. It never prints: logs go to the configured callback.
  */
 #include "client/worker_int.h"
 
@@ -23,7 +24,8 @@
 
 #define MAX_ACKS 1000     /* the API's limit per request */
 #define MAX_FETCH 1000    /* the API's fetch max */
-#define ACK_DELAY_MS 5    /* longest wait of an outcome for a fetch to ride on */
+#define ACK_DELAY_MS 2    /* longest wait of an outcome for others to batch with */
+#define ACK_BATCH 256     /* or send as soon as this many are pending */
 #define ERR_BACKOFF_MIN 100
 #define ERR_BACKOFF_MAX 5000
 #define FLUSH_GIVE_UP_MS 10000 /* at shutdown, stop retrying acks after this long */
@@ -213,9 +215,8 @@ int errand_worker_new(const errand_worker_config *cfg, errand_handler_fn handler
         snprintf(wid, sizeof wid, "%.100s-%ld", host, (long)getpid());
     }
     w->worker_id = strdup(wid);
-    w->acks = json_array();
     w->held.lnext = w->held.lprev = &w->held;
-    bool ok = w->url && (!cfg->token || w->token) && w->queues && w->worker_id && w->acks &&
+    bool ok = w->url && (!cfg->token || w->token) && w->queues && w->worker_id &&
               pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0;
     for (size_t i = 0; ok && i < cfg->nqueues; i++)
         ok = (w->queues[i] = strdup(cfg->queues[i])) != NULL;
@@ -242,49 +243,35 @@ void er_job_unref(errand_job *j)
 {
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
         return;
-    free(atomic_load(&j->payload_text));
-    free(atomic_load(&j->json_text));
     free(j->msg);
-    json_decref(j->result);
-    json_decref(j->obj);
-    free(j);
+    free(j->result);
+    free(j); /* its strings live in the same block */
 }
 
-static const char *str_of(json_t *o, const char *key)
+/* A job from the leased job object at token obj of a fetch reply (copied);
+ * NULL when it is not an object, lacks id or token, or memory ran out. */
+static errand_job *job_read(errand_worker *w, const char *text, const er_jscan *js, long obj,
+                            int64_t now)
 {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : "";
-}
-
-/* A job from one leased job object (kept, not copied); NULL when it lacks
- * id or token. */
-static errand_job *job_from_json(errand_worker *w, json_t *o)
-{
-    if (!json_string_value(json_object_get(o, "id")) ||
-        !json_string_value(json_object_get(o, "lease_token")))
-        return NULL;
-    errand_job *j = calloc(1, sizeof *j);
+    er_fetched f;
+    errand_job *j = er_fetched_read(text, js, obj, sizeof *j, &f);
     if (!j)
         return NULL;
     atomic_init(&j->refs, 1);
     atomic_init(&j->stop, 0);
-    atomic_init(&j->payload_text, NULL);
-    atomic_init(&j->json_text, NULL);
     j->w = w;
-    j->obj = json_incref(o);
-    j->id = str_of(o, "id");
-    j->queue = str_of(o, "queue");
-    j->name = str_of(o, "name");
-    j->idem = str_of(o, "idempotency_key");
-    j->trace = str_of(o, "trace_id");
-    j->token = str_of(o, "lease_token");
-    j->attempt = (int)json_integer_value(json_object_get(o, "attempt"));
-    j->started = (long)json_integer_value(json_object_get(o, "started"));
-    j->job_timeout_ms = (long)json_integer_value(json_object_get(o, "timeout_ms"));
-    const char *created = json_string_value(json_object_get(o, "created_at"));
-    if (!created || er_wk_time_parse(created, &j->created_wall) < 0)
-        j->created_wall = 0;
-    int64_t now = er_wk_mono_ms();
+    j->id = f.id;
+    j->token = f.token;
+    j->queue = f.queue;
+    j->name = f.name;
+    j->idem = f.idem;
+    j->trace = f.trace;
+    j->payload = f.payload;
+    j->json = f.json;
+    j->attempt = (int)f.attempt;
+    j->started = (long)f.started;
+    j->job_timeout_ms = (long)f.timeout_ms;
+    j->created_at = f.created_at;
     j->next_hb = now + w->lease_ms / 3;
     return j;
 }
@@ -309,145 +296,196 @@ void er_held_remove_locked(errand_worker *w, errand_job *j)
     j->in_held = false;
 }
 
-/* An ack item for j: {"id","lease_token", kind: body}; body taken. */
-json_t *er_ack_item(const errand_job *j, const char *kind, json_t *body)
+void er_ack_item(const errand_job *j, const char *kind, const char *body, er_wbuf *b)
 {
-    json_t *it = json_pack("{s:s,s:s}", "id", j->id, "lease_token", j->token);
-    if (it)
-        json_object_set_new(it, kind, body);
-    else
-        json_decref(body);
-    return it;
+    b->len = 0;
+    er_wbuf_puts(b, "{\"id\":");
+    er_wbuf_str(b, j->id);
+    er_wbuf_puts(b, ",\"lease_token\":");
+    er_wbuf_str(b, j->token);
+    er_wbuf_puts(b, ",\"");
+    er_wbuf_puts(b, kind);
+    er_wbuf_puts(b, "\":");
+    er_wbuf_puts(b, body);
+    er_wbuf_puts(b, "}");
 }
 
-void er_push_ack_locked(errand_worker *w, json_t *item)
+/* Whether the acker should send now (locked). */
+static bool acks_due_locked(errand_worker *w, int64_t now)
 {
-    if (!item)
+    return w->acks.n > 0 && (w->acker_force || w->fetch_parked || w->acks.n >= ACK_BATCH ||
+                             now - w->acks_since >= ACK_DELAY_MS);
+}
+
+void er_push_ack_locked(errand_worker *w, const er_wbuf *b)
+{
+    if (b->oom || !b->p || er_ackq_push(&w->acks, b->p, b->len) < 0) {
+        w->acks_lost++; /* its lease expires and the job runs again; the acker logs it */
+        if (w->ack_waiting)
+            pthread_cond_signal(&w->cv_ack);
         return;
-    json_array_append_new(w->acks, item);
-    pthread_cond_signal(&w->cv_fetch);
-    if (w->fetch_parked || w->acker_force)
+    }
+    if (w->acks.n == 1)
+        w->acks_since = er_wk_mono_ms();
+    /* The first item arms the acker's delay; later ones matter only when
+     * they make a batch or nothing waits for a fetch to carry them. */
+    if (w->ack_waiting && (w->acks.n == 1 || w->acks.n == ACK_BATCH || w->fetch_parked ||
+                           w->acker_force))
         pthread_cond_signal(&w->cv_ack);
+}
+
+/* Room for more leased jobs, and whether a fetch is due (locked): half of
+ * concurrency + prefetch is free (not running, queued, or asked for by a
+ * fetch in flight), so with two fetchers one batch is on its way while the
+ * other half runs; or a thread is free, nothing is queued and no fetch is on
+ * its way. */
+static long fetch_room_locked(errand_worker *w)
+{
+    return (long)w->concurrency + w->prefetch - w->nqueued - w->running - w->fetch_reserved;
+}
+
+static bool fetch_due_locked(errand_worker *w)
+{
+    long total = (long)w->concurrency + w->prefetch, room = fetch_room_locked(w);
+    long low = total / 2 > 0 ? total / 2 : 1;
+    return room > 0 && (room >= low || (w->nqueued == 0 && w->fetch_reserved == 0));
+}
+
+void er_wake_fetcher_locked(errand_worker *w)
+{
+    if (w->fetch_waiting > 0 && fetch_due_locked(w))
+        pthread_cond_signal(&w->cv_fetch);
 }
 
 /* ---- sending outcomes ----------------------------------------------------- */
 
-/* Logs the refused items of an ack results array. */
-static void check_ack_results(errand_worker *w, json_t *results)
+/* Logs the refused items of the results array `key` of a parsed reply. */
+static void check_ack_results(errand_worker *w, const er_jscan *js, const char *text,
+                              const char *key)
 {
-    size_t i;
-    json_t *r;
-    json_array_foreach(results, i, r) {
-        json_t *e = json_object_get(r, "error");
-        if (!e)
+    long arr = er_jscan_get(js, text, 0, key);
+    if (arr < 0 || js->tok[arr].type != ER_JS_ARRAY)
+        return;
+    for (size_t k = (size_t)arr + 1; k < js->tok[arr].next; k = js->tok[k].next) {
+        if (er_jscan_get(js, text, (long)k, "error") < 0)
             continue;
+        /* Rare: read the refused item with jansson to log it. */
+        const er_jstok *t = &js->tok[k];
+        json_t *r = json_loadb(text + t->start, t->end - t->start, 0, NULL);
+        json_t *e = json_object_get(r, "error");
         er_worker_log(w, ERRAND_LOG_WARN,
                       json_pack("{s:s,s:s?,s:s?,s:s?}", "msg", "outcome refused by the server",
                                 "job_id", json_string_value(json_object_get(r, "id")), "error",
                                 json_string_value(json_object_get(e, "code")), "message",
                                 json_string_value(json_object_get(e, "message"))));
+        json_decref(r);
     }
-}
-
-/* Takes up to MAX_ACKS pending acks (locked); NULL when none. */
-static json_t *take_acks_locked(errand_worker *w)
-{
-    size_t n = json_array_size(w->acks);
-    if (n == 0)
-        return NULL;
-    if (n <= MAX_ACKS) {
-        json_t *all = w->acks;
-        w->acks = json_array();
-        if (!w->acks) { /* keep the old array rather than lose it */
-            w->acks = all;
-            return NULL;
-        }
-        return all;
-    }
-    json_t *part = json_array();
-    for (size_t i = 0; i < MAX_ACKS; i++)
-        json_array_append(part, json_array_get(w->acks, i));
-    for (size_t i = 0; i < MAX_ACKS; i++)
-        json_array_remove(w->acks, 0);
-    return part;
 }
 
 /* Puts acks that could not be sent back in front (locked); takes acks. */
-static void restore_acks_locked(errand_worker *w, json_t *acks)
+static void restore_acks_locked(errand_worker *w, er_ackq *acks)
 {
-    json_array_extend(acks, w->acks);
-    json_decref(w->acks);
-    w->acks = acks;
+    if (acks->n == 0) {
+        er_ackq_fini(acks);
+        return;
+    }
+    bool was_empty = w->acks.n == 0;
+    if (er_ackq_prepend(&w->acks, acks) < 0) {
+        w->acks_lost += (long)acks->n;
+        er_ackq_fini(acks);
+        return;
+    }
+    if (was_empty)
+        w->acks_since = er_wk_mono_ms();
+    if (w->ack_waiting)
+        pthread_cond_signal(&w->cv_ack);
 }
 
 /* POST /v1/acks; returns 0, a transport error (retry), or 1 when the server
- * refused the whole request (do not retry). Takes acks only on 0 and 1. */
-static int send_acks(errand_worker *w, errand_client *c, json_t *acks)
+ * refused the whole request (do not retry). Takes acks on 0 and 1; on an
+ * error leaves in acks those still to send. js and body are scratch. */
+static int send_acks(errand_worker *w, errand_client *c, er_ackq *acks, er_jscan *js,
+                     er_wbuf *body)
 {
-    json_t *body = json_pack("{s:O}", "acks", acks);
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!text)
+    body->len = 0;
+    body->oom = false;
+    er_wbuf_puts(body, "{\"acks\":");
+    er_ackq_write(acks, body);
+    er_wbuf_puts(body, "}");
+    if (body->oom)
         return ERRAND_ENOMEM;
-    json_t *root = NULL;
-    int rc = er_client_call_json(c, "POST", "/v1/acks", text, &root);
-    free(text);
+    char *text = NULL;
+    size_t tlen = 0;
+    int rc = er_client_call_text(c, "POST", "/v1/acks", body->p, &text, &tlen);
     if (rc == 0) {
-        check_ack_results(w, json_object_get(root, "results"));
-        json_decref(root);
-        atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
-        json_decref(acks);
-    } else if (errand_last_status(c) >= 400 && errand_last_status(c) < 500) {
-        size_t n = json_array_size(acks);
-        if (n > 1) {
-            /* One bad item refuses the whole request: send them one by one,
-             * so only the refused ones are dropped. */
-            for (size_t i = 0; i < n; i++) {
-                json_t *one = json_array();
-                json_array_append(one, json_array_get(acks, i));
-                if (send_acks(w, c, one) < 0) {
-                    json_decref(one);
-                    /* The server went away meanwhile: keep the rest. */
-                    while (json_array_size(acks) > n - i)
-                        json_array_remove(acks, 0);
-                    return ERRAND_ECONNECT;
-                }
-            }
-        } else if (errand_last_error(c)->code == ERRAND_ETOOBIG &&
-                   json_object_get(json_array_get(acks, 0), "complete")) {
-            /* The work is done but its result is over the server's limit:
-             * a dead letter says so, where a silent re-run would not. */
-            json_t *it = json_array_get(acks, 0);
-            char msg[700];
-            snprintf(msg, sizeof msg, "completed, but the result was refused: %s",
-                     errand_last_error(c)->message);
-            json_t *fail = json_pack("{s:O,s:O,s:{s:{s:s,s:s}}}", "id", json_object_get(it, "id"),
-                                     "lease_token", json_object_get(it, "lease_token"), "fail",
-                                     "error", "class", "permanent", "message", msg);
-            er_worker_log(w, ERRAND_LOG_ERROR,
-                          json_pack("{s:s,s:s?,s:s}", "msg", "result refused; failing the job "
-                                    "permanently", "job_id",
-                                    json_string_value(json_object_get(it, "id")), "message", msg));
-            json_t *one = json_array();
-            json_array_append_new(one, fail);
-            if (send_acks(w, c, one) < 0) {
-                json_decref(one);
+        if (er_jscan_parse(js, text, tlen) == 0)
+            check_ack_results(w, js, text, "results");
+        free(text);
+        atomic_fetch_add(&w->st_acks_sent, (long long)acks->n);
+        er_ackq_fini(acks);
+        return 0;
+    }
+    if (!(errand_last_status(c) >= 400 && errand_last_status(c) < 500))
+        return rc;
+    size_t n = acks->n;
+    if (n > 1) {
+        /* One bad item refuses the whole request: send them one by one,
+         * so only the refused ones are dropped. */
+        for (size_t i = 0; i < n; i++) {
+            er_ackq one = {0};
+            size_t len;
+            const char *it = er_ackq_item(acks, i, &len);
+            if (er_ackq_push(&one, it, len) < 0 || send_acks(w, c, &one, js, body) < 0) {
+                er_ackq_fini(&one);
+                /* The server went away meanwhile: keep the rest. */
+                er_ackq done = {0};
+                if (i > 0 && er_ackq_take(acks, i, &done) == 0)
+                    er_ackq_fini(&done);
                 return ERRAND_ECONNECT;
             }
-        } else {
-            const errand_error *e = errand_last_error(c);
-            json_t *it = json_array_get(acks, 0);
-            er_worker_log(w, ERRAND_LOG_ERROR,
-                          json_pack("{s:s,s:s?,s:s,s:s}", "msg",
-                                    "outcome refused; the job's lease will expire and it will "
-                                    "run again",
-                                    "job_id", json_string_value(json_object_get(it, "id")),
-                                    "error", e->code_name, "message", e->message));
         }
-        json_decref(acks);
-        rc = 1;
+        er_ackq_fini(acks);
+        return 1;
     }
-    return rc;
+    /* One item: rare, so read it with jansson. */
+    size_t len = 0;
+    const char *item = er_ackq_item(acks, 0, &len);
+    json_t *it = json_loadb(item, len, 0, NULL);
+    const char *id = json_string_value(json_object_get(it, "id"));
+    if (errand_last_error(c)->code == ERRAND_ETOOBIG && json_object_get(it, "complete") && id) {
+        /* The work is done but its result is over the server's limit:
+         * a dead letter says so, where a silent re-run would not. */
+        char msg[700];
+        snprintf(msg, sizeof msg, "completed, but the result was refused: %s",
+                 errand_last_error(c)->message);
+        er_worker_log(w, ERRAND_LOG_ERROR,
+                      json_pack("{s:s,s:s,s:s}", "msg", "result refused; failing the job "
+                                "permanently", "job_id", id, "message", msg));
+        json_t *fail = json_pack("{s:O,s:O,s:{s:{s:s,s:s}}}", "id", json_object_get(it, "id"),
+                                 "lease_token", json_object_get(it, "lease_token"), "fail",
+                                 "error", "class", "permanent", "message", msg);
+        char *ft = fail ? json_dumps(fail, JSON_COMPACT) : NULL;
+        json_decref(fail);
+        er_ackq one = {0};
+        int orc = ft ? er_ackq_push(&one, ft, strlen(ft)) : ERRAND_ENOMEM;
+        free(ft);
+        if (orc == 0 && send_acks(w, c, &one, js, body) < 0) {
+            er_ackq_fini(&one);
+            json_decref(it);
+            return ERRAND_ECONNECT;
+        }
+        er_ackq_fini(&one);
+    } else {
+        const errand_error *e = errand_last_error(c);
+        er_worker_log(w, ERRAND_LOG_ERROR,
+                      json_pack("{s:s,s:s?,s:s,s:s}", "msg",
+                                "outcome refused; the job's lease will expire and it will "
+                                "run again",
+                                "job_id", id, "error", e->code_name, "message", e->message));
+    }
+    json_decref(it);
+    er_ackq_fini(acks);
+    return 1;
 }
 
 /* ---- threads ------------------------------------------------------------ */
@@ -461,168 +499,205 @@ static errand_client *thread_client(errand_worker *w, long total_ms)
     return c;
 }
 
-/* Releases the jobs of a list (linked by qnext) on client c, at once; used
- * for prefetched jobs at stop and for jobs fetched after it. */
-static void release_now(errand_worker *w, errand_client *c, errand_job *list)
+/* Releases the jobs of a list (linked by qnext) at once through the acker;
+ * used for jobs fetched after a stop. */
+static void release_now(errand_worker *w, errand_job *list)
 {
-    json_t *acks = json_array();
-    for (errand_job *j = list; j; j = j->qnext)
-        json_array_append_new(acks, er_ack_item(j, "release", json_object()));
-    size_t n = json_array_size(acks);
+    er_ackq rel = {0};
+    er_wbuf b = {0};
+    long lost = 0;
+    size_t n = 0;
     while (list) {
         errand_job *next = list->qnext;
+        er_ack_item(list, "release", "{}", &b);
+        if (b.oom || er_ackq_push(&rel, b.p, b.len) < 0)
+            lost++;
+        n++;
         er_job_unref(list);
         list = next;
     }
-    if (n == 0) {
-        json_decref(acks);
+    er_wbuf_fini(&b);
+    if (n == 0)
         return;
-    }
     atomic_fetch_add(&w->st_released, (long long)n);
     er_worker_log(w, ERRAND_LOG_INFO,
                   json_pack("{s:s,s:I}", "msg", "released prefetched jobs", "count", (json_int_t)n));
     pthread_mutex_lock(&w->mu);
-    restore_acks_locked(w, acks); /* the acker or the final flush sends them first */
+    w->acks_lost += lost;
+    restore_acks_locked(w, &rel); /* the acker or the final flush sends them first */
     pthread_cond_signal(&w->cv_ack);
     pthread_mutex_unlock(&w->mu);
-    (void)c;
 }
 
-static json_t *fetch_body(errand_worker *w, int max, long wait_ms, json_t *acks)
+static void fetch_body(errand_worker *w, int max, long wait_ms, const er_ackq *acks, er_wbuf *b)
 {
-    json_t *qs = json_array();
-    for (size_t i = 0; i < w->nqueues; i++)
-        json_array_append_new(qs, json_string(w->queues[i]));
-    json_t *b = json_pack("{s:o,s:s,s:i,s:I,s:I}", "queues", qs, "worker_id", w->worker_id,
-                          "max", max, "wait_ms", (json_int_t)wait_ms, "lease_ms",
-                          (json_int_t)w->lease_ms);
-    if (b && acks)
-        json_object_set(b, "acks", acks);
-    return b;
+    b->len = 0;
+    b->oom = false;
+    er_wbuf_puts(b, "{\"queues\":[");
+    for (size_t i = 0; i < w->nqueues; i++) {
+        if (i)
+            er_wbuf_puts(b, ",");
+        er_wbuf_str(b, w->queues[i]);
+    }
+    er_wbuf_puts(b, "],\"worker_id\":");
+    er_wbuf_str(b, w->worker_id);
+    er_wbuf_puts(b, ",\"max\":");
+    er_wbuf_int(b, max);
+    er_wbuf_puts(b, ",\"wait_ms\":");
+    er_wbuf_int(b, wait_ms);
+    er_wbuf_puts(b, ",\"lease_ms\":");
+    er_wbuf_int(b, w->lease_ms);
+    if (acks->n) {
+        er_wbuf_puts(b, ",\"acks\":");
+        er_ackq_write(acks, b);
+    }
+    er_wbuf_puts(b, "}");
+}
+
+/* Wakes one idle handler when jobs wait and no wake-up is under way
+ * (locked). A woken handler that leaves jobs behind wakes the next one, so
+ * threads are woken as fast as they take jobs, not all at once per batch. */
+static void wake_handler_locked(errand_worker *w)
+{
+    if (w->q_head && w->idle_handlers > 0 && !w->waking) {
+        w->waking = true;
+        pthread_cond_signal(&w->cv_work);
+    }
+}
+
+/* Hands the jobs of a list to the handlers (locked); returns how many. */
+static int enqueue_jobs_locked(errand_worker *w, errand_job *list)
+{
+    int n = 0;
+    for (errand_job *j = list; j; j = j->qnext) {
+        j->where = ER_JOB_QUEUED;
+        held_add_locked(w, j);
+        n++;
+    }
+    if (!list)
+        return 0;
+    errand_job *last = list;
+    while (last->qnext)
+        last = last->qnext;
+    if (w->q_tail)
+        w->q_tail->qnext = list;
+    else
+        w->q_head = list;
+    w->q_tail = last;
+    w->nqueued += n;
+    wake_handler_locked(w);
+    return n;
 }
 
 static void *fetcher_main(void *arg)
 {
     errand_worker *w = arg;
     errand_client *c = thread_client(w, w->poll_wait_ms + 30000);
-    bool drained = false;
+    er_jscan js;
+    er_jscan_init(&js);
+    er_wbuf body = {0};
     int64_t backoff = 0;
     pthread_mutex_lock(&w->mu);
     while (c) {
-        /* Fetch when a thread is free and the local queue is at most half
-         * full (so each fetch brings a batch, not one job); send outcomes
-         * alone when no fetch is due within ACK_DELAY_MS. */
-        long cap;
-        int64_t acks_since = 0;
-        for (;;) {
-            cap = (long)w->concurrency + w->prefetch - w->nqueued - w->running;
-            if (w->stopping || (cap > 0 && w->nqueued <= w->prefetch / 2))
-                break;
-            cap = 0;
-            if (json_array_size(w->acks) == 0) {
-                acks_since = 0;
-                pthread_cond_wait(&w->cv_fetch, &w->mu);
-                continue;
-            }
-            int64_t now = er_wk_mono_ms();
-            if (!acks_since)
-                acks_since = now;
-            if (now - acks_since >= ACK_DELAY_MS || json_array_size(w->acks) >= MAX_ACKS)
-                break;
-            timed_wait(&w->cv_fetch, &w->mu, acks_since + ACK_DELAY_MS);
+        while (!w->stopping && !fetch_due_locked(w)) {
+            w->fetch_waiting++;
+            pthread_cond_wait(&w->cv_fetch, &w->mu);
+            w->fetch_waiting--;
         }
         if (w->stopping)
             break;
-        int max = cap > MAX_FETCH ? MAX_FETCH : (int)cap;
-        long wait = drained ? w->poll_wait_ms : 0;
-        json_t *acks = NULL;
-        if (max > 0 && wait > 0) {
+        long room = fetch_room_locked(w);
+        int max = room > MAX_FETCH ? MAX_FETCH : (int)room;
+        long wait = w->drained ? w->poll_wait_ms : 0;
+        w->fetch_reserved += max;
+        er_ackq acks = {0};
+        if (wait > 0) {
             /* A long poll answers late: outcomes go through the acker meanwhile. */
-            w->fetch_parked = true;
-            if (json_array_size(w->acks) > 0)
+            w->fetch_parked++;
+            if (w->acks.n > 0 && w->ack_waiting)
                 pthread_cond_signal(&w->cv_ack);
-        } else {
-            acks = take_acks_locked(w);
+        } else if (w->acks.n > 0 && er_ackq_take(&w->acks, MAX_ACKS, &acks) < 0) {
+            memset(&acks, 0, sizeof acks); /* the acker sends them */
         }
         pthread_mutex_unlock(&w->mu);
 
-        int rc;
-        json_t *root = NULL;
-        if (max <= 0) { /* only outcomes to send */
-            rc = send_acks(w, c, acks); /* takes acks unless rc < 0 */
-            if (rc >= 0) {
-                rc = 0;
-                acks = NULL;
+        fetch_body(w, max, wait, &acks, &body);
+        char *text = NULL;
+        size_t tlen = 0;
+        int rc = body.oom ? ERRAND_ENOMEM
+                          : er_client_call_text(c, "POST", "/v1/fetch", body.p, &text, &tlen);
+        atomic_fetch_add(&w->st_fetches, 1);
+        if (rc == 0) {
+            int prc = er_jscan_parse(&js, text, tlen);
+            if (prc < 0)
+                rc = er_client_error(c, prc == ERRAND_ENOMEM ? ERRAND_ENOMEM : ERRAND_EINTERNAL,
+                                     "", "%s", prc == ERRAND_ENOMEM ? "out of memory"
+                                                                    : "reply is not JSON");
+        }
+        if (rc == 0) {
+            if (acks.n) {
+                check_ack_results(w, &js, text, "acks");
+                atomic_fetch_add(&w->st_acks_sent, (long long)acks.n);
             }
+            er_ackq_fini(&acks);
         } else {
-            json_t *body = fetch_body(w, max, wait, acks);
-            char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-            json_decref(body);
-            rc = text ? er_client_call_json(c, "POST", "/v1/fetch", text, &root) : ERRAND_ENOMEM;
-            free(text);
-            atomic_fetch_add(&w->st_fetches, 1);
-            if (rc == 0) {
-                if (acks) {
-                    check_ack_results(w, json_object_get(root, "acks"));
-                    atomic_fetch_add(&w->st_acks_sent, (long long)json_array_size(acks));
-                }
-                json_decref(acks);
-                acks = NULL;
-            } else {
-                log_client_error(w, ERRAND_LOG_WARN, "fetch failed; retrying", c);
-                long hs = errand_last_status(c);
-                if (acks && hs >= 400 && hs < 500) {
-                    /* A refused request applied nothing; resend the outcomes alone. */
-                    if (send_acks(w, c, acks) >= 0)
-                        acks = NULL;
+            log_client_error(w, ERRAND_LOG_WARN, "fetch failed; retrying", c);
+            long hs = errand_last_status(c);
+            if (acks.n && hs >= 400 && hs < 500) {
+                /* A refused request applied nothing; resend the outcomes alone. */
+                if (send_acks(w, c, &acks, &js, &body) >= 0)
+                    memset(&acks, 0, sizeof acks);
+            }
+        }
+        /* Read the jobs before taking the mutex. */
+        errand_job *head = NULL, **tail = &head;
+        long got = 0, fetched = 0;
+        if (rc == 0) {
+            long arr = er_jscan_get(&js, text, 0, "jobs");
+            if (arr >= 0 && js.tok[arr].type == ER_JS_ARRAY) {
+                int64_t now = er_wk_mono_ms();
+                for (size_t k = (size_t)arr + 1; k < js.tok[arr].next; k = js.tok[k].next) {
+                    got++;
+                    errand_job *j = job_read(w, text, &js, (long)k, now);
+                    if (!j) {
+                        er_worker_log(w, ERRAND_LOG_ERROR,
+                                      json_pack("{s:s}", "msg",
+                                                "cannot read a leased job; its lease will "
+                                                "expire and it will be redelivered"));
+                        continue;
+                    }
+                    fetched++;
+                    *tail = j;
+                    tail = &j->qnext;
                 }
             }
         }
+        free(text);
+        atomic_fetch_add(&w->st_fetched, fetched);
 
         pthread_mutex_lock(&w->mu);
-        w->fetch_parked = false;
-        if (acks)
-            restore_acks_locked(w, acks);
+        if (wait > 0)
+            w->fetch_parked--;
+        w->fetch_reserved -= max;
+        restore_acks_locked(w, &acks);
         if (rc < 0) {
             backoff = backoff_next(backoff);
             timed_wait(&w->cv_fetch, &w->mu, er_wk_mono_ms() + backoff);
             continue;
         }
         backoff = 0;
-        json_t *jobs = json_object_get(root, "jobs");
-        size_t got = json_array_size(jobs);
         errand_job *late = NULL; /* fetched after a stop: release at once */
-        for (size_t i = 0; i < got; i++) {
-            errand_job *j = job_from_json(w, json_array_get(jobs, i));
-            if (!j) {
-                er_worker_log(w, ERRAND_LOG_ERROR,
-                              json_pack("{s:s}", "msg", "cannot read a leased job; its lease "
-                                                        "will expire and it will be redelivered"));
-                continue;
-            }
-            atomic_fetch_add(&w->st_fetched, 1);
-            if (w->stopping) {
-                j->qnext = late;
-                late = j;
-                continue;
-            }
-            j->where = ER_JOB_QUEUED;
-            if (w->q_tail)
-                w->q_tail->qnext = j;
-            else
-                w->q_head = j;
-            w->q_tail = j;
-            w->nqueued++;
-            held_add_locked(w, j);
-            pthread_cond_signal(&w->cv_work);
-        }
+        if (w->stopping)
+            late = head;
+        else
+            enqueue_jobs_locked(w, head);
         if (got && w->timer_sleeping)
             pthread_cond_signal(&w->cv_timer);
-        json_decref(root);
-        drained = max > 0 && (long)got < max;
+        w->drained = got < max;
+        er_wake_fetcher_locked(w); /* the other fetcher may have room now */
         if (late) {
             pthread_mutex_unlock(&w->mu);
-            release_now(w, c, late);
+            release_now(w, late);
             pthread_mutex_lock(&w->mu);
         }
     }
@@ -630,27 +705,56 @@ static void *fetcher_main(void *arg)
     if (!c)
         er_worker_log(w, ERRAND_LOG_ERROR, json_pack("{s:s}", "msg", "fetcher: out of memory"));
     errand_client_free(c);
+    er_jscan_fini(&js);
+    er_wbuf_fini(&body);
     return NULL;
 }
 
-/* Sends outcomes while the fetcher long-polls, and everything at the end. */
+/* Sends outcomes as they come (batched by ACK_DELAY_MS and by the previous
+ * send's round trip), and everything at the end. */
 static void *acker_main(void *arg)
 {
     errand_worker *w = arg;
     errand_client *c = thread_client(w, 30000);
+    er_jscan js;
+    er_jscan_init(&js);
+    er_wbuf body = {0};
     int64_t backoff = 0, failing_since = 0;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!(json_array_size(w->acks) > 0 && (w->fetch_parked || w->acker_force)) &&
-               !w->acker_exit)
-            pthread_cond_wait(&w->cv_ack, &w->mu);
-        if (json_array_size(w->acks) == 0 && w->acker_exit)
-            break;
-        if (json_array_size(w->acks) == 0)
+        if (w->acks_lost > 0) {
+            long lost = w->acks_lost;
+            w->acks_lost = 0;
+            pthread_mutex_unlock(&w->mu);
+            er_worker_log(w, ERRAND_LOG_ERROR,
+                          json_pack("{s:s,s:I}", "msg",
+                                    "out of memory: outcomes dropped; those jobs will be "
+                                    "redelivered when their leases expire",
+                                    "count", (json_int_t)lost));
+            pthread_mutex_lock(&w->mu);
             continue;
-        json_t *acks = take_acks_locked(w);
+        }
+        if (w->acks.n == 0 && w->acker_exit)
+            break;
+        int64_t now = er_wk_mono_ms();
+        if (!acks_due_locked(w, now)) {
+            w->ack_waiting = true;
+            if (w->acks.n > 0)
+                timed_wait(&w->cv_ack, &w->mu, w->acks_since + ACK_DELAY_MS);
+            else
+                pthread_cond_wait(&w->cv_ack, &w->mu);
+            w->ack_waiting = false;
+            continue;
+        }
+        er_ackq acks = {0};
+        if (er_ackq_take(&w->acks, MAX_ACKS, &acks) < 0) {
+            timed_wait(&w->cv_ack, &w->mu, now + ERR_BACKOFF_MIN);
+            continue;
+        }
+        if (w->acks.n)
+            w->acks_since = now;
         pthread_mutex_unlock(&w->mu);
-        int rc = c ? send_acks(w, c, acks) : ERRAND_ENOMEM;
+        int rc = c ? send_acks(w, c, &acks, &js, &body) : ERRAND_ENOMEM;
         if (rc < 0 && c)
             log_client_error(w, ERRAND_LOG_WARN, "sending outcomes failed; retrying", c);
         pthread_mutex_lock(&w->mu);
@@ -658,37 +762,58 @@ static void *acker_main(void *arg)
             backoff = failing_since = 0;
             continue;
         }
-        int64_t now = er_wk_mono_ms();
+        now = er_wk_mono_ms();
         if (!failing_since)
             failing_since = now;
         if (w->acker_exit && now - failing_since > FLUSH_GIVE_UP_MS) {
             /* Their leases will expire and the jobs run again: at-least-once holds. */
+            size_t n = acks.n;
+            er_ackq_fini(&acks);
+            pthread_mutex_unlock(&w->mu);
             er_worker_log(w, ERRAND_LOG_ERROR,
                           json_pack("{s:s,s:I}", "msg",
                                     "giving up sending outcomes at shutdown; those jobs will be "
                                     "redelivered when their leases expire",
-                                    "count", (json_int_t)json_array_size(acks)));
-            json_decref(acks);
+                                    "count", (json_int_t)n));
+            pthread_mutex_lock(&w->mu);
             continue;
         }
-        restore_acks_locked(w, acks);
+        restore_acks_locked(w, &acks);
         backoff = backoff_next(backoff);
         timed_wait(&w->cv_ack, &w->mu, now + backoff);
     }
     pthread_mutex_unlock(&w->mu);
     errand_client_free(c);
+    er_jscan_fini(&js);
+    er_wbuf_fini(&body);
     return NULL;
 }
 
 static void *handler_main(void *arg)
 {
     errand_worker *w = arg;
+    er_wbuf item = {0};
+    errand_job *done = NULL; /* finished; the rest of its end waits for the next unlock */
+    er_finish fin = {0};
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->q_head && !w->stopping && !w->handlers_exit)
+        if (done && !w->q_head) {
+            pthread_mutex_unlock(&w->mu);
+            er_worker_finish_post(w, done, &fin);
+            done = NULL;
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
+        while (!w->q_head && !w->stopping && !w->handlers_exit) {
+            w->idle_handlers++;
             pthread_cond_wait(&w->cv_work, &w->mu);
+            w->idle_handlers--;
+            w->waking = false;
+        }
         if (w->stopping || w->handlers_exit)
             break;
+        /* Takes the next job in the same critical section that reported
+         * the last one. */
         errand_job *j = w->q_head;
         w->q_head = j->qnext;
         if (!w->q_head)
@@ -697,6 +822,7 @@ static void *handler_main(void *arg)
         w->nqueued--;
         w->running++;
         j->where = ER_JOB_RUNNING;
+        wake_handler_locked(w);
         int64_t now = er_wk_mono_ms();
         long t = w->timeout_ms;
         if (j->job_timeout_ms > 0 && j->job_timeout_ms < t)
@@ -710,14 +836,22 @@ static void *handler_main(void *arg)
             pthread_cond_signal(&w->cv_timer);
         atomic_fetch_add(&j->refs, 1); /* the handler's reference */
         pthread_mutex_unlock(&w->mu);
+        if (done) {
+            er_worker_finish_post(w, done, &fin);
+            done = NULL;
+        }
 
         int rc = w->handler(j, w->user);
-        er_worker_finish(w, j, rc);
-        er_job_unref(j);
+        er_worker_outcome(w, j, rc, &item, &fin);
 
         pthread_mutex_lock(&w->mu);
+        er_worker_finish_locked(w, j, &item, &fin);
+        done = j;
     }
     pthread_mutex_unlock(&w->mu);
+    if (done)
+        er_worker_finish_post(w, done, &fin);
+    er_wbuf_fini(&item);
     return NULL;
 }
 
@@ -876,8 +1010,9 @@ int errand_worker_run(errand_worker *w)
         w->timer_started = true;
     if (rc == 0 && (rc = start_thread(w, &w->acker, acker_main)) == 0)
         w->acker_started = true;
-    if (rc == 0 && (rc = start_thread(w, &w->fetcher, fetcher_main)) == 0)
-        w->fetcher_started = true;
+    for (int i = 0; rc == 0 && i < ER_FETCHERS; i++)
+        if ((rc = start_thread(w, &w->fetchers[i], fetcher_main)) == 0)
+            w->nfetchers++;
     if (rc == 0) {
         er_worker_log(w, ERRAND_LOG_INFO,
                       json_pack("{s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "msg", "worker started",
@@ -935,7 +1070,7 @@ void errand_worker_free(errand_worker *w)
         free(w->queues[i]);
     free(w->queues);
     free(w->url), free(w->token), free(w->worker_id);
-    json_decref(w->acks);
+    er_ackq_fini(&w->acks);
     if (w->stop_pipe[0] >= 0)
         close(w->stop_pipe[0]);
     if (w->stop_pipe[1] >= 0)

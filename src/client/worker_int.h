@@ -9,11 +9,16 @@
 #define ER_CLIENT_WORKER_INT_H
 
 #include "client/client_int.h"
+#include "client/fetched.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* Fetcher threads (each with its own connection): a second fetch can be in
+ * flight while the first one's reply is on its way. */
+#define ER_FETCHERS 2
 
 enum { ER_JOB_QUEUED = 1, ER_JOB_RUNNING = 2, ER_JOB_DONE = 3 };
 
@@ -25,15 +30,14 @@ struct errand_job {
     errand_worker *w;
     atomic_int refs;  /* the worker's list, the handler, the timer while in use */
     atomic_int stop;  /* ERRAND_STOP_* */
-    /* Immutable after the fetch: the leased job object, and strings borrowed from it. */
-    json_t *obj;
+    /* Immutable after the fetch: strings in the same allocation, after this
+     * struct (er_fetched_read). */
     const char *id, *queue, *name, *idem, *trace, *token;
-    char *_Atomic payload_text; /* made on first use */
-    char *_Atomic json_text;
+    const char *payload, *json; /* JSON text as the server sent it */
     int attempt;
     long started;
     long job_timeout_ms; /* the job's own timeout_ms, 0 when absent */
-    int64_t created_wall;
+    const char *created_at; /* "" when absent; read only for the log line */
     /* (mu) */
     int where;
     bool in_held, hb_busy, abandoned;
@@ -44,7 +48,7 @@ struct errand_job {
     long timeout_used;
     /* The handler's outcome. */
     int oc;
-    json_t *result; /* NULL: no result */
+    char *result; /* compact JSON text; NULL: no result */
     char *msg;
     long delay_ms;
 };
@@ -73,15 +77,25 @@ struct errand_worker {
     errand_job *q_head, *q_tail;
     int nqueued, running;
     errand_job held; /* sentinel of the held list */
-    json_t *acks;    /* pending ack items */
-    bool fetch_parked, acker_force, stopping, handlers_exit, timer_exit, acker_exit;
+    er_ackq acks;    /* pending ack items */
+    int64_t acks_since; /* monotonic ms when acks became non-empty */
+    long acks_lost;     /* items dropped for lack of memory (their leases expire) */
+    int fetch_parked;    /* fetches in a long poll */
+    long fetch_reserved; /* jobs asked for by fetches in flight */
+    bool drained;        /* the last fetch got fewer than it asked for */
+    bool acker_force, stopping, handlers_exit, timer_exit, acker_exit;
     bool timer_sleeping;
+    /* Who sleeps on which condition, so wake-ups go only where they matter. */
+    int fetch_waiting, idle_handlers;
+    bool ack_waiting;
+    bool waking; /* a handler was signalled and has not woken yet */
     int64_t timer_wake;
 
     pthread_t *handlers;
     int nhandlers;
-    pthread_t fetcher, timer, acker;
-    bool fetcher_started, timer_started, acker_started;
+    pthread_t fetchers[ER_FETCHERS], timer, acker;
+    int nfetchers;
+    bool timer_started, acker_started;
 
     atomic_llong st_fetched, st_completed, st_failed, st_released, st_lease_lost, st_timed_out,
         st_fetches, st_acks_sent;
@@ -98,12 +112,29 @@ void er_worker_log(errand_worker *w, int level, json_t *fields);
 
 void er_job_unref(errand_job *j);
 void er_held_remove_locked(errand_worker *w, errand_job *j);
-json_t *er_ack_item(const errand_job *j, const char *kind, json_t *body);
-void er_push_ack_locked(errand_worker *w, json_t *item);
+/* Writes the ack item {"id","lease_token",kind: body} of j into b (reset
+ * first); body is JSON text. */
+void er_ack_item(const errand_job *j, const char *kind, const char *body, er_wbuf *b);
+/* Queues the ack item text of b (copied) and wakes the acker if it is due. */
+void er_push_ack_locked(errand_worker *w, const er_wbuf *b);
+/* Wakes the fetcher when it sleeps and a fetch is now due. */
+void er_wake_fetcher_locked(errand_worker *w);
 
-/* After the handler returned rc: turns its outcome into an ack (unless the
- * job was stopped), logs the job line. */
-void er_worker_finish(errand_worker *w, errand_job *j, int rc);
+/* What is left to do for a finished job once the mutex is released. */
+typedef struct er_finish {
+    const char *outcome;
+    int64_t dur;
+    int stop;
+    bool drop_list_ref;
+} er_finish;
+
+/* After the handler returned rc, without the mutex: turns its outcome into
+ * an ack item in *item. */
+void er_worker_outcome(errand_worker *w, errand_job *j, int rc, er_wbuf *item, er_finish *f);
+/* (mu) Records the end of j: queues *item unless the job was stopped. */
+void er_worker_finish_locked(errand_worker *w, errand_job *j, er_wbuf *item, er_finish *f);
+/* Without the mutex: counters, the job's log line, and its references. */
+void er_worker_finish_post(errand_worker *w, errand_job *j, const er_finish *f);
 /* The handler outlived its timeout by the abandon window: fail the job as
  * transient now and ignore the handler's outcome. */
 void er_worker_abandon_locked(errand_worker *w, errand_job *j);

@@ -71,36 +71,14 @@ int er_wk_time_parse(const char *s, int64_t *ms)
 const char *errand_job_id(const errand_job *job) { return job ? job->id : NULL; }
 const char *errand_job_name(const errand_job *job) { return job ? job->name : NULL; }
 const char *errand_job_queue(const errand_job *job) { return job ? job->queue : NULL; }
-/* Dumps v once into *cache (thread-safe: a racing loser frees its copy). */
-static const char *cached_dump(char *_Atomic *cache, json_t *v)
-{
-    char *s = atomic_load(cache);
-    if (s)
-        return s;
-    char *mine = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("null");
-    if (!mine)
-        return NULL;
-    char *expected = NULL;
-    if (atomic_compare_exchange_strong(cache, &expected, mine))
-        return mine;
-    free(mine);
-    return expected;
-}
-
 const char *errand_job_payload(const errand_job *job)
 {
-    if (!job)
-        return NULL;
-    errand_job *j = (errand_job *)job; /* only the cache changes */
-    return cached_dump(&j->payload_text, json_object_get(j->obj, "payload"));
+    return job ? job->payload : NULL;
 }
 
 const char *errand_job_json(const errand_job *job)
 {
-    if (!job)
-        return NULL;
-    errand_job *j = (errand_job *)job;
-    return cached_dump(&j->json_text, j->obj);
+    return job ? job->json : NULL;
 }
 const char *errand_job_idempotency_key(const errand_job *job) { return job ? job->idem : NULL; }
 const char *errand_job_trace_id(const errand_job *job) { return job ? job->trace : NULL; }
@@ -130,7 +108,7 @@ int errand_job_should_stop(const errand_job *job)
 
 /* ---- outcomes ------------------------------------------------------------- */
 
-static void set_outcome(errand_job *job, int oc, const char *msg, long delay, json_t *result)
+static void set_outcome(errand_job *job, int oc, const char *msg, long delay, char *result)
 {
     free(job->msg);
     job->msg = msg ? strdup(msg) : NULL;
@@ -138,7 +116,7 @@ static void set_outcome(errand_job *job, int oc, const char *msg, long delay, js
         for (char *p = job->msg; *p; p++)
             if (*p == '\n' || *p == '\r')
                 *p = ' ';
-    json_decref(job->result);
+    free(job->result);
     job->result = result;
     job->oc = oc;
     job->delay_ms = delay;
@@ -148,10 +126,18 @@ int errand_job_complete(errand_job *job, const char *result_json)
 {
     if (!job)
         return ERRAND_EINVAL;
-    json_t *r = NULL;
-    if (result_json && !(r = json_loads(result_json, JSON_DECODE_ANY, NULL)))
-        return ERRAND_EINVAL;
-    set_outcome(job, ER_OC_COMPLETE, NULL, 0, r);
+    char *text = NULL;
+    if (result_json) {
+        /* Checked and made compact here, so the ack carries valid JSON. */
+        json_t *r = json_loads(result_json, JSON_DECODE_ANY, NULL);
+        if (!r)
+            return ERRAND_EINVAL;
+        text = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(r);
+        if (!text)
+            return ERRAND_ENOMEM;
+    }
+    set_outcome(job, ER_OC_COMPLETE, NULL, 0, text);
     return 0;
 }
 
@@ -190,20 +176,32 @@ int errand_job_throttled(errand_job *job, long retry_after_ms)
 static const char *oc_names[] = {"none", "completed", "transient", "permanent", "retry_later",
                                   "throttled"};
 
-/* The fail item of class cls (message msg may be NULL). */
-static json_t *fail_item(const errand_job *j, const char *cls, const char *msg, const char *dkey,
-                         long delay)
+/* Writes the fail item of class cls (message msg may be NULL) into b. */
+static void fail_item(const errand_job *j, const char *cls, const char *msg, const char *dkey,
+                      long delay, er_wbuf *b)
 {
-    json_t *e = json_pack("{s:s}", "class", cls);
-    if (msg)
-        json_object_set_new(e, "message", json_string(msg));
-    if (dkey)
-        json_object_set_new(e, dkey, json_integer(delay));
-    return er_ack_item(j, "fail", json_pack("{s:o}", "error", e));
+    er_wbuf e = {0};
+    er_wbuf_puts(&e, "{\"error\":{\"class\":");
+    er_wbuf_str(&e, cls);
+    if (msg) {
+        er_wbuf_puts(&e, ",\"message\":");
+        er_wbuf_str(&e, msg);
+    }
+    if (dkey) {
+        er_wbuf_puts(&e, ",\"");
+        er_wbuf_puts(&e, dkey);
+        er_wbuf_puts(&e, "\":");
+        er_wbuf_int(&e, delay);
+    }
+    er_wbuf_puts(&e, "}}");
+    er_ack_item(j, "fail", e.oom ? "{}" : e.p, b);
+    if (e.oom)
+        b->oom = true;
+    er_wbuf_fini(&e);
 }
 
-/* The ack for the handler's outcome; may rewrite j->oc and j->msg. */
-static json_t *outcome_item(errand_worker *w, errand_job *j, int rc)
+/* The ack for the handler's outcome into b; may rewrite j->oc and j->msg. */
+static void outcome_item(errand_worker *w, errand_job *j, int rc, er_wbuf *b)
 {
     char buf[160];
     if (j->oc == ER_OC_NONE) {
@@ -221,25 +219,33 @@ static json_t *outcome_item(errand_worker *w, errand_job *j, int rc)
         set_outcome(j, ER_OC_PERMANENT, buf, 0, NULL);
     }
     switch (j->oc) {
-    case ER_OC_COMPLETE: {
-        json_t *body = json_object();
-        if (j->result)
-            json_object_set(body, "result", j->result);
-        return er_ack_item(j, "complete", body);
-    }
-    case ER_OC_TRANSIENT: return fail_item(j, "transient", j->msg, NULL, 0);
-    case ER_OC_PERMANENT: return fail_item(j, "permanent", j->msg, NULL, 0);
-    case ER_OC_RETRY_LATER: return fail_item(j, "retry_later", NULL, "delay_ms", j->delay_ms);
-    default: return fail_item(j, "throttled", NULL, "retry_after_ms", j->delay_ms);
+    case ER_OC_COMPLETE:
+        if (!j->result) {
+            er_ack_item(j, "complete", "{}", b);
+        } else {
+            er_wbuf body = {0};
+            er_wbuf_puts(&body, "{\"result\":");
+            er_wbuf_puts(&body, j->result);
+            er_wbuf_puts(&body, "}");
+            er_ack_item(j, "complete", body.oom ? "{}" : body.p, b);
+            if (body.oom)
+                b->oom = true;
+            er_wbuf_fini(&body);
+        }
+        return;
+    case ER_OC_TRANSIENT: fail_item(j, "transient", j->msg, NULL, 0, b); return;
+    case ER_OC_PERMANENT: fail_item(j, "permanent", j->msg, NULL, 0, b); return;
+    case ER_OC_RETRY_LATER: fail_item(j, "retry_later", NULL, "delay_ms", j->delay_ms, b); return;
+    default: fail_item(j, "throttled", NULL, "retry_after_ms", j->delay_ms, b); return;
     }
 }
 
-static json_t *timeout_item(const errand_job *j, bool late)
+static void timeout_item(const errand_job *j, bool late, er_wbuf *b)
 {
     char buf[160];
     snprintf(buf, sizeof buf, "timed out after %ld ms%s", j->timeout_used,
              late ? "; the handler did not return" : "");
-    return fail_item(j, "transient", buf, NULL, 0);
+    fail_item(j, "transient", buf, NULL, 0, b);
 }
 
 static void job_line(errand_worker *w, const errand_job *j, const char *outcome, int64_t dur)
@@ -252,8 +258,9 @@ static void job_line(errand_worker *w, const errand_job *j, const char *outcome,
                           "duration_ms", (json_int_t)dur, "outcome", outcome);
     if (!f)
         return;
-    if (j->created_wall)
-        json_object_set_new(f, "age_ms", json_integer(er_wk_now_ms() - j->created_wall));
+    int64_t created;
+    if (j->created_at[0] && er_wk_time_parse(j->created_at, &created) == 0)
+        json_object_set_new(f, "age_ms", json_integer(er_wk_now_ms() - created));
     if (j->trace[0])
         json_object_set_new(f, "trace_id", json_string(j->trace));
     if (j->msg && strcmp(outcome, "completed") != 0)
@@ -263,52 +270,59 @@ static void job_line(errand_worker *w, const errand_job *j, const char *outcome,
     er_worker_log(w, level, f);
 }
 
-void er_worker_finish(errand_worker *w, errand_job *j, int rc)
+void er_worker_outcome(errand_worker *w, errand_job *j, int rc, er_wbuf *item, er_finish *f)
 {
-    int64_t dur = er_wk_mono_ms() - j->start_mono;
-    json_t *item = outcome_item(w, j, rc);
-    const char *outcome = oc_names[j->oc];
-    bool drop_list_ref = false;
-    pthread_mutex_lock(&w->mu);
+    f->dur = w->log ? er_wk_mono_ms() - j->start_mono : 0; /* only the log line shows it */
+    outcome_item(w, j, rc, item);
+    f->outcome = oc_names[j->oc];
+}
+
+void er_worker_finish_locked(errand_worker *w, errand_job *j, er_wbuf *item, er_finish *f)
+{
     w->running--;
     int stop = atomic_load(&j->stop);
+    f->stop = stop;
+    f->drop_list_ref = false;
     if (j->where == ER_JOB_DONE) {
-        outcome = "timeout"; /* abandoned: the timer already failed it */
+        f->outcome = "timeout"; /* abandoned: the timer already failed it */
     } else {
         if (stop == ERRAND_STOP_TIMEOUT) {
-            json_decref(item);
-            item = timeout_item(j, false);
-            outcome = "timeout";
+            timeout_item(j, false, item);
+            f->outcome = "timeout";
         } else if (stop == ERRAND_STOP_LEASE_LOST) {
-            outcome = "lease_lost";
+            f->outcome = "lease_lost";
         } else if (stop == ERRAND_STOP_SHUTDOWN) {
-            outcome = "released";
+            f->outcome = "released";
         }
-        if (stop == 0 || stop == ERRAND_STOP_TIMEOUT) {
+        if (stop == 0 || stop == ERRAND_STOP_TIMEOUT)
             er_push_ack_locked(w, item);
-            item = NULL;
-        }
         er_held_remove_locked(w, j);
         j->where = ER_JOB_DONE;
-        drop_list_ref = true;
+        f->drop_list_ref = true;
     }
-    pthread_cond_signal(&w->cv_fetch); /* a handler thread is free */
+    er_wake_fetcher_locked(w); /* a handler thread is free */
     if (w->stopping && w->running == 0)
         pthread_cond_broadcast(&w->cv_idle);
-    pthread_mutex_unlock(&w->mu);
-    json_decref(item);
-    if (strcmp(outcome, "completed") == 0)
+}
+
+void er_worker_finish_post(errand_worker *w, errand_job *j, const er_finish *f)
+{
+    if (strcmp(f->outcome, "completed") == 0)
         atomic_fetch_add(&w->st_completed, 1);
-    else if (drop_list_ref && (stop == 0 || stop == ERRAND_STOP_TIMEOUT))
+    else if (f->drop_list_ref && (f->stop == 0 || f->stop == ERRAND_STOP_TIMEOUT))
         atomic_fetch_add(&w->st_failed, 1);
-    job_line(w, j, outcome, dur);
-    if (drop_list_ref)
+    job_line(w, j, f->outcome, f->dur);
+    if (f->drop_list_ref)
         er_job_unref(j);
+    er_job_unref(j); /* the handler's reference */
 }
 
 void er_worker_abandon_locked(errand_worker *w, errand_job *j)
 {
-    er_push_ack_locked(w, timeout_item(j, true));
+    er_wbuf b = {0};
+    timeout_item(j, true, &b);
+    er_push_ack_locked(w, &b);
+    er_wbuf_fini(&b);
     er_held_remove_locked(w, j);
     j->where = ER_JOB_DONE;
     j->abandoned = true;
@@ -345,38 +359,45 @@ int er_worker_lose_locked(errand_worker *w, errand_job *j)
     j->qnext = NULL;
     j->where = ER_JOB_DONE;
     er_job_unref(j); /* the list's reference; the caller holds one */
-    pthread_cond_signal(&w->cv_fetch);
+    er_wake_fetcher_locked(w);
     return 1;
 }
 
 void er_worker_shutdown(errand_worker *w)
 {
-    json_t *rel = json_array();
+    er_ackq rel = {0};
+    er_wbuf b = {0};
+    long lost = 0;
     pthread_mutex_lock(&w->mu);
     w->stopping = true;
     /* Prefetched jobs go back at once: another worker can start them now. */
     errand_job *j = w->q_head;
+    size_t nprefetched = 0;
     while (j) {
         errand_job *nx = j->qnext;
-        json_array_append_new(rel, er_ack_item(j, "release", json_object()));
+        er_ack_item(j, "release", "{}", &b);
+        if (b.oom || er_ackq_push(&rel, b.p, b.len) < 0)
+            lost++; /* its lease expires instead */
+        nprefetched++;
         er_held_remove_locked(w, j);
         j->where = ER_JOB_DONE;
         j->qnext = NULL;
         er_job_unref(j);
         j = nx;
     }
-    size_t nprefetched = json_array_size(rel);
     w->q_head = w->q_tail = NULL;
     w->nqueued = 0;
-    json_array_extend(rel, w->acks);
-    json_decref(w->acks);
-    w->acks = rel;
+    if (rel.n && er_ackq_prepend(&w->acks, &rel) < 0)
+        lost += (long)rel.n;
+    er_ackq_fini(&rel);
+    w->acks_lost += lost;
     w->acker_force = true;
     pthread_cond_signal(&w->cv_ack);
     pthread_cond_broadcast(&w->cv_work);
     pthread_cond_broadcast(&w->cv_fetch);
     int running = w->running;
     pthread_mutex_unlock(&w->mu);
+    er_wbuf_fini(&b);
     atomic_fetch_add(&w->st_released, (long long)nprefetched);
     er_worker_log(w, ERRAND_LOG_INFO,
                   json_pack("{s:s,s:i,s:I,s:I}", "msg", "stopping: no more fetches", "running",
@@ -398,7 +419,10 @@ void er_worker_shutdown(errand_worker *w)
         errand_job *nx = h->lnext;
         if (h->where == ER_JOB_RUNNING) {
             atomic_store(&h->stop, ERRAND_STOP_SHUTDOWN);
-            er_push_ack_locked(w, er_ack_item(h, "release", json_object()));
+            er_wbuf rb = {0};
+            er_ack_item(h, "release", "{}", &rb);
+            er_push_ack_locked(w, &rb);
+            er_wbuf_fini(&rb);
             er_held_remove_locked(w, h);
             atomic_fetch_add(&w->st_released, 1);
             if (nnotify < 1000) {
@@ -419,8 +443,8 @@ void er_worker_shutdown(errand_worker *w)
         er_job_unref(notify[i]);
     }
 
-    if (w->fetcher_started)
-        pthread_join(w->fetcher, NULL);
+    for (int i = 0; i < w->nfetchers; i++)
+        pthread_join(w->fetchers[i], NULL);
     pthread_mutex_lock(&w->mu);
     w->handlers_exit = w->timer_exit = true;
     pthread_cond_broadcast(&w->cv_work);
@@ -434,7 +458,8 @@ void er_worker_shutdown(errand_worker *w)
     pthread_mutex_unlock(&w->mu);
     if (w->acker_started)
         pthread_join(w->acker, NULL);
-    w->fetcher_started = w->timer_started = w->acker_started = false;
+    w->nfetchers = 0;
+    w->timer_started = w->acker_started = false;
 
     errand_worker_stats st;
     errand_worker_get_stats(w, &st);

@@ -77,7 +77,7 @@ class RuntimeTest(unittest.TestCase):
         self.enqueue("hb", "hb-1", {"sleep_ms": 1500})
         self.enqueue("hb", "hb-2", {"sleep_ms": 1500})
         w = Worker.example(self.s, "hb", "--concurrency", "1", "--lease-ms", "2000",
-                           "--timeout-ms", "1600", "--grace-ms", "1800")
+                           "--timeout-ms", "1900", "--grace-ms", "1950")
         try:
             ok = wait_until(lambda: self.s.job("hb-2")["state"] == "active", timeout=5)
             self.assertTrue(ok, w.text())
@@ -100,8 +100,9 @@ class RuntimeTest(unittest.TestCase):
         ok = wait_until(lambda: self.s.job("kill-1")["state"] == "active", timeout=5)
         self.assertTrue(ok, a.text())
         a.kill()
-        b = Worker.example(self.s, "kill", "--lease-ms", "2000", "--timeout-ms", "1600",
-                           "--grace-ms", "1800")
+        # b's lease and timeout are long, so a slow machine cannot expire them
+        b = Worker.example(self.s, "kill", "--lease-ms", "8000", "--timeout-ms", "4000",
+                           "--grace-ms", "5000")
         try:
             ok = wait_until(lambda: self.s.job("kill-1")["state"] == "completed", timeout=10)
             j = self.s.job("kill-1")
@@ -164,12 +165,15 @@ class RuntimeTest(unittest.TestCase):
             self.assertEqual(w2.stop(), 0, w2.text())
 
     def test_second_signal_exits_at_once(self):
-        script = write_script(self.tmp, "long.sh", "cat >/dev/null\nsleep 5\n")
+        started = os.path.join(self.tmp, "twice.started")
+        script = write_script(self.tmp, "long.sh",
+                              "touch '%s'\ncat >/dev/null\nsleep 5\n" % started)
         self.enqueue("twice", "twice-1")
         w = Worker.work(self.s, "twice", [script], "--timeout", "8s", "--grace", "9s",
                         "--lease", "10s")
         try:
-            self.assertTrue(wait_until(lambda: self.s.job("twice-1")["state"] == "active", 5))
+            # running, not only leased (a leased job may still wait in the prefetch)
+            self.assertTrue(wait_until(lambda: os.path.exists(started), 10))
             w.signal(signal.SIGTERM)
             time.sleep(0.3)
             self.assertIsNone(w.proc.poll(), "the first signal waits for the running job")

@@ -1,0 +1,727 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The worker runtime's wire text (fetched.h): a strict JSON tokenizer into a
+ * reusable token array, the reader of one leased job into one block, a JSON
+ * text writer and the pending-ack queue. It replaces a jansson tree per
+ * fetched job and json_pack/json_dumps per ack on the worker's hot path, and
+ * refuses every document jansson would refuse for the replies it reads.
+ */
+#include "client/fetched.h"
+
+#include "errand/errand.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- tokenizer ------------------------------------------------------------ */
+
+void er_jscan_init(er_jscan *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+void er_jscan_fini(er_jscan *s)
+{
+    if (!s)
+        return;
+    free(s->tok);
+    free(s->stack);
+    memset(s, 0, sizeof *s);
+}
+
+static long new_tok(er_jscan *s, int type, size_t start)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        er_jstok *t = realloc(s->tok, cap * sizeof *t);
+        if (!t)
+            return -1;
+        s->tok = t;
+        s->cap = cap;
+    }
+    er_jstok *t = &s->tok[s->n];
+    t->type = (uint8_t)type;
+    t->start = (uint32_t)start;
+    t->end = (uint32_t)start;
+    t->esc = false;
+    return (long)s->n++;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static long hex4(const char *p)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    size_t k;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, min = 0x10000;
+    else
+        return 0;
+    if (k > n)
+        return 0;
+    unsigned v = c & (0xff >> (k + 1));
+    for (size_t i = 1; i < k; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (p[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    return k;
+}
+
+/* A string starting at text[*pos] == '"'; *pos ends after its closing quote. */
+static int scan_string(er_jscan *s, const char *text, size_t len, size_t *pos)
+{
+    size_t i = *pos + 1;
+    long t = new_tok(s, ER_JS_STRING, i);
+    if (t < 0)
+        return ERRAND_ENOMEM;
+    bool esc = false;
+    for (;;) {
+        /* The common case: plain ASCII. */
+        while (i < len) {
+            unsigned char c = (unsigned char)text[i];
+            if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+                break;
+            i++;
+        }
+        if (i >= len)
+            return ERRAND_EINVAL;
+        unsigned char c = (unsigned char)text[i];
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return ERRAND_EINVAL;
+        if (c >= 0x80) {
+            size_t k = utf8_len((const unsigned char *)text + i, len - i);
+            if (!k)
+                return ERRAND_EINVAL;
+            i += k;
+            continue;
+        }
+        /* A backslash. */
+        esc = true;
+        if (i + 1 >= len)
+            return ERRAND_EINVAL;
+        char e = text[i + 1];
+        if (strchr("\"\\/bfnrt", e) && e) {
+            i += 2;
+            continue;
+        }
+        if (e != 'u' || i + 6 > len)
+            return ERRAND_EINVAL;
+        long u = hex4(text + i + 2);
+        if (u <= 0 || (u >= 0xdc00 && u <= 0xdfff)) /* \u0000 or a lone low surrogate */
+            return ERRAND_EINVAL;
+        i += 6;
+        if (u >= 0xd800 && u <= 0xdbff) {
+            if (i + 6 > len || text[i] != '\\' || text[i + 1] != 'u')
+                return ERRAND_EINVAL;
+            long lo = hex4(text + i + 2);
+            if (lo < 0xdc00 || lo > 0xdfff)
+                return ERRAND_EINVAL;
+            i += 6;
+        }
+    }
+    s->tok[t].end = (uint32_t)i;
+    s->tok[t].esc = esc;
+    s->tok[t].next = (uint32_t)s->n;
+    *pos = i + 1;
+    return 0;
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int scan_number(er_jscan *s, const char *text, size_t len, size_t *pos)
+{
+    size_t i = *pos;
+    if (i < len && text[i] == '-')
+        i++;
+    if (i >= len || !is_digit(text[i]))
+        return ERRAND_EINVAL;
+    if (text[i] == '0')
+        i++;
+    else
+        while (i < len && is_digit(text[i]))
+            i++;
+    if (i < len && text[i] == '.') {
+        i++;
+        if (i >= len || !is_digit(text[i]))
+            return ERRAND_EINVAL;
+        while (i < len && is_digit(text[i]))
+            i++;
+    }
+    if (i < len && (text[i] == 'e' || text[i] == 'E')) {
+        i++;
+        if (i < len && (text[i] == '+' || text[i] == '-'))
+            i++;
+        if (i >= len || !is_digit(text[i]))
+            return ERRAND_EINVAL;
+        while (i < len && is_digit(text[i]))
+            i++;
+    }
+    long t = new_tok(s, ER_JS_NUMBER, *pos);
+    if (t < 0)
+        return ERRAND_ENOMEM;
+    s->tok[t].end = (uint32_t)i;
+    s->tok[t].next = (uint32_t)s->n;
+    *pos = i;
+    return 0;
+}
+
+static int scan_literal(er_jscan *s, const char *text, size_t len, size_t *pos)
+{
+    static const char *words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(words[k]);
+        if (len - *pos >= n && memcmp(text + *pos, words[k], n) == 0) {
+            long t = new_tok(s, ER_JS_LITERAL, *pos);
+            if (t < 0)
+                return ERRAND_ENOMEM;
+            s->tok[t].end = (uint32_t)(*pos + n);
+            s->tok[t].next = (uint32_t)s->n;
+            *pos += n;
+            return 0;
+        }
+    }
+    return ERRAND_EINVAL;
+}
+
+static size_t skip_ws(const char *text, size_t len, size_t i)
+{
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* After '{' or ',' in an object: a key string and ':'; *pos ends at the value. */
+static int scan_key(er_jscan *s, const char *text, size_t len, size_t *pos)
+{
+    size_t i = skip_ws(text, len, *pos);
+    if (i >= len || text[i] != '"')
+        return ERRAND_EINVAL;
+    int rc = scan_string(s, text, len, &i);
+    if (rc < 0)
+        return rc;
+    i = skip_ws(text, len, i);
+    if (i >= len || text[i] != ':')
+        return ERRAND_EINVAL;
+    *pos = i + 1;
+    return 0;
+}
+
+static int parse(er_jscan *s, const char *text, size_t len)
+{
+    if (len >= UINT32_MAX)
+        return ERRAND_EINVAL;
+    if (!s->stack && !(s->stack = malloc(ER_JS_MAX_DEPTH * sizeof *s->stack)))
+        return ERRAND_ENOMEM;
+    s->n = 0;
+    size_t depth = 0, i = skip_ws(text, len, 0);
+    if (i >= len || (text[i] != '{' && text[i] != '['))
+        return ERRAND_EINVAL;
+    int rc;
+    for (;;) {
+        /* A value at i (after whitespace). */
+        i = skip_ws(text, len, i);
+        if (i >= len)
+            return ERRAND_EINVAL;
+        char c = text[i];
+        if (c == '{' || c == '[') {
+            if (depth == ER_JS_MAX_DEPTH)
+                return ERRAND_EINVAL;
+            long t = new_tok(s, c == '{' ? ER_JS_OBJECT : ER_JS_ARRAY, i);
+            if (t < 0)
+                return ERRAND_ENOMEM;
+            s->stack[depth++] = (uint32_t)t;
+            i = skip_ws(text, len, i + 1);
+            if (i < len && text[i] == (c == '{' ? '}' : ']')) {
+                i++; /* empty: closed below */
+            } else {
+                if (c == '{' && (rc = scan_key(s, text, len, &i)) < 0)
+                    return rc;
+                continue;
+            }
+            s->tok[t].end = (uint32_t)i;
+            s->tok[t].next = (uint32_t)s->n;
+            depth--;
+        } else if (c == '"') {
+            if ((rc = scan_string(s, text, len, &i)) < 0)
+                return rc;
+        } else if (c == '-' || is_digit(c)) {
+            if ((rc = scan_number(s, text, len, &i)) < 0)
+                return rc;
+        } else if ((rc = scan_literal(s, text, len, &i)) < 0) {
+            return rc;
+        }
+        /* After a value: ',' or the close of the enclosing containers. */
+        for (;;) {
+            if (depth == 0) {
+                i = skip_ws(text, len, i);
+                return i == len ? 0 : ERRAND_EINVAL;
+            }
+            er_jstok *top = &s->tok[s->stack[depth - 1]];
+            i = skip_ws(text, len, i);
+            if (i >= len)
+                return ERRAND_EINVAL;
+            if (text[i] == ',') {
+                i++;
+                if (top->type == ER_JS_OBJECT && (rc = scan_key(s, text, len, &i)) < 0)
+                    return rc;
+                break;
+            }
+            if (text[i] != (top->type == ER_JS_OBJECT ? '}' : ']'))
+                return ERRAND_EINVAL;
+            i++;
+            top->end = (uint32_t)i;
+            top->next = (uint32_t)s->n;
+            depth--;
+        }
+    }
+}
+
+int er_jscan_parse(er_jscan *s, const char *text, size_t len)
+{
+    int rc = parse(s, text, len);
+    if (rc < 0)
+        s->n = 0;
+    return rc;
+}
+
+/* Whether string token t equals key. */
+static bool key_is(const char *text, const er_jstok *t, const char *key, size_t klen)
+{
+    if (!t->esc)
+        return t->end - t->start == klen && memcmp(text + t->start, key, klen) == 0;
+    char buf[256];
+    if (t->end - t->start >= sizeof buf)
+        return false; /* our keys are short; a long escaped key is never one of them */
+    size_t n = er_jscan_unescape(text, t, buf);
+    return n == klen && memcmp(buf, key, klen) == 0;
+}
+
+long er_jscan_get(const er_jscan *s, const char *text, long obj, const char *key)
+{
+    if (obj < 0 || (size_t)obj >= s->n || s->tok[obj].type != ER_JS_OBJECT)
+        return -1;
+    size_t klen = strlen(key), end = s->tok[obj].next;
+    long found = -1;
+    for (size_t k = (size_t)obj + 1; k < end; k = s->tok[k + 1].next)
+        if (key_is(text, &s->tok[k], key, klen))
+            found = (long)k + 1;
+    return found;
+}
+
+static size_t put_utf8(char *out, unsigned long cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+size_t er_jscan_unescape(const char *text, const er_jstok *t, char *out)
+{
+    const char *p = text + t->start, *end = text + t->end;
+    if (!t->esc) {
+        size_t n = (size_t)(end - p);
+        memcpy(out, p, n);
+        out[n] = '\0';
+        return n;
+    }
+    /* The tokenizer checked every escape, so this trusts them. */
+    size_t o = 0;
+    while (p < end) {
+        if (*p != '\\') {
+            out[o++] = *p++;
+            continue;
+        }
+        char e = p[1];
+        p += 2;
+        switch (e) {
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'u': {
+            unsigned long cp = (unsigned long)hex4(p);
+            p += 4;
+            if (cp >= 0xd800 && cp <= 0xdbff) {
+                unsigned long lo = (unsigned long)hex4(p + 2);
+                p += 6;
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            }
+            o += put_utf8(out + o, cp);
+            break;
+        }
+        default: out[o++] = e; break; /* " \ / */
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
+bool er_jscan_int(const char *text, const er_jstok *t, int64_t *v)
+{
+    if (t->type != ER_JS_NUMBER)
+        return false;
+    const char *p = text + t->start, *end = text + t->end;
+    bool neg = *p == '-';
+    if (neg)
+        p++;
+    uint64_t acc = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; p < end; p++) {
+        if (!is_digit(*p))
+            return false; /* a fraction or an exponent */
+        unsigned d = (unsigned)(*p - '0');
+        if (acc > (lim - d) / 10)
+            return false;
+        acc = acc * 10 + d;
+    }
+    *v = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+    return true;
+}
+
+/* ---- one leased job --------------------------------------------------------- */
+
+enum { F_ID, F_TOKEN, F_QUEUE, F_NAME, F_IDEM, F_TRACE, F_CREATED, F_PAYLOAD, F_ATTEMPT,
+       F_STARTED, F_TIMEOUT, NF };
+static const struct {
+    const char *s;
+    size_t n;
+} fnames[NF] = {
+    {"id", 2},          {"lease_token", 11}, {"queue", 5},      {"name", 4},
+    {"idempotency_key", 15}, {"trace_id", 8}, {"created_at", 10}, {"payload", 7},
+    {"attempt", 7},     {"started", 7},      {"timeout_ms", 10},
+};
+
+void *er_fetched_read(const char *text, const er_jscan *s, long obj, size_t head,
+                      er_fetched *out)
+{
+    if (obj < 0 || (size_t)obj >= s->n || s->tok[obj].type != ER_JS_OBJECT)
+        return NULL;
+    long at[NF];
+    for (int f = 0; f < NF; f++)
+        at[f] = -1;
+    size_t end = s->tok[obj].next;
+    for (size_t k = (size_t)obj + 1; k < end; k = s->tok[k + 1].next) {
+        const er_jstok *kt = &s->tok[k];
+        for (int f = 0; f < NF; f++)
+            if (key_is(text, kt, fnames[f].s, fnames[f].n)) {
+                at[f] = (long)k + 1;
+                break;
+            }
+    }
+    if (at[F_ID] < 0 || s->tok[at[F_ID]].type != ER_JS_STRING || at[F_TOKEN] < 0 ||
+        s->tok[at[F_TOKEN]].type != ER_JS_STRING)
+        return NULL;
+    /* One block: head, the job's text, the payload's text, the strings. */
+    const er_jstok *o = &s->tok[obj];
+    size_t need = head + (o->end - o->start) + 1;
+    const er_jstok *pl = at[F_PAYLOAD] >= 0 ? &s->tok[at[F_PAYLOAD]] : NULL;
+    /* A string payload's span excludes its quotes. */
+    size_t pstart = 0, pend = 0;
+    if (pl) {
+        pstart = pl->start - (pl->type == ER_JS_STRING);
+        pend = pl->end + (pl->type == ER_JS_STRING);
+    }
+    need += pl ? pend - pstart + 1 : 5;
+    for (int f = F_ID; f <= F_CREATED; f++)
+        if (at[f] >= 0 && s->tok[at[f]].type == ER_JS_STRING)
+            need += s->tok[at[f]].end - s->tok[at[f]].start + 1;
+    char *block = malloc(need);
+    if (!block)
+        return NULL;
+    memset(block, 0, head);
+    char *w = block + head;
+    out->json = w;
+    memcpy(w, text + o->start, o->end - o->start);
+    w += o->end - o->start;
+    *w++ = '\0';
+    out->payload = w;
+    if (pl) {
+        memcpy(w, text + pstart, pend - pstart);
+        w += pend - pstart;
+    } else {
+        memcpy(w, "null", 4);
+        w += 4;
+    }
+    *w++ = '\0';
+    const char **dst[] = {&out->id,   &out->token, &out->queue,     &out->name,
+                          &out->idem, &out->trace, &out->created_at};
+    for (int f = F_ID; f <= F_CREATED; f++) {
+        if (at[f] < 0 || s->tok[at[f]].type != ER_JS_STRING) {
+            *dst[f] = "";
+            continue;
+        }
+        *dst[f] = w;
+        w += er_jscan_unescape(text, &s->tok[at[f]], w) + 1;
+    }
+    int64_t *nums[] = {&out->attempt, &out->started, &out->timeout_ms};
+    for (int f = F_ATTEMPT; f <= F_TIMEOUT; f++) {
+        int64_t v = 0;
+        if (at[f] < 0 || !er_jscan_int(text, &s->tok[at[f]], &v))
+            v = 0;
+        *nums[f - F_ATTEMPT] = v;
+    }
+    return block;
+}
+
+/* ---- writer ------------------------------------------------------------------ */
+
+void er_wbuf_fini(er_wbuf *b)
+{
+    if (!b)
+        return;
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+static bool reserve(er_wbuf *b, size_t n)
+{
+    if (b->oom)
+        return false;
+    if (b->len + n + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+void er_wbuf_put(er_wbuf *b, const char *s, size_t n)
+{
+    if (!reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void er_wbuf_puts(er_wbuf *b, const char *s)
+{
+    er_wbuf_put(b, s, strlen(s));
+}
+
+void er_wbuf_str(er_wbuf *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    /* At most 6 bytes out per byte in ("\u001f"); U+FFFD is 3 for 1. */
+    if (!reserve(b, n * 6 + 2))
+        return;
+    char *o = b->p + b->len;
+    *o++ = '"';
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+            i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_len(p + i, n - i);
+            if (k) {
+                memcpy(o, p + i, k);
+                o += k;
+                i += k;
+            } else {
+                memcpy(o, "\xef\xbf\xbd", 3);
+                o += 3;
+                i++;
+            }
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\r': *o++ = 'r'; break;
+        case '\t': *o++ = 't'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\f': *o++ = 'f'; break;
+        default:
+            o += snprintf(o, 6, "u%04x", c);
+            break;
+        }
+        i++;
+    }
+    *o++ = '"';
+    *o = '\0';
+    b->len = (size_t)(o - b->p);
+}
+
+void er_wbuf_int(er_wbuf *b, long long v)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%lld", v);
+    er_wbuf_put(b, tmp, (size_t)n);
+}
+
+/* ---- pending ack items -------------------------------------------------------- */
+
+void er_ackq_fini(er_ackq *q)
+{
+    if (!q)
+        return;
+    free(q->buf);
+    free(q->ends);
+    memset(q, 0, sizeof *q);
+}
+
+int er_ackq_push(er_ackq *q, const char *item, size_t len)
+{
+    if (q->n == q->ncap) {
+        size_t cap = q->ncap ? q->ncap * 2 : 64;
+        size_t *e = realloc(q->ends, cap * sizeof *e);
+        if (!e)
+            return ERRAND_ENOMEM;
+        q->ends = e;
+        q->ncap = cap;
+    }
+    if (q->len + len + 1 > q->cap) {
+        size_t cap = q->cap ? q->cap : 4096;
+        while (cap < q->len + len + 1)
+            cap *= 2;
+        char *b = realloc(q->buf, cap);
+        if (!b)
+            return ERRAND_ENOMEM;
+        q->buf = b;
+        q->cap = cap;
+    }
+    memcpy(q->buf + q->len, item, len);
+    q->len += len;
+    q->buf[q->len++] = ',';
+    q->ends[q->n++] = q->len;
+    return 0;
+}
+
+int er_ackq_take(er_ackq *q, size_t max, er_ackq *out)
+{
+    if (q->n <= max) {
+        *out = *q;
+        memset(q, 0, sizeof *q);
+        return 0;
+    }
+    er_ackq part = {0};
+    size_t cut = q->ends[max - 1];
+    for (size_t i = 0; i < max; i++) {
+        size_t len;
+        const char *it = er_ackq_item(q, i, &len);
+        if (er_ackq_push(&part, it, len) < 0) {
+            er_ackq_fini(&part);
+            return ERRAND_ENOMEM;
+        }
+    }
+    memmove(q->buf, q->buf + cut, q->len - cut);
+    q->len -= cut;
+    for (size_t i = max; i < q->n; i++)
+        q->ends[i - max] = q->ends[i] - cut;
+    q->n -= max;
+    *out = part;
+    return 0;
+}
+
+int er_ackq_prepend(er_ackq *q, er_ackq *front)
+{
+    /* Room first, so a failure changes nothing. */
+    size_t n = front->n + q->n, len = front->len + q->len;
+    if (n > front->ncap) {
+        size_t *e = realloc(front->ends, n * sizeof *e);
+        if (!e)
+            return ERRAND_ENOMEM;
+        front->ends = e;
+        front->ncap = n;
+    }
+    if (len > front->cap) {
+        char *b = realloc(front->buf, len);
+        if (!b)
+            return ERRAND_ENOMEM;
+        front->buf = b;
+        front->cap = len;
+    }
+    if (q->len)
+        memcpy(front->buf + front->len, q->buf, q->len);
+    for (size_t i = 0; i < q->n; i++)
+        front->ends[front->n + i] = q->ends[i] + front->len;
+    front->n = n;
+    front->len = len;
+    er_ackq_fini(q);
+    *q = *front;
+    memset(front, 0, sizeof *front);
+    return 0;
+}
+
+const char *er_ackq_item(const er_ackq *q, size_t i, size_t *len)
+{
+    size_t start = i ? q->ends[i - 1] : 0;
+    *len = q->ends[i] - start - 1;
+    return q->buf + start;
+}
+
+void er_ackq_write(const er_ackq *q, er_wbuf *b)
+{
+    er_wbuf_put(b, "[", 1);
+    if (q->len)
+        er_wbuf_put(b, q->buf, q->len - 1);
+    er_wbuf_put(b, "]", 1);
+}
