@@ -606,6 +606,365 @@ int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t p
     return rc;
 }
 
+/* ---- enqueue request, plain-text fast path ---------------------------- */
+
+/* The common request ({"name":"x","payload":{...}} with a few options) is
+ * read straight from the body text: no jansson tree, and the payload's
+ * compact text is the input minus its whitespace. Anything this reader is
+ * not sure about (escapes, non-ASCII, reals, -0, long integers, deep or wide
+ * objects, backoff, run_at, unknown fields, any invalid value or syntax) is
+ * declined, and the caller takes the jansson path, which gives every error.
+ * So an accepted request gives the job er_job_from_json would give. */
+
+#define FAST_DEPTH 16 /* nesting the fast path follows */
+#define FAST_KEYS 32  /* members per payload object it checks for duplicates */
+
+typedef struct fast_in {
+    const char *p, *end;
+    char *out; /* compact payload text being written (room for the input) */
+    size_t olen;
+} fast_in;
+
+typedef struct fast_slice {
+    const char *s;
+    size_t n;
+} fast_slice;
+
+static void fast_ws(fast_in *in)
+{
+    while (in->p < in->end &&
+           (*in->p == ' ' || *in->p == '\t' || *in->p == '\n' || *in->p == '\r'))
+        in->p++;
+}
+
+/* A string of printable ASCII without escapes; in->p at the opening quote.
+ * Jansson dumps such a string exactly as it reads. */
+static bool fast_string(fast_in *in, fast_slice *out)
+{
+    const char *q = ++in->p;
+    while (q < in->end && *q != '"') {
+        unsigned char ch = (unsigned char)*q;
+        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+            return false;
+        q++;
+    }
+    if (q >= in->end)
+        return false;
+    out->s = in->p;
+    out->n = (size_t)(q - in->p);
+    in->p = q + 1;
+    return true;
+}
+
+/* An integer token of at most 18 digits (so no overflow), not "-0" (which
+ * jansson would dump as "0"). */
+static bool fast_int(fast_in *in, int64_t *out, fast_slice *tok)
+{
+    const char *q = in->p;
+    bool neg = q < in->end && *q == '-';
+    if (neg)
+        q++;
+    const char *d = q;
+    int64_t v = 0;
+    while (q < in->end && *q >= '0' && *q <= '9' && q - d < 18)
+        v = v * 10 + (*q++ - '0');
+    size_t nd = (size_t)(q - d);
+    if (nd == 0 || (nd > 1 && *d == '0') || (neg && v == 0))
+        return false;
+    if (q < in->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E'))
+        return false; /* longer than 18 digits, or a real */
+    *out = neg ? -v : v;
+    tok->s = in->p;
+    tok->n = (size_t)(q - in->p);
+    in->p = q;
+    return true;
+}
+
+static bool fast_literal(fast_in *in, const char *lit, size_t n)
+{
+    if ((size_t)(in->end - in->p) < n || memcmp(in->p, lit, n) != 0)
+        return false;
+    in->p += n;
+    return true;
+}
+
+static void fast_put(fast_in *in, const char *s, size_t n)
+{
+    memcpy(in->out + in->olen, s, n);
+    in->olen += n;
+}
+
+/* Copies one value compactly to in->out; at in->p (whitespace skipped). */
+static bool fast_value(fast_in *in, int depth)
+{
+    if (in->p >= in->end)
+        return false;
+    char ch = *in->p;
+    fast_slice t;
+    int64_t n;
+    if (ch == '"') {
+        if (!fast_string(in, &t))
+            return false;
+        fast_put(in, t.s - 1, t.n + 2);
+        return true;
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        if (!fast_int(in, &n, &t))
+            return false;
+        fast_put(in, t.s, t.n);
+        return true;
+    }
+    if (ch == 't' || ch == 'f' || ch == 'n') {
+        const char *lit = ch == 't' ? "true" : ch == 'f' ? "false" : "null";
+        size_t len = strlen(lit);
+        if (!fast_literal(in, lit, len))
+            return false;
+        fast_put(in, lit, len);
+        return true;
+    }
+    if (ch != '{' && ch != '[')
+        return false;
+    if (depth >= FAST_DEPTH)
+        return false;
+    bool obj = ch == '{';
+    char close = obj ? '}' : ']';
+    fast_slice keys[FAST_KEYS];
+    size_t nkeys = 0;
+    fast_put(in, &ch, 1);
+    in->p++;
+    fast_ws(in);
+    if (in->p < in->end && *in->p == close) {
+        in->p++;
+        fast_put(in, &close, 1);
+        return true;
+    }
+    for (;;) {
+        if (obj) {
+            if (in->p >= in->end || *in->p != '"' || nkeys == FAST_KEYS ||
+                !fast_string(in, &keys[nkeys]))
+                return false;
+            for (size_t i = 0; i < nkeys; i++)
+                if (keys[i].n == keys[nkeys].n && memcmp(keys[i].s, keys[nkeys].s, keys[i].n) == 0)
+                    return false; /* a duplicate key: jansson's error */
+            fast_put(in, keys[nkeys].s - 1, keys[nkeys].n + 2);
+            nkeys++;
+            fast_ws(in);
+            if (in->p >= in->end || *in->p != ':')
+                return false;
+            in->p++;
+            fast_put(in, ":", 1);
+            fast_ws(in);
+        }
+        if (!fast_value(in, depth + 1))
+            return false;
+        fast_ws(in);
+        if (in->p >= in->end)
+            return false;
+        if (*in->p == close) {
+            in->p++;
+            fast_put(in, &close, 1);
+            return true;
+        }
+        if (*in->p != ',')
+            return false;
+        in->p++;
+        fast_put(in, ",", 1);
+        fast_ws(in);
+    }
+}
+
+/* The rules of er_name_validate and er_id_validate, on a slice. */
+static bool fast_name_ok(fast_slice v)
+{
+    bool ok = v.n >= 1 && v.n <= ER_NAME_MAX;
+    for (size_t i = 0; ok && i < v.n; i++)
+        ok = name_char((unsigned char)v.s[i]);
+    return ok;
+}
+
+static bool fast_id_ok(fast_slice v)
+{
+    bool ok = v.n >= 1 && v.n <= ER_ID_MAX;
+    for (size_t i = 0; ok && i < v.n; i++)
+        ok = v.s[i] != ' ' && v.s[i] != '/'; /* fast strings are 0x20..0x7e */
+    return ok;
+}
+
+static char *fast_dup(fast_slice v)
+{
+    char *s = malloc(v.n + 1);
+    if (s) {
+        memcpy(s, v.s, v.n);
+        s[v.n] = '\0';
+    }
+    return s;
+}
+
+enum { F_NAME, F_PAYLOAD, F_ID, F_PRIORITY, F_DELAY, F_RUN_AT, F_MAX_ATTEMPTS, F_BACKOFF,
+       F_TIMEOUT, F_GROUP, F_TRACE, F_IDEM, F_COUNT };
+_Static_assert(F_COUNT == sizeof enqueue_fields / sizeof enqueue_fields[0],
+               "the F_ names follow enqueue_fields");
+
+/* Index in enqueue_fields (same order as the enum), or -1. */
+static int fast_field(fast_slice k)
+{
+    for (int i = 0; i < F_COUNT; i++)
+        if (strlen(enqueue_fields[i]) == k.n && memcmp(enqueue_fields[i], k.s, k.n) == 0)
+            return i;
+    return -1;
+}
+
+bool er_job_from_text(const char *text, size_t len, const char *queue, int64_t now,
+                      size_t payload_max, er_rand *r, er_job *job)
+{
+    er_job_init(job);
+    fast_in in = {.p = text, .end = text + len};
+    fast_slice str[F_COUNT] = {{0}};
+    int64_t num[F_COUNT] = {0};
+    unsigned seen = 0, given = 0; /* members present / present and not null */
+    char *payload = NULL;
+    size_t payload_len = 0;
+    fast_ws(&in);
+    if (in.p >= in.end || *in.p != '{')
+        return false;
+    in.p++;
+    fast_ws(&in);
+    bool first = true;
+    while (in.p < in.end && *in.p != '}') {
+        if (!first) {
+            if (*in.p != ',')
+                goto decline;
+            in.p++;
+            fast_ws(&in);
+        }
+        first = false;
+        fast_slice k;
+        if (in.p >= in.end || *in.p != '"' || !fast_string(&in, &k))
+            goto decline;
+        int f = fast_field(k);
+        if (f < 0 || (seen & (1u << f)))
+            goto decline; /* unknown ("jobs" too) or duplicate: the JSON path */
+        seen |= 1u << f;
+        fast_ws(&in);
+        if (in.p >= in.end || *in.p != ':')
+            goto decline;
+        in.p++;
+        fast_ws(&in);
+        if (f == F_PAYLOAD) {
+            in.out = payload = malloc(len + 1);
+            if (!payload || !fast_value(&in, 0))
+                goto decline;
+            payload_len = in.olen;
+            payload[payload_len] = '\0';
+            if (len - payload_len > 1024) { /* a padded body: keep no slack while queued */
+                char *fit = realloc(payload, payload_len + 1);
+                if (fit)
+                    payload = fit;
+            }
+            given |= 1u << f;
+        } else if (fast_literal(&in, "null", 4)) {
+            /* null is "absent" for every option */
+        } else if (f == F_PRIORITY || f == F_DELAY || f == F_MAX_ATTEMPTS || f == F_TIMEOUT) {
+            fast_slice t;
+            if (!fast_int(&in, &num[f], &t))
+                goto decline;
+            given |= 1u << f;
+        } else if (f == F_NAME || f == F_ID || f == F_GROUP || f == F_TRACE || f == F_IDEM) {
+            if (in.p >= in.end || *in.p != '"' || !fast_string(&in, &str[f]))
+                goto decline;
+            given |= 1u << f;
+        } else {
+            goto decline; /* backoff and run_at objects and times: the JSON path */
+        }
+        fast_ws(&in);
+    }
+    if (in.p >= in.end)
+        goto decline;
+    in.p++;
+    fast_ws(&in);
+    if (in.p != in.end)
+        goto decline;
+
+    /* The checks of parse_job; a failing one is left to it for the error. */
+    if (!(given & (1u << F_NAME)) || !fast_name_ok(str[F_NAME]))
+        goto decline;
+    if ((given & (1u << F_GROUP)) && !fast_name_ok(str[F_GROUP]))
+        goto decline;
+    if ((given & (1u << F_ID)) && !fast_id_ok(str[F_ID]))
+        goto decline;
+    if ((given & (1u << F_TRACE)) && !fast_id_ok(str[F_TRACE]))
+        goto decline;
+    if ((given & (1u << F_IDEM)) && !fast_id_ok(str[F_IDEM]))
+        goto decline;
+    if ((given & (1u << F_PRIORITY)) && (num[F_PRIORITY] < 0 || num[F_PRIORITY] > ER_PRIORITY_MAX))
+        goto decline;
+    if ((given & (1u << F_DELAY)) && (num[F_DELAY] < 0 || num[F_DELAY] > ER_DELAY_MAX_MS))
+        goto decline;
+    if ((given & (1u << F_MAX_ATTEMPTS)) &&
+        (num[F_MAX_ATTEMPTS] < 1 || num[F_MAX_ATTEMPTS] > ER_MAX_ATTEMPTS_MAX))
+        goto decline;
+    if ((given & (1u << F_TIMEOUT)) && (num[F_TIMEOUT] < 1 || num[F_TIMEOUT] > ER_TIMEOUT_MAX_MS))
+        goto decline;
+    if (!(seen & (1u << F_PAYLOAD))) {
+        payload = malloc(3);
+        if (!payload)
+            goto decline;
+        memcpy(payload, "{}", 3);
+        payload_len = 2;
+    }
+    if (payload_len > payload_max)
+        goto decline;
+
+    /* Accepted: build the job as er_job_from_json does. */
+    er_job_defaults srv;
+    er_job_defaults_server(&srv);
+    job->max_attempts = srv.max_attempts;
+    job->backoff = srv.backoff;
+    job->timeout_ms = srv.timeout_ms;
+    job->priority = srv.priority;
+    job->payload = payload;
+    job->payload_len = payload_len;
+    payload = NULL;
+    char gen[32];
+    fast_slice id = str[F_ID];
+    if (!(given & (1u << F_ID))) {
+        er_job_new_id(now, r, gen);
+        id = (fast_slice){gen, strlen(gen)};
+    }
+    fast_slice idem = (given & (1u << F_IDEM)) ? str[F_IDEM] : id;
+    job->queue = strdup(queue);
+    job->name = fast_dup(str[F_NAME]);
+    job->id = fast_dup(id);
+    job->idempotency_key = fast_dup(idem);
+    if ((given & (1u << F_GROUP)))
+        job->group = fast_dup(str[F_GROUP]);
+    if ((given & (1u << F_TRACE)))
+        job->trace_id = fast_dup(str[F_TRACE]);
+    if (!job->queue || !job->name || !job->id || !job->idempotency_key ||
+        ((given & (1u << F_GROUP)) && !job->group) || ((given & (1u << F_TRACE)) && !job->trace_id))
+        goto decline; /* out of memory: the JSON path reports it */
+    if (given & (1u << F_PRIORITY)) {
+        job->priority = (int)num[F_PRIORITY];
+        job->set_priority = true;
+    }
+    job->run_at = now + ((given & (1u << F_DELAY)) ? num[F_DELAY] : 0);
+    job->state = job->run_at > now ? ER_STATE_SCHEDULED : ER_STATE_WAITING;
+    if (given & (1u << F_MAX_ATTEMPTS)) {
+        job->max_attempts = (int)num[F_MAX_ATTEMPTS];
+        job->set_max_attempts = true;
+    }
+    if (given & (1u << F_TIMEOUT)) {
+        job->timeout_ms = num[F_TIMEOUT];
+        job->set_timeout = true;
+    }
+    job->created_at = job->updated_at = now;
+    return true;
+decline:
+    free(payload);
+    er_job_fini(job);
+    return false;
+}
+
 /* ---- JSON view ---------------------------------------------------------- */
 
 static void write_text(er_jsonw *w, const char *key, const char *text, size_t len)

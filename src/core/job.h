@@ -166,6 +166,16 @@ int er_id_validate(const char *s, const char *field, er_error *err);
 int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
                      er_rand *r, er_job *job, er_error *err);
 
+/* The fast path of er_job_from_json for the common request, read from the
+ * body text itself (text[0..len), borrowed; no NUL needed). Returns true
+ * with *job filled exactly as json_loadb (JSON_REJECT_DUPLICATES) followed
+ * by er_job_from_json would fill it. Returns false, *job empty and nothing
+ * else changed, for anything it does not handle (escapes, non-ASCII, reals,
+ * backoff, run_at, bulk) and for every invalid request: the caller then
+ * takes the jansson path, which gives the error. */
+bool er_job_from_text(const char *text, size_t len, const char *queue, int64_t now,
+                      size_t payload_max, er_rand *r, er_job *job);
+
 /* Fills options the request left unset, first from the queue's defaults,
  * then from the server's. */
 void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,

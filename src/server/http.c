@@ -404,9 +404,10 @@ static bool content_type_json(const char *ct)
     return next == '\0' || next == ';' || next == ' ' || next == '\t';
 }
 
-int er_http_body_object(er_hctx *c, json_t **out)
+int er_http_body_text(er_hctx *c, const char **data, size_t *len_out)
 {
-    *out = NULL;
+    *data = NULL;
+    *len_out = 0;
     struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
     size_t len = evbuffer_get_length(in);
     if (len > c->s->max_body) {
@@ -422,11 +423,18 @@ int er_http_body_object(er_hctx *c, json_t **out)
         er_http_fail(c, ER_EINVAL, "content-type", "Content-Type must be application/json");
         return ER_EINVAL;
     }
-    const char *data = (const char *)evbuffer_pullup(in, -1);
-    if (!data) {
+    *data = (const char *)evbuffer_pullup(in, -1);
+    if (!*data) {
         er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
         return ER_ENOMEM;
     }
+    *len_out = len;
+    return 0;
+}
+
+int er_http_body_parse(er_hctx *c, const char *data, size_t len, json_t **out)
+{
+    *out = NULL;
     json_error_t je;
     json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
@@ -441,6 +449,15 @@ int er_http_body_object(er_hctx *c, json_t **out)
     }
     *out = j;
     return 0;
+}
+
+int er_http_body_object(er_hctx *c, json_t **out)
+{
+    const char *data;
+    size_t len;
+    *out = NULL;
+    int rc = er_http_body_text(c, &data, &len);
+    return rc < 0 ? rc : er_http_body_parse(c, data, len, out);
 }
 
 /* out = prefix + key, cut to 63 bytes (as snprintf would). */

@@ -120,6 +120,11 @@ void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish);
 /* Parses the body as a JSON object (Content-Type checked). Returns 0 and a
  * new reference in *out, or replies with the error and returns < 0. */
 int er_http_body_object(er_hctx *c, json_t **out);
+/* The two halves of er_http_body_object: the size and Content-Type checks,
+ * giving the body as one contiguous piece (borrowed until the reply), and
+ * its parse. Each replies with the error and returns < 0 on failure. */
+int er_http_body_text(er_hctx *c, const char **data, size_t *len);
+int er_http_body_parse(er_hctx *c, const char *data, size_t len, json_t **out);
 
 /* Fails with ER_EINVAL naming prefix+key for the first key of obj not in
  * `allowed` (NULL-terminated). */

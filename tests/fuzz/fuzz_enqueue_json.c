@@ -5,9 +5,11 @@
  * er_job_from_json, er_failure_from_json and, for a {"jobs":[...]} body,
  * every item. Checks the contracts the frontend relies on: a rejected
  * request names an error code and leaves the job empty; an accepted job is
- * complete and serializes.
+ * complete and serializes; the plain-text fast path accepts nothing the
+ * JSON path refuses and builds the same job.
  */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +63,43 @@ static void check_failure(const json_t *obj)
     er_failure_fini(&f);
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* The frontend's fast path (er_job_from_text) must only accept what the
+ * JSON path accepts, with the same job. */
+static void check_fast(const uint8_t *data, size_t size, const json_t *root)
+{
+    er_rand r;
+    er_rand_init_seeded(&r, 42);
+    er_job fast;
+    if (!er_job_from_text((const char *)data, size, "fuzz", T0, 4096, &r, &fast))
+        return;
+    er_rand_init_seeded(&r, 42);
+    er_job slow;
+    er_error err = {0};
+    if (!json_is_object(root) || er_job_from_json(root, "fuzz", T0, 4096, &r, &slow, &err) < 0)
+        abort();
+    if (!same_str(fast.id, slow.id) || !same_str(fast.name, slow.name) ||
+        !same_str(fast.payload, slow.payload) || fast.payload_len != slow.payload_len ||
+        !same_str(fast.group, slow.group) || !same_str(fast.trace_id, slow.trace_id) ||
+        !same_str(fast.idempotency_key, slow.idempotency_key) || fast.priority != slow.priority ||
+        fast.run_at != slow.run_at || fast.state != slow.state ||
+        fast.max_attempts != slow.max_attempts || fast.timeout_ms != slow.timeout_ms ||
+        fast.set_priority != slow.set_priority || fast.set_timeout != slow.set_timeout ||
+        fast.set_max_attempts != slow.set_max_attempts || fast.set_backoff != slow.set_backoff)
+        abort();
+    er_job_fini(&fast);
+    er_job_fini(&slow);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_error_t je;
     json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
+    check_fast(data, size, root);
     if (!root)
         return 0;
     er_rand r;

@@ -4,6 +4,7 @@
 # dead letters) against one real `errand serve`. Each test uses its own
 # queue names so the tests are independent of each other's jobs.
 
+import json
 import os
 import sys
 import threading
@@ -79,6 +80,35 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(j["backoff"], SERVER_BACKOFF)
         self.assertLess(abs(parse_time(j["created_at"]) - now_ms()), 5000)
         self.assertEqual(self.s.job("enq-1")["payload"], {"to": "a@b.c", "n": [1, 2]})
+
+    def test_enqueue_stores_the_payload_as_compact_json_whatever_the_spacing(self):
+        # compact and spaced bodies (the server's plain-text path) and bodies
+        # with escapes, non-ASCII text and reals (the jansson path) store the
+        # same compact text
+        cases = [
+            ('{"name":"c1","id":"cpt-1","payload":{"a":[1,-2,true,null],"b":{}}}',
+             '{"a":[1,-2,true,null],"b":{}}'),
+            (' {\r\n "name" : "c2" ,\t"id" : "cpt-2" , "payload" : { "a" : [ 1 , -2 , true ,'
+             ' null ] , "b" : { } } } ', '{"a":[1,-2,true,null],"b":{}}'),
+            ('{"name":"c3","id":"cpt-3","payload":{"s":"\\u00e9\\n\\/","r":1.5,"z":-0}}',
+             '{"s":"\u00e9\\n/","r":1.5,"z":0}'),
+            ('{"name":"c4","id":"cpt-4","payload":null,"priority":null,"delay_ms":0}', 'null'),
+            ('{"name":"c5","id":"cpt-5"}', '{}'),
+        ]
+        for raw, stored in cases:
+            st, b, _ = self.s.post("/v1/queues/api-compact/jobs", None, raw=raw)
+            self.assertEqual(st, 201, (raw, b))
+            self.assertEqual(b["job"]["payload"], json.loads(stored), raw)
+            self.assertEqual(b["job"]["state"], "waiting", raw)
+        con = self.s.db()
+        try:
+            got = dict(con.execute("SELECT id, payload FROM jobs WHERE queue = 'api-compact'"))
+        finally:
+            con.close()
+        for raw, stored in cases:
+            jid = json.loads(raw)["id"]
+            text = got[jid].decode() if isinstance(got[jid], bytes) else got[jid]
+            self.assertEqual(text, stored, raw)
 
     def test_enqueue_without_id_generates_one(self):
         b = self.enq("api-enq", {"name": "noid"})

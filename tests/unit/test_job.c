@@ -683,3 +683,262 @@ Test(job, redrive_copy_is_a_fresh_waiting_job_with_the_same_work)
     cr_assert_eq(job.priority, 7);
     cr_assert_eq(job.max_attempts, 3);
 }
+
+/* ---- the plain-text fast path (er_job_from_text) ---- */
+
+/* What the server does without the fast path: json_loadb with
+ * JSON_REJECT_DUPLICATES, an object check, er_job_from_json. */
+static int slow_parse(const char *text, size_t len, er_job *out, er_error *e)
+{
+    er_rand r;
+    er_rand_init_seeded(&r, 7);
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        er_job_init(out);
+        return ER_EINVAL;
+    }
+    int rc = er_job_from_json(o, "q", T0, 64, &r, out, e);
+    json_decref(o);
+    return rc;
+}
+
+static bool fast_parse(const char *text, size_t len, er_job *out)
+{
+    er_rand r;
+    er_rand_init_seeded(&r, 7);
+    return er_job_from_text(text, len, "q", T0, 64, &r, out);
+}
+
+static bool str_same(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Every field the enqueue parser sets. */
+static bool job_same(const er_job *a, const er_job *b)
+{
+    return str_same(a->id, b->id) && str_same(a->queue, b->queue) &&
+           str_same(a->name, b->name) && a->payload_len == b->payload_len &&
+           a->payload && b->payload && memcmp(a->payload, b->payload, a->payload_len) == 0 &&
+           a->payload[a->payload_len] == '\0' && b->payload[b->payload_len] == '\0' &&
+           a->state == b->state && a->priority == b->priority && str_same(a->group, b->group) &&
+           a->run_at == b->run_at && a->max_attempts == b->max_attempts &&
+           memcmp(&a->backoff, &b->backoff, sizeof a->backoff) == 0 &&
+           a->timeout_ms == b->timeout_ms && str_same(a->trace_id, b->trace_id) &&
+           str_same(a->idempotency_key, b->idempotency_key) && a->created_at == b->created_at &&
+           a->updated_at == b->updated_at && a->set_max_attempts == b->set_max_attempts &&
+           a->set_backoff == b->set_backoff && a->set_timeout == b->set_timeout &&
+           a->set_priority == b->set_priority && !a->lease_owner && !b->lease_owner &&
+           !a->lease_token && !a->last_error && !a->result && !a->progress;
+}
+
+static bool job_empty(const er_job *j)
+{
+    er_job zero;
+    memset(&zero, 0, sizeof zero);
+    return memcmp(j, &zero, sizeof zero) == 0;
+}
+
+/* Checks the fast path's contract on one body: when it accepts, the jansson
+ * path accepts too and builds the same job; when it declines, *job is empty.
+ * Returns whether it accepted. */
+static bool same_as_slow(const char *text, size_t len)
+{
+    er_job f, s;
+    er_error e = {0};
+    bool ok = fast_parse(text, len, &f);
+    if (!ok) {
+        cr_assert(job_empty(&f), "declined %.*s but left the job filled", (int)len, text);
+        return false;
+    }
+    int rc = slow_parse(text, len, &s, &e);
+    cr_assert_eq(rc, 0, "fast path accepted %.*s, the JSON path refuses it: %s", (int)len, text,
+                 e.message);
+    cr_assert(job_same(&f, &s), "fast path and JSON path differ on %.*s (payload %s vs %s)",
+              (int)len, text, f.payload, s.payload);
+    er_job_fini(&f);
+    er_job_fini(&s);
+    return true;
+}
+
+static bool same(const char *text)
+{
+    return same_as_slow(text, strlen(text));
+}
+
+Test(job_text, common_requests_take_the_fast_path_and_match_the_json_path)
+{
+    static const char *const bodies[] = {
+        "{\"name\":\"noop\",\"payload\":{\"n\":1}}",
+        "{\"name\":\"noop\"}",
+        " {\r\n\t\"name\" : \"a.b:c-d_e\" , \"payload\" : [ 1 , -2 , 0 , true , false , null ,"
+        " \"x y\" , { } , [ ] , {\"k\" : { \"k\" : [ ] } } ] } \n",
+        "{\"payload\":null,\"name\":\"a\"}",
+        "{\"payload\":\"text\",\"name\":\"a\"}",
+        "{\"payload\":-123456789012345678,\"name\":\"a\"}",
+        "{\"payload\":{\"\":0,\"a\":{\"a\":1},\"b\":{\"a\":2}},\"name\":\"a\"}",
+        "{\"name\":\"n\",\"payload\":{\"to\":\"a@b\"},\"id\":\"job-1\",\"priority\":1000,"
+        "\"delay_ms\":5000,\"max_attempts\":3,\"timeout_ms\":1,\"group\":\"tenant:42\","
+        "\"trace_id\":\"tr~1\",\"idempotency_key\":\"key-1\"}",
+        "{\"name\":\"a\",\"id\":null,\"priority\":null,\"delay_ms\":null,\"run_at\":null,"
+        "\"max_attempts\":null,\"backoff\":null,\"timeout_ms\":null,\"group\":null,"
+        "\"trace_id\":null,\"idempotency_key\":null}",
+        "{\"name\":\"a\",\"delay_ms\":0,\"priority\":0,\"max_attempts\":1}",
+        "{\"name\":\"a\",\"delay_ms\":31622400000,\"timeout_ms\":86400000}",
+        "{\"name\":\"a\",\"id\":\"!#$%&'()*+,-.:;<=>?@[]^_`{|}~\"}",
+        "{\"name\":\"a\",\"payload\":\"~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\"}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        cr_assert(same(bodies[i]), "declined %s", bodies[i]);
+}
+
+Test(job_text, what_it_is_not_sure_of_is_declined)
+{
+    static const char *const bodies[] = {
+        /* the JSON path's errors */
+        "", "{", "{}", "[]", "\"x\"", "{\"name\":\"a\"", "{\"name\":\"a\"}x", "{\"name\":\"a\"},",
+        "{\"name\":\"a\",}", "{,\"name\":\"a\"}", "{\"name\" \"a\"}", "{\"name\":\"a\" \"id\":\"b\"}",
+        "{\"name\":\"a\",\"name\":\"b\"}", "{\"name\":\"a\",\"payload\":{\"k\":1,\"k\":2}}",
+        "{\"name\":\"a\",\"payload\":{\"k\":{\"x\":1,\"y\":2,\"x\":3}}}",
+        "{\"name\":\"a\",\"payload\":[1,]}", "{\"name\":\"a\",\"payload\":01}",
+        "{\"name\":\"a\",\"payload\":+1}", "{\"name\":\"a\",\"payload\":-}",
+        "{\"name\":\"a\",\"payload\":tru}", "{\"name\":\"a\",\"payload\":nullx}",
+        "{\"name\":\"a\",\"payload\":\f1}",
+        "{\"name\":\"a\",\"payload\":\"\x01\"}", "{\"name\":\"\"}", "{\"name\":\"a b\"}",
+        "{\"name\":null}", "{\"name\":1}", "{\"payload\":{}}", "{\"name\":\"a\",\"x\":1}",
+        "{\"name\":\"a\",\"priority\":1001}", "{\"name\":\"a\",\"priority\":-1}",
+        "{\"name\":\"a\",\"priority\":\"1\"}", "{\"name\":\"a\",\"priority\":1.0}",
+        "{\"name\":\"a\",\"priority\":1e2}", "{\"name\":\"a\",\"max_attempts\":0}",
+        "{\"name\":\"a\",\"timeout_ms\":0}", "{\"name\":\"a\",\"timeout_ms\":86400001}",
+        "{\"name\":\"a\",\"delay_ms\":31622400001}", "{\"name\":\"a\",\"delay_ms\":-1}",
+        "{\"name\":\"a\",\"id\":\"a/b\"}", "{\"name\":\"a\",\"id\":\"a b\"}",
+        "{\"name\":\"a\",\"id\":\"\"}", "{\"name\":\"a\",\"group\":\"a/b\"}",
+        "{\"name\":\"a\",\"trace_id\":7}", "{\"name\":\"a\",\"idempotency_key\":\" \"}",
+        "{\"name\":\"a\",\"payload\":{\"p\":\"" "0123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789\"}}", /* over the 64-byte limit */
+        /* valid, but left to the JSON path */
+        "{\"name\":\"a\",\"payload\":\"\\n\"}", "{\"name\":\"a\\u0062\"}",
+        "{\"name\":\"a\",\"payload\":\"\xc3\xa9\"}", "{\"name\":\"a\",\"payload\":1.5}",
+        "{\"name\":\"a\",\"payload\":-0}", "{\"name\":\"a\",\"payload\":1234567890123456789}",
+        "{\"name\":\"a\",\"payload\":\"\x7f\"}",
+        "{\"name\":\"a\",\"backoff\":{\"type\":\"fixed\"}}",
+        "{\"name\":\"a\",\"run_at\":\"2026-11-30T02:00:00.000Z\"}", "{\"jobs\":[{\"name\":\"a\"}]}",
+        "\xef\xbb\xbf{\"name\":\"a\"}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        cr_assert(!same(bodies[i]), "accepted %s", bodies[i]);
+    /* an embedded NUL byte and a body cut short */
+    cr_assert(!same_as_slow("{\"name\":\"a\"}\0", 13));
+    cr_assert(!same_as_slow("{\"name\":\"a\"}", 11));
+}
+
+Test(job_text, nesting_and_width_beyond_its_bounds_are_declined)
+{
+    char deep[256];
+    int n = snprintf(deep, sizeof deep, "{\"name\":\"a\",\"payload\":");
+    for (int i = 0; i < 16; i++)
+        deep[n++] = '[';
+    for (int i = 0; i < 16; i++)
+        deep[n++] = ']';
+    memcpy(deep + n, "}", 2);
+    cr_assert(same(deep), "16 levels are followed");
+    memmove(deep + 23, deep + 22, strlen(deep + 22) + 1);
+    deep[22] = '[';
+    char *close = strrchr(deep, '}');
+    memmove(close + 1, close, 2);
+    *close = ']';
+    cr_assert(!same(deep), "17 levels are declined: %s", deep);
+
+    char wide[1024];
+    n = snprintf(wide, sizeof wide, "{\"name\":\"a\",\"payload\":{");
+    for (int i = 0; i < 33; i++)
+        n += snprintf(wide + n, sizeof wide - (size_t)n, "%s\"%d\":0", i ? "," : "", i);
+    memcpy(wide + n, "}}", 3);
+    er_job f;
+    er_rand r;
+    er_rand_init_seeded(&r, 1);
+    cr_assert(!er_job_from_text(wide, strlen(wide), "q", T0, PMAX, &r, &f), "33 members");
+    cr_assert(job_empty(&f));
+    char *last = strstr(wide, ",\"32\":0");
+    memmove(last, last + 7, strlen(last + 7) + 1);
+    cr_assert(er_job_from_text(wide, strlen(wide), "q", T0, PMAX, &r, &f), "32 members: %s", wide);
+    er_job_fini(&f);
+}
+
+Test(job_text, a_padded_body_keeps_only_the_compact_payload)
+{
+    char body[4096];
+    int n = snprintf(body, sizeof body, "{\"name\":\"a\",\"payload\":{\"k\":");
+    memset(body + n, ' ', 3000);
+    n += 3000;
+    snprintf(body + n, sizeof body - (size_t)n, "[1, 2]}}");
+    er_job f;
+    er_rand r;
+    er_rand_init_seeded(&r, 1);
+    cr_assert(er_job_from_text(body, strlen(body), "q", T0, PMAX, &r, &f));
+    cr_assert_str_eq(f.payload, "{\"k\":[1,2]}");
+    cr_assert_eq(f.payload_len, 11);
+    er_job_fini(&f);
+}
+
+Test(job_text, a_declined_request_draws_no_random_id)
+{
+    er_rand r;
+    er_rand_init_seeded(&r, 5);
+    er_job f;
+    cr_assert(!er_job_from_text("{\"name\":\"a\",\"x\":1}", 18, "q", T0, PMAX, &r, &f));
+    char a[32], b[32];
+    er_job_new_id(T0, &r, a);
+    er_rand_init_seeded(&r, 5);
+    er_job_new_id(T0, &r, b);
+    cr_assert_str_eq(a, b);
+}
+
+/* Random edits of valid bodies: whatever the fast path accepts, the JSON
+ * path accepts with the same job. */
+Test(job_text, random_edits_never_make_the_two_paths_disagree, .timeout = 60)
+{
+    static const char *const seeds[] = {
+        "{\"name\":\"noop\",\"payload\":{\"n\":12,\"m\":[1,2,{\"a\":null}]}}",
+        "{ \"name\" : \"a\", \"id\" : \"x-1\", \"priority\" : 5, \"delay_ms\" : 10, "
+        "\"max_attempts\" : 2, \"timeout_ms\" : 9, \"group\" : \"g\", \"trace_id\" : \"t\", "
+        "\"idempotency_key\" : \"k\", \"payload\" : [true,false,null,\"s\",-7] }",
+        "{\"payload\":{\"a\":{\"b\":{\"c\":[[],[{}]]}},\"d\":\"e\"},\"name\":\"z\"}",
+    };
+    static const char alphabet[] = "{}[]:,\" \n\t-0123456789.eEtruefalsn\\abxyz/\x01\xc3\x7f";
+    er_rand r;
+    er_rand_init_seeded(&r, 2026);
+    size_t accepted = 0;
+    for (int iter = 0; iter < 200000; iter++) {
+        char buf[512];
+        const char *seed = seeds[iter % 3];
+        size_t len = strlen(seed);
+        memcpy(buf, seed, len);
+        int edits = 1 + (int)(r.next(&r) % 3);
+        for (int e = 0; e < edits; e++) {
+            size_t pos = (size_t)(r.next(&r) % (len + 1));
+            char ch = alphabet[r.next(&r) % (sizeof alphabet - 1)];
+            switch (r.next(&r) % 3) {
+            case 0: /* replace */
+                if (pos < len)
+                    buf[pos] = ch;
+                break;
+            case 1: /* insert */
+                if (len + 1 < sizeof buf) {
+                    memmove(buf + pos + 1, buf + pos, len - pos);
+                    buf[pos] = ch;
+                    len++;
+                }
+                break;
+            default: /* delete */
+                if (pos < len) {
+                    memmove(buf + pos, buf + pos + 1, len - pos - 1);
+                    len--;
+                }
+            }
+        }
+        accepted += same_as_slow(buf, len);
+    }
+    cr_assert_gt(accepted, 1000, "the edits should leave many bodies valid");
+}
