@@ -8,8 +8,9 @@
  * of single enqueues. Prints CPU µs per job of each phase (this process
  * only; run it under callgrind for instruction counts).
  *
- *   store_cycle [-n JOBS] [-s SINGLE_BATCH] [STORE_URL]
+ *   store_cycle [-n JOBS] [-s SINGLE_BATCH] [-p SQL] [STORE_URL]
  *
+ * -p runs SQL (a pragma to measure) on a SQLite store's connection first.
  * Without STORE_URL a fresh file under /tmp is used and removed after.
  */
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/exec.h"
+#include "store/sqlite/sqlite_int.h"
 #include "util/clock.h"
 
 #define BULK 1000
@@ -66,6 +68,15 @@ static void commit(er_exec_ctx *x)
     er_wake_fini(&x->wake);
 }
 
+/* What the writer does after answering a batch (the SQLite checkpoint),
+ * untimed like the answering itself. */
+static void upkeep(er_exec_ctx *x)
+{
+    er_error err;
+    if (x->ops->checkpoint && x->ops->checkpoint(x->store, &err) < 0)
+        die("checkpoint", &err);
+}
+
 static void run(er_exec_ctx *x, er_req *r, int64_t now)
 {
     if (er_exec_write(x, r, now) < 0 || r->rc < 0)
@@ -88,11 +99,20 @@ __attribute__((noipa)) static void tx_process(er_exec_ctx *x, er_req *r, int64_t
     commit(x);
 }
 
+/* The batch as writer_batch runs it: a chain, runs of enqueues together. */
 __attribute__((noipa)) static void tx_single(er_exec_ctx *x, er_req **rs, int k, int64_t now)
 {
-    begin(x);
     for (int i = 0; i < k; i++)
-        run(x, rs[i], now);
+        rs[i]->next = i + 1 < k ? rs[i + 1] : NULL;
+    begin(x);
+    for (er_req *r = rs[0], *next; r; r = next)
+        if (er_exec_write_run(x, r, &next, now) < 0)
+            die("request", &r->err);
+    for (int i = 0; i < k; i++) {
+        if (rs[i]->rc < 0)
+            die("request", &rs[i]->err);
+        rs[i]->next = NULL;
+    }
     commit(x);
 }
 
@@ -100,14 +120,18 @@ int main(int argc, char **argv)
 {
     long njobs = 20000;
     int single_batch = 64;
+    const char *pragma = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "n:s:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:s:p:")) != -1) {
         if (opt == 'n')
             njobs = strtol(optarg, NULL, 10);
         else if (opt == 's')
             single_batch = (int)strtol(optarg, NULL, 10);
+        else if (opt == 'p')
+            pragma = optarg;
         else {
-            fprintf(stderr, "usage: store_cycle [-n JOBS] [-s SINGLE_BATCH] [STORE_URL]\n");
+            fprintf(stderr,
+                    "usage: store_cycle [-n JOBS] [-s SINGLE_BATCH] [-p SQL] [STORE_URL]\n");
             return 2;
         }
     }
@@ -137,6 +161,12 @@ int main(int argc, char **argv)
     er_job_defaults_server(&x.server_defaults);
     if (ops->open(rest, &sopt, &x.store, &err) < 0)
         die("open", &err);
+    if (pragma && ops == &er_sqlite_ops &&
+        sqlite3_exec(er_sqlite_handle(x.store), pragma, NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "store_cycle: %s: %s\n", pragma,
+                sqlite3_errmsg(er_sqlite_handle(x.store)));
+        return 1;
+    }
     int64_t now = er_now_ms();
 
     /* 1. bulk enqueue: one request of BULK jobs per transaction (the jobs
@@ -151,6 +181,7 @@ int main(int argc, char **argv)
         double t0 = cpu_us();
         tx_bulk(&x, r, now);
         t_bulk += cpu_us() - t0;
+        upkeep(&x);
         er_req_free(r);
     }
 
@@ -178,6 +209,7 @@ int main(int argc, char **argv)
         double t0 = cpu_us();
         tx_process(&x, r, now);
         t_proc += cpu_us() - t0;
+        upkeep(&x);
         for (size_t i = 0; i < r->nacks; i++)
             if (r->acks[i].rc != 0)
                 die("complete", &r->acks[i].err);
@@ -209,6 +241,7 @@ int main(int argc, char **argv)
         double t0 = cpu_us();
         tx_single(&x, rs, k, now);
         t_single += cpu_us() - t0;
+        upkeep(&x);
         for (int i = 0; i < k; i++)
             er_req_free(rs[i]);
     }

@@ -215,8 +215,9 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         rc = e->ops->begin(x->store, &err);
         if (rc == 0 && maint)
             rc = er_exec_maintenance(x, now, retention);
-        for (er_req *r = reqs; rc == 0 && r; r = r->next) {
-            rc = er_exec_write(x, r, now);
+        /* runs of enqueues share one store call */
+        for (er_req *r = reqs, *next; rc == 0 && r; r = next) {
+            rc = er_exec_write_run(x, r, &next, now);
             if (rc < 0)
                 err = r->err;
         }
@@ -283,6 +284,9 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
     }
     if (out)
         post_batch(e, out);
+    /* store upkeep (SQLite's checkpoint) after the answers, off their path */
+    if (e->ops->checkpoint && e->ops->checkpoint(x->store, &err) < 0)
+        ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
 }
 
 /* When the writer must wake next: maintenance or a parked fetch's deadline

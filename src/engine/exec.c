@@ -131,6 +131,114 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
     return 0;
 }
 
+/* Requests one store call may enqueue together: at most this many jobs. */
+#define ENQUEUE_RUN_MAX 1024
+
+/* Enqueues the jobs of the ENQUEUE requests first..last (two or more, in
+ * order) with one ops->enqueue_many call: the result each request would
+ * have had alone (a job given twice is a duplicate the second time, also
+ * across requests). Returns 0, a storage error, or 1 when the store refused
+ * the call with a logical error (nothing was written; run them one by one). */
+static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total, int64_t now)
+{
+    er_job *jobs = malloc(total * sizeof *jobs);
+    bool *dup = malloc(total * sizeof *dup);
+    int rc = 0;
+    if (!jobs || !dup) {
+        rc = er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
+        goto out;
+    }
+    /* shallow copies: the requests keep owning the strings */
+    size_t k = 0;
+    er_queue_settings qs;
+    const char *qs_for = NULL;
+    for (er_req *r = first;; r = r->next) {
+        er_error_clear(&r->err);
+        r->rc = 0;
+        if (!r->duplicate &&
+            !(r->duplicate = calloc(r->njobs ? r->njobs : 1, sizeof *r->duplicate))) {
+            rc = er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < r->njobs; i++) {
+            er_job *job = &r->jobs[i];
+            if (!qs_for || strcmp(qs_for, job->queue) != 0) {
+                rc = x->ops->get_queue_settings(x->store, job->queue, &qs, &first->err);
+                if (rc < 0)
+                    goto out;
+                qs_for = job->queue;
+            }
+            er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
+            job->updated_at = now;
+            jobs[k++] = *job;
+        }
+        if (r == last)
+            break;
+    }
+    rc = x->ops->enqueue_many(x->store, jobs, total, dup, &first->err);
+    if (rc < 0) {
+        if (!er_is_storage_error(rc))
+            rc = 1;
+        goto out;
+    }
+    k = 0;
+    for (er_req *r = first;; r = r->next) {
+        memcpy(r->duplicate, dup + k, r->njobs * sizeof *dup);
+        k += r->njobs;
+        wake_enqueued(x, r);
+        if (r->njobs == 1) {
+            /* the stored job: the existing one for a duplicate */
+            if (r->duplicate[0])
+                rc = x->ops->get_job(x->store, r->jobs[0].id, &r->job, &r->err);
+            else if (er_job_copy(&r->job, &r->jobs[0]) < 0)
+                rc = er_error_set(&r->err, ER_ENOMEM, "", "out of memory");
+            if (er_is_storage_error(rc)) {
+                if (r != first)
+                    first->err = r->err;
+                goto out;
+            }
+            r->rc = rc; /* as exec_enqueue: this request's own error */
+            rc = 0;
+        }
+        if (r == last)
+            break;
+    }
+out:
+    free(jobs);
+    free(dup);
+    return rc;
+}
+
+int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
+{
+    er_req *last = first;
+    size_t total = first->type == ER_REQ_ENQUEUE ? first->njobs : 0;
+    if (total && x->ops->enqueue_many) {
+        for (er_req *r = first->next; r && r->type == ER_REQ_ENQUEUE && r->njobs &&
+                                      total + r->njobs <= ENQUEUE_RUN_MAX;
+             r = r->next) {
+            last = r;
+            total += r->njobs;
+        }
+    }
+    *next = last->next;
+    if (last != first) {
+        int rc = enqueue_run(x, first, last, total, now);
+        if (rc <= 0)
+            return rc;
+        /* refused as a whole: each request alone gets its own answer */
+    }
+    for (er_req *r = first; r != *next; r = r->next) {
+        int rc = er_exec_write(x, r, now);
+        if (rc < 0) {
+            if (r != first)
+                first->err = r->err;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicate,
                         er_job *existing, er_error *err)
 {

@@ -45,6 +45,13 @@ bool er_req_is_read(const er_req *req);
  * error), or a storage error code: the caller must roll back the batch. */
 int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now);
 
+/* Runs `first` like er_exec_write and, when it and the requests after it
+ * are enqueues, those too, with one store call for all their jobs; each
+ * request gets the answer it would have had alone. *next = the first
+ * request not run. Returns 0, or a storage error (in first->err): the
+ * caller must roll back the batch. */
+int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now);
+
 /* Runs only the lease part of a FETCH (its acks were applied before), for
  * a long-poll fetch parked in the writer. Same return convention. */
 int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now);

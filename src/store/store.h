@@ -277,9 +277,23 @@ typedef struct er_store_ops {
      * as the connection's session, so a leader that dies or loses its
      * connection loses it; after a reconnect the next call tries again. */
     int (*maintenance_lease)(er_store *s, bool *leader, er_error *err);
+
+    /* Optional, NULL when a store has none: work the store keeps out of
+     * commits, for the writer to run outside a transaction once it has
+     * answered the batch it committed (SQLite: checkpoints the write-ahead
+     * log when it has grown past a threshold). Cheap when there is nothing
+     * to do. Returns 0 or a storage error; nothing is rolled back, no
+     * committed data is at risk either way. */
+    int (*checkpoint)(er_store *s, er_error *err);
 } er_store_ops;
 
 extern const er_store_ops er_sqlite_ops;
+/* Process-wide SQLite setup, once: turns off SQLite's allocation statistics
+ * (a global mutex around every allocation). It must come before SQLite is
+ * initialized; the SQLite store's open calls it, so only code that calls
+ * SQLite before opening a store (a test registering a VFS) calls it first.
+ * Thread-safe; later calls do nothing. */
+void er_sqlite_global_init(void);
 /* The PostgreSQL store (src/store/postgres/postgres.h: URL options, pool,
  * LISTEN). Unlike SQLite it reads the store's clock by default: with
  * clock=store (the default) every lease, schedule and maintenance decision

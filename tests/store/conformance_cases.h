@@ -240,6 +240,68 @@ Test(conformance, enqueue_many_inserts_in_order_and_reports_duplicates)
     er_queue_info_list_free(qs, n);
 }
 
+Test(conformance, enqueue_many_of_only_duplicates_changes_nothing)
+{
+    put("x", "m", 0, T0, T0);
+    put("y", "m", 0, T0, T0);
+    er_job jobs[3];
+    mkjob(&jobs[0], "y", "m", 5, T0, T0);
+    mkjob(&jobs[1], "x", "m", 5, T0, T0);
+    mkjob(&jobs[2], "y", "m", 5, T0, T0);
+    bool dup[3] = {false, false, false};
+    er_error err = {0};
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, &err), 0, "%s", err.message);
+    cr_assert(dup[0] && dup[1] && dup[2]);
+    for (int i = 0; i < 3; i++)
+        er_job_fini(&jobs[i]);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "x", &g, &err), 0);
+    cr_assert_eq(g.priority, 0);
+    er_job_fini(&g);
+}
+
+/* A large batch with duplicates spread through it: each job is new or a
+ * duplicate exactly as if enqueued alone, in order. */
+Test(conformance, enqueue_many_large_batch_marks_each_duplicate_in_order)
+{
+    enum { N = 300 };
+    put("j-0150", "m", 0, T0, T0);
+    er_job *jobs = calloc(N, sizeof *jobs);
+    cr_assert_not_null(jobs);
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        /* every 7th job repeats the id of the job 3 before it */
+        snprintf(id, sizeof id, "j-%04d", i % 7 == 6 ? i - 3 : i);
+        mkjob(&jobs[i], id, i % 2 ? "m" : "n", 0, T0, T0);
+    }
+    bool dup[N];
+    er_error err = {0};
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, N, dup, &err), 0, "%s", err.message);
+    int fresh = 0;
+    for (int i = 0; i < N; i++) {
+        bool want = i % 7 == 6 || i == 150;
+        cr_assert_eq(dup[i], want, "job %d", i);
+        fresh += !want;
+    }
+    for (int i = 0; i < N; i++)
+        er_job_fini(&jobs[i]);
+    free(jobs);
+    /* insertion order: "m" holds j-0150 first, then the odd new ids */
+    er_job_list l = {0};
+    char *cur = NULL;
+    cr_assert_eq(OPS->list_jobs(S, "m", ER_STATE_WAITING, 1000, NULL, &l, &cur, &err), 0);
+    cr_assert_str_eq(l.items[0].id, "j-0150");
+    for (size_t k = 2; k < l.len; k++)
+        cr_assert_lt(strcmp(l.items[k - 1].id, l.items[k].id), 0, "position %zu", k);
+    size_t in_m = l.len;
+    er_job_list_fini(&l);
+    free(cur);
+    cr_assert_eq(OPS->list_jobs(S, "n", ER_STATE_WAITING, 1000, NULL, &l, &cur, &err), 0);
+    cr_assert_eq(in_m - 1 + l.len, (size_t)fresh);
+    er_job_list_fini(&l);
+    free(cur);
+}
+
 /* ---- fetch ---- */
 
 Test(conformance, fetch_orders_by_queue_then_priority_run_at_and_insertion)

@@ -390,3 +390,69 @@ Test(sqlite, a_file_that_is_not_a_database_is_unavailable)
     unlink(g_url);
     open_store();
 }
+
+/* Enqueues `n` jobs of about a page each in one transaction; returns the
+ * log's frames after the commit. */
+static int enqueue_pages(int *next_id, int n)
+{
+    static char big[3901];
+    memset(big, 'x', sizeof big - 1);
+    big[0] = '"';
+    big[sizeof big - 2] = '"';
+    er_job *jobs = calloc((size_t)n, sizeof *jobs);
+    bool *dup = calloc((size_t)n, sizeof *dup);
+    cr_assert(jobs && dup);
+    for (int i = 0; i < n; i++) {
+        char id[24];
+        snprintf(id, sizeof id, "big-%d", (*next_id)++);
+        mkjob(&jobs[i], id, "big", 0, T0, T0);
+        free(jobs[i].payload);
+        jobs[i].payload = sdup(big);
+        jobs[i].payload_len = strlen(big);
+    }
+    er_error err = {0};
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, (size_t)n, dup, &err), 0, "%s", err.message);
+    for (int i = 0; i < n; i++)
+        er_job_fini(&jobs[i]);
+    free(jobs);
+    free(dup);
+    return S->wal_frames;
+}
+
+/* Commits never checkpoint below the backstop (the writer does, between
+ * transactions, through ops->checkpoint), a checkpoint between
+ * transactions lets the next commit restart the log, and past the backstop
+ * a commit checkpoints by itself so the log stays bounded. */
+Test(sqlite, checkpoints_run_between_transactions_with_a_backstop_in_commits)
+{
+    cr_assert_not_null(OPS->checkpoint);
+    er_error err = {0};
+    int id = 0;
+    int frames = 0;
+    while (frames < 4000 + 4000 / 8) {
+        int now = enqueue_pages(&id, 200);
+        cr_assert_gt(now, frames, "a commit checkpointed (%d frames after %d)", now, frames);
+        frames = now;
+    }
+    cr_assert_eq(OPS->checkpoint(S, &err), 0, "%s", err.message);
+    frames = enqueue_pages(&id, 10);
+    cr_assert_lt(frames, 200, "the log did not restart after a checkpoint: %d frames", frames);
+    /* nobody calls checkpoint: the commits' backstop keeps the log bounded */
+    int max = 0;
+    bool restarted = false;
+    for (int i = 0; i < 120 && !restarted; i++) {
+        int now = enqueue_pages(&id, 200);
+        restarted = now < frames;
+        frames = now;
+        max = frames > max ? frames : max;
+    }
+    cr_assert(restarted, "the log grew to %d frames without a checkpoint", max);
+    cr_assert_lt(max, 4 * 4000 + 1000);
+    /* everything is still there */
+    er_job_list l = {0};
+    char *cur = NULL;
+    cr_assert_eq(OPS->list_jobs(S, "big", ER_STATE_WAITING, 1000, NULL, &l, &cur, &err), 0);
+    cr_assert_eq(l.len, 1000);
+    er_job_list_fini(&l);
+    free(cur);
+}

@@ -38,6 +38,7 @@ static void disarm(void)
 
 static void register_vfs(void)
 {
+    er_sqlite_global_init(); /* before any SQLite call, as a server does */
     cr_assert_eq(er_faultvfs_register(), 0);
 }
 
@@ -177,9 +178,29 @@ static bool workload(er_store *s)
 {
     er_error err = {0};
     for (int round = 0; round < 4; round++) {
-        /* enqueue three jobs in one transaction */
+        /* enqueue three jobs in one transaction: one by one, or in odd
+         * rounds with one enqueue_many of four (the last repeats an id) */
         int rc = OPS->begin(s, &err);
-        for (int k = 0; rc == 0 && k < 3; k++) {
+        if (round % 2 && OPS->enqueue_many) {
+            er_job js[4];
+            bool dup[4];
+            char id[32];
+            for (int k = 0; k < 4; k++) {
+                snprintf(id, sizeof id, "r%d-%d", round, k % 3);
+                mkjob(&js[k], id);
+            }
+            if (rc == 0)
+                rc = OPS->enqueue_many(s, js, 4, dup, &err);
+            for (int k = 0; k < 4; k++) {
+                if (rc == 0 && k < 3)
+                    cr_assert(!dup[k]);
+                if (rc == 0 && k < 3)
+                    pend(js[k].id, ER_STATE_WAITING);
+                er_job_fini(&js[k]);
+            }
+            cr_assert(rc < 0 || dup[3]);
+        }
+        for (int k = 0; rc == 0 && k < 3 && !(round % 2 && OPS->enqueue_many); k++) {
             char id[32];
             snprintf(id, sizeof id, "r%d-%d", round, k);
             er_job j;

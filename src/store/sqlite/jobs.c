@@ -38,6 +38,105 @@ int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *e
     return er_sqlite_op_end(s, own, rc, err);
 }
 
+/* Marks the jobs of a batch whose rows the INSERT OR IGNORE skipped. The
+ * rows it inserted have the consecutive seqs first..last (a new row's seq
+ * is the largest so far plus one), so job i was inserted when its id's row
+ * has a seq in that range not claimed by an earlier job of the batch with
+ * the same id. Anything that does not add up is an internal error (the
+ * caller rolls back). */
+static int mark_skipped(er_store *s, const er_job *jobs, size_t n, int64_t inserted,
+                        bool *duplicate, er_error *err)
+{
+    int64_t last = sqlite3_last_insert_rowid(s->db);
+    int64_t first = last - inserted + 1;
+    bool *claimed = calloc(inserted > 0 ? (size_t)inserted : 1, sizeof *claimed);
+    if (!claimed)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_JOB_SEQ, &st, err);
+    int64_t found = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        sqlite3_bind_text(st, 1, jobs[i].id, -1, SQLITE_STATIC);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW) {
+            int64_t seq = sqlite3_column_int64(st, 0);
+            bool mine = seq >= first && seq <= last && !claimed[seq - first];
+            if (mine)
+                claimed[seq - first] = true;
+            duplicate[i] = !mine;
+            found += mine;
+        } else if (src == SQLITE_DONE) {
+            rc = er_error_set(err, ER_EINTERNAL, "", "store: job '%s' was not inserted",
+                              jobs[i].id);
+        } else {
+            rc = er_sqlite_error(s->db, src, "read job", err);
+        }
+        sqlite3_reset(st);
+    }
+    free(claimed);
+    if (rc == 0 && found != inserted)
+        rc = er_error_set(err, ER_EINTERNAL, "", "store: batch insert accounting failed");
+    return rc;
+}
+
+/* Inserts the batch with one INSERT OR IGNORE ... SELECT FROM er_newjobs,
+ * which is what n calls of enqueue do, in order: a job whose id is stored
+ * already, or came earlier in the batch, is skipped (a duplicate). Any
+ * failure is a storage error: the statement has no journal of its own, so
+ * the caller must roll the transaction back. */
+static int insert_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                       er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_INSERT_MANY, &st, err);
+    if (rc < 0)
+        return rc;
+    s->newjobs = jobs;
+    s->nnew = n;
+    rc = er_sqlite_run(s, st, err);
+    s->newjobs = NULL;
+    s->nnew = 0;
+    int64_t inserted = rc == 0 ? sqlite3_changes64(s->db) : 0;
+    if (rc == 0 && inserted != (int64_t)n)
+        rc = mark_skipped(s, jobs, n, inserted, duplicate, err);
+    const char *registered = NULL;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (duplicate[i] || (registered && strcmp(registered, jobs[i].queue) == 0))
+            continue;
+        rc = er_sqlite_queue_register(s, jobs[i].queue, err);
+        registered = jobs[i].queue;
+    }
+    /* a logical code would let the caller go on with part of the batch */
+    if (rc < 0 && rc != ER_EUNAVAIL && rc != ER_EFULL && rc != ER_ENOMEM) {
+        rc = ER_EINTERNAL;
+        if (err)
+            err->code = rc;
+    }
+    return rc;
+}
+
+int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                           er_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        duplicate[i] = false;
+    if (n == 0)
+        return 0;
+    bool own;
+    int rc = er_sqlite_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    if (n == 1)
+        rc = er_sqlite_enqueue(s, &jobs[0], &duplicate[0], NULL, err);
+    else
+        rc = insert_many(s, jobs, n, duplicate, err);
+    if (rc < 0) {
+        for (size_t i = 0; i < n; i++)
+            duplicate[i] = false;
+    }
+    return er_sqlite_op_end(s, own, rc, err);
+}
+
 /* A leased row with its insertion order, for sorting a fetch batch. */
 typedef struct leased {
     er_job job;

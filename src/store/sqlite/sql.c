@@ -115,6 +115,15 @@ const int er_sqlite_schema_version =
     " lease_expires_at, last_error, result, progress, created_at, updated_at,"       \
     " started_at, finished_at, redriven_at, redrive_count, set_flags, seq"
 
+/* The columns an insert sets, in ER_SQ_INSERT_JOB's order (?1..?32) and
+ * er_newjobs' column order. */
+#define INSERT_COLS                                                                     \
+    "id, queue, name, payload, state, priority, grp, run_at, max_attempts, backoff_type," \
+    " backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"            \
+    " idempotency_key, attempts, started, stalled, lease_owner, lease_token,"             \
+    " lease_expires_at, last_error, result, progress, created_at, updated_at, started_at," \
+    " finished_at, redriven_at, redrive_count, set_flags"
+
 #define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
 
 const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
@@ -130,6 +139,12 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
         " ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
         " ON CONFLICT(id) DO NOTHING",
+    /* er_newjobs: the jobs of the enqueue_many call running (sqlite.c), in
+     * order. OR IGNORE (no constraint can abort it) spares the statement
+     * journal; the rows it skipped are found after (jobs.c). */
+    [ER_SQ_INSERT_MANY] =
+        "INSERT OR IGNORE INTO jobs (" INSERT_COLS ") SELECT " INSERT_COLS " FROM er_newjobs",
+    [ER_SQ_JOB_SEQ] = "SELECT seq FROM jobs WHERE id = ?1",
     [ER_SQ_GET_JOB] = "SELECT " COLS " FROM jobs WHERE id = ?1",
     [ER_SQ_LEASE_STATE] = "SELECT state, lease_token FROM jobs WHERE id = ?1",
     [ER_SQ_QUEUE_REGISTER] = "INSERT INTO queues (name) VALUES (?1) ON CONFLICT(name) DO NOTHING",

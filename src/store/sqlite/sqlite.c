@@ -8,6 +8,7 @@
  */
 #include "store/sqlite/sqlite_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,14 @@
  * it is overwritten in place instead of re-grown (extending a file makes
  * each fsync cost far more than overwriting). */
 #define WAL_SIZE_LIMIT (64LL * 1024 * 1024)
-#define WAL_AUTOCHECKPOINT_PAGES 4000
+/* Checkpoints are kept out of commits: the writer runs one between
+ * transactions, after answering its batch, once the log holds this many
+ * frames (sq_checkpoint); a commit checkpoints itself, as SQLite's
+ * autocheckpoint would, only past BACKSTOP times as many (a connection
+ * whose user never calls checkpoint). The threshold is set and read back
+ * as the wal_autocheckpoint pragma, so a test VFS can lower it. */
+#define WAL_CHECKPOINT_FRAMES 4000
+#define WAL_BACKSTOP 4
 /* The database file grows in chunks of this size. */
 #define DB_CHUNK_SIZE (4 * 1024 * 1024)
 #define QUEUE_CACHE_MAX 4096
@@ -561,6 +569,111 @@ static const sqlite3_module acks_module = {
     .xRowid = acks_rowid,
 };
 
+/* er_newjobs: an eponymous virtual table over the jobs of the
+ * enqueue_many call running on this connection (s->newjobs), in order, with
+ * ER_SQ_INSERT_MANY's columns, so one INSERT ... SELECT inserts a batch.
+ * Empty outside such a call. */
+static int newjobs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                           sqlite3_vtab **out, char **errmsg)
+{
+    int rc = sqlite3_declare_vtab(
+        db, "CREATE TABLE x(id TEXT, queue TEXT, name TEXT, payload TEXT, state INTEGER,"
+            " priority INTEGER, grp TEXT, run_at INTEGER, max_attempts INTEGER,"
+            " backoff_type INTEGER, backoff_delay_ms INTEGER, backoff_max_ms INTEGER,"
+            " backoff_jitter REAL, timeout_ms INTEGER, trace_id TEXT, idempotency_key TEXT,"
+            " attempts INTEGER, started INTEGER, stalled INTEGER, lease_owner TEXT,"
+            " lease_token TEXT, lease_expires_at INTEGER, last_error TEXT, result TEXT,"
+            " progress TEXT, created_at INTEGER, updated_at INTEGER, started_at INTEGER,"
+            " finished_at INTEGER, redriven_at INTEGER, redrive_count INTEGER,"
+            " set_flags INTEGER)");
+    if (rc != SQLITE_OK)
+        return rc;
+    acks_vtab *vt = sqlite3_malloc(sizeof *vt);
+    if (!vt)
+        return SQLITE_NOMEM;
+    memset(vt, 0, sizeof *vt);
+    vt->s = aux;
+    (void)sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+    *out = &vt->base;
+    return SQLITE_OK;
+}
+
+static int newjobs_eof(sqlite3_vtab_cursor *cur)
+{
+    er_store *s = acks_store(cur);
+    return !s->newjobs || ((acks_cursor *)cur)->i >= s->nnew;
+}
+
+static void result_opt_text(sqlite3_context *ctx, const char *v)
+{
+    if (v)
+        sqlite3_result_text(ctx, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_result_null(ctx);
+}
+
+/* Column col of the current job: the value er_sqlite_bind_job binds to
+ * ?col+1. */
+static int newjobs_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
+{
+    const er_job *j = &acks_store(cur)->newjobs[((acks_cursor *)cur)->i];
+    switch (col) {
+    case 0: sqlite3_result_text(ctx, j->id, -1, SQLITE_STATIC); break;
+    case 1: sqlite3_result_text(ctx, j->queue, -1, SQLITE_STATIC); break;
+    case 2: sqlite3_result_text(ctx, j->name ? j->name : "", -1, SQLITE_STATIC); break;
+    case 3:
+        sqlite3_result_text(ctx, j->payload ? j->payload : "null",
+                            j->payload ? (int)j->payload_len : 4, SQLITE_STATIC);
+        break;
+    case 4: sqlite3_result_int(ctx, (int)j->state); break;
+    case 5: sqlite3_result_int(ctx, j->priority); break;
+    case 6: result_opt_text(ctx, j->group); break;
+    case 7: sqlite3_result_int64(ctx, j->run_at); break;
+    case 8: sqlite3_result_int(ctx, j->max_attempts); break;
+    case 9: sqlite3_result_int(ctx, (int)j->backoff.type); break;
+    case 10: sqlite3_result_int64(ctx, j->backoff.delay_ms); break;
+    case 11: sqlite3_result_int64(ctx, j->backoff.max_delay_ms); break;
+    case 12: sqlite3_result_double(ctx, j->backoff.jitter); break;
+    case 13: sqlite3_result_int64(ctx, j->timeout_ms); break;
+    case 14: result_opt_text(ctx, j->trace_id); break;
+    case 15: result_opt_text(ctx, j->idempotency_key); break;
+    case 16: sqlite3_result_int(ctx, j->attempts); break;
+    case 17: sqlite3_result_int(ctx, j->started); break;
+    case 18: sqlite3_result_int(ctx, j->stalled); break;
+    case 19: result_opt_text(ctx, j->lease_owner); break;
+    case 20: result_opt_text(ctx, j->lease_token); break;
+    case 21: sqlite3_result_int64(ctx, j->lease_expires_at); break;
+    case 22: result_opt_text(ctx, j->last_error); break;
+    case 23: result_opt_text(ctx, j->result); break;
+    case 24: result_opt_text(ctx, j->progress); break;
+    case 25: sqlite3_result_int64(ctx, j->created_at); break;
+    case 26: sqlite3_result_int64(ctx, j->updated_at); break;
+    case 27: sqlite3_result_int64(ctx, j->started_at); break;
+    case 28: sqlite3_result_int64(ctx, j->finished_at); break;
+    case 29: sqlite3_result_int64(ctx, j->redriven_at); break;
+    case 30: sqlite3_result_int(ctx, j->redrive_count); break;
+    default:
+        sqlite3_result_int(ctx, (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) |
+                                    (j->set_timeout ? 4 : 0) | (j->set_priority ? 8 : 0));
+        break;
+    }
+    return SQLITE_OK;
+}
+
+static const sqlite3_module newjobs_module = {
+    .iVersion = 0,
+    .xConnect = newjobs_connect,
+    .xBestIndex = acks_best_index,
+    .xDisconnect = acks_disconnect,
+    .xOpen = acks_open,
+    .xClose = acks_close,
+    .xFilter = acks_filter,
+    .xNext = acks_next,
+    .xEof = newjobs_eof,
+    .xColumn = newjobs_column,
+    .xRowid = acks_rowid,
+};
+
 /* Runs a pragma (or any statement) and returns its first text column in
  * buf when given. */
 static int pragma(er_store *s, const char *sql, char *buf, size_t bufsz, er_error *err)
@@ -630,11 +743,58 @@ static void sq_close(er_store *s)
     free(s);
 }
 
+/* Runs after each commit, with the log's frame count. */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    er_store *s = arg;
+    s->wal_frames = frames;
+    if (frames < s->ckpt_tried)
+        s->ckpt_tried = 0; /* the log restarted */
+    if (frames >= WAL_BACKSTOP * s->ckpt_frames && frames >= s->ckpt_tried + s->ckpt_frames / 8) {
+        int log = 0;
+        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, NULL);
+        s->ckpt_tried = log > 0 ? log : frames;
+    }
+    return SQLITE_OK;
+}
+
+/* A PASSIVE checkpoint once the log is long. Between transactions the
+ * writer adds no frames while it runs, so unless a reader's snapshot holds
+ * frames back it copies them all and the next commit restarts the log from
+ * its start. When a reader did hold some back, the next try waits for an
+ * eighth of the threshold of new frames. */
+static int sq_checkpoint(er_store *s, er_error *err)
+{
+    if (s->wal_frames < s->ckpt_frames || s->wal_frames < s->ckpt_tried + s->ckpt_frames / 8 ||
+        !sqlite3_get_autocommit(s->db))
+        return 0;
+    int log = 0;
+    int rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, NULL);
+    s->ckpt_tried = log > 0 ? log : s->wal_frames;
+    if (rc == SQLITE_OK || (rc & 0xff) == SQLITE_BUSY)
+        return 0;
+    return er_sqlite_error(s->db, rc, "checkpoint", err);
+}
+
+static void global_init_once(void)
+{
+    /* SQLITE_MISUSE when SQLite is initialized already: the statistics then
+     * stay on, which costs time but nothing else */
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
+void er_sqlite_global_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, global_init_once);
+}
+
 /* `url` is a file path, or a SQLite URI ("file:PATH?vfs=NAME", used by the
  * fault tests) since the file is opened with SQLITE_OPEN_URI. */
 static int sq_open(const char *url, const er_store_options *opt, er_store **out, er_error *err)
 {
     *out = NULL;
+    er_sqlite_global_init();
     er_store *s = calloc(1, sizeof *s);
     if (!s)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -670,8 +830,16 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
         rc = pragma(s, sql, NULL, 0, err);
     }
     if (rc == 0) {
-        snprintf(sql, sizeof sql, "PRAGMA wal_autocheckpoint = %d", WAL_AUTOCHECKPOINT_PAGES);
+        snprintf(sql, sizeof sql, "PRAGMA wal_autocheckpoint = %d", WAL_CHECKPOINT_FRAMES);
         rc = pragma(s, sql, NULL, 0, err);
+    }
+    if (rc == 0) {
+        char buf[24];
+        rc = pragma(s, "PRAGMA wal_autocheckpoint", buf, sizeof buf, err);
+        long frames = rc == 0 ? strtol(buf, NULL, 10) : 0;
+        s->ckpt_frames = frames > 0 && frames < WAL_CHECKPOINT_FRAMES ? (int)frames
+                                                                      : WAL_CHECKPOINT_FRAMES;
+        sqlite3_wal_hook(s->db, wal_hook, s); /* replaces the autocheckpoint */
     }
     if (rc == 0)
         rc = pragma(s, "PRAGMA temp_store = MEMORY", NULL, 0, err);
@@ -688,6 +856,8 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
                                           s, fn_token, NULL, NULL);
         if (frc == SQLITE_OK)
             frc = sqlite3_create_module(s->db, "er_acks", &acks_module, s);
+        if (frc == SQLITE_OK)
+            frc = sqlite3_create_module(s->db, "er_newjobs", &newjobs_module, s);
         if (frc != SQLITE_OK)
             rc = er_sqlite_error(s->db, frc, "create function", err);
     }
@@ -711,6 +881,7 @@ const er_store_ops er_sqlite_ops = {
     .commit = sq_commit,
     .rollback = sq_rollback,
     .enqueue = er_sqlite_enqueue,
+    .enqueue_many = er_sqlite_enqueue_many,
     .fetch = er_sqlite_fetch,
     .heartbeat = er_sqlite_heartbeat,
     .complete = er_sqlite_complete,
@@ -742,4 +913,5 @@ const er_store_ops er_sqlite_ops = {
     .lease_release = er_sqlite_lease_release,
     .cursor_get = er_sqlite_cursor_get,
     .cursor_cas = er_sqlite_cursor_cas,
+    .checkpoint = sq_checkpoint,
 };

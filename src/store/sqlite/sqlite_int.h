@@ -20,6 +20,8 @@ enum {
     ER_SQ_COMMIT,
     ER_SQ_ROLLBACK,
     ER_SQ_INSERT_JOB,
+    ER_SQ_INSERT_MANY,
+    ER_SQ_JOB_SEQ,
     ER_SQ_GET_JOB,
     ER_SQ_LEASE_STATE,
     ER_SQ_QUEUE_REGISTER,
@@ -95,9 +97,14 @@ struct er_store {
     size_t nqc, capqc;
     int64_t data_version;
     bool wal_suspect; /* a commit failed; its frames may still be on disk */
+    int ckpt_frames;  /* checkpoint threshold (the wal_autocheckpoint setting) */
+    int wal_frames;   /* frames in the write-ahead log after the last commit */
+    int ckpt_tried;   /* the log's frames at the last checkpoint (0 after a restart) */
     er_rand *rand; /* borrowed while a fetch statement runs (for er_token()) */
     const er_complete_item *acks; /* borrowed while ER_SQ_COMPLETE_MANY runs (er_acks) */
     size_t nacks;
+    const er_job *newjobs; /* borrowed while ER_SQ_INSERT_MANY runs (er_newjobs) */
+    size_t nnew;
 };
 
 /* Maps a SQLite result code to an ER_E* code with sqlite's message in *err;
@@ -142,6 +149,8 @@ sqlite3 *er_sqlite_handle(er_store *s);
 /* Operations (jobs.c, admin.c), in store.h's order. */
 int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
                       er_error *err);
+int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                           er_error *err);
 int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
                     er_error *err);
 int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The writer's runs of enqueue requests (engine/exec.c er_exec_write_run)
+ * against the SQLite store: one store call for consecutive requests must
+ * give every request the answer it gets when run alone, duplicates across
+ * requests included.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/exec.h"
+
+#define T0 1700000000000LL
+
+static char g_dir[64];
+static char g_url[128];
+
+static void fresh(er_exec_ctx *x)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/er-exec-XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+    snprintf(g_url, sizeof g_url, "%s/errand.db", g_dir);
+    memset(x, 0, sizeof *x);
+    x->ops = &er_sqlite_ops;
+    er_rand_init_seeded(&x->rand, 7);
+    er_job_defaults_server(&x->server_defaults);
+    er_store_options opt = {.durability = ER_DURABILITY_FULL};
+    er_error err = {0};
+    cr_assert_eq(x->ops->open(g_url, &opt, &x->store, &err), 0, "%s", err.message);
+}
+
+static void drop(er_exec_ctx *x)
+{
+    x->ops->close(x->store);
+    er_wake_fini(&x->wake);
+    er_exec_ctx_fini(x);
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        char p[160];
+        snprintf(p, sizeof p, "%s%s", g_url, sfx[i]);
+        unlink(p);
+    }
+    rmdir(g_dir);
+}
+
+static char *sdup(const char *s)
+{
+    char *p = strdup(s);
+    cr_assert_not_null(p);
+    return p;
+}
+
+/* A request enqueueing jobs "id:queue:payload-number" (queue "q" when
+ * omitted). */
+static er_req *enq(const char *const *specs, size_t n)
+{
+    er_req *r = er_req_new(ER_REQ_ENQUEUE);
+    cr_assert_not_null(r);
+    r->jobs = calloc(n, sizeof *r->jobs);
+    r->njobs = n;
+    for (size_t i = 0; i < n; i++) {
+        er_job *j = &r->jobs[i];
+        er_job_init(j);
+        char id[32], queue[32] = "q";
+        int num = 0;
+        cr_assert(sscanf(specs[i], "%31[^:]:%31[^:]:%d", id, queue, &num) >= 1);
+        char payload[32];
+        snprintf(payload, sizeof payload, "{\"n\":%d}", num);
+        j->id = sdup(id);
+        j->queue = sdup(queue);
+        j->name = sdup("t");
+        j->payload = sdup(payload);
+        j->payload_len = strlen(payload);
+        j->state = ER_STATE_WAITING;
+        j->run_at = j->created_at = j->updated_at = T0;
+        j->idempotency_key = sdup(id);
+    }
+    return r;
+}
+
+/* What a request got back. */
+typedef struct answer {
+    int rc;
+    bool dup[4];
+    char payload[32]; /* single: the stored job's payload */
+} answer;
+
+/* Runs the chain in one transaction, combined (er_exec_write_run, as the
+ * writer does) or one request at a time (er_exec_write), and records the
+ * answers and the wake-ups. */
+static void run_chain(bool combined, answer *ans, size_t *nready)
+{
+    er_exec_ctx x;
+    fresh(&x);
+    er_error err = {0};
+    /* stored before: "old" (payload 99) */
+    const char *seed[] = {"old:q:99"};
+    er_req *s0 = enq(seed, 1);
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    cr_assert_eq(er_exec_write(&x, s0, T0), 0);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    er_req_free(s0);
+    er_wake_fini(&x.wake);
+
+    const char *r1[] = {"a:q:1"};
+    const char *r2[] = {"old:q:2"};            /* stored before */
+    const char *r3[] = {"b:q:3", "a:q:4", "c:other:5"}; /* a: in r1 */
+    const char *r4[] = {"b:q:6"};              /* in r3 */
+    const char *r5[] = {"d:other:7"};
+    const char *r6[] = {"e:q:8", "e:q:9"};     /* twice in one request */
+    er_req *rs[] = {enq(r1, 1), enq(r2, 1), enq(r3, 3), enq(r4, 1), enq(r5, 1), enq(r6, 2)};
+    size_t n = sizeof rs / sizeof rs[0];
+    for (size_t i = 0; i + 1 < n; i++)
+        rs[i]->next = rs[i + 1];
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    if (combined) {
+        for (er_req *r = rs[0], *next; r; r = next)
+            cr_assert_eq(er_exec_write_run(&x, r, &next, T0), 0, "%s", r->err.message);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(er_exec_write(&x, rs[i], T0), 0, "%s", rs[i]->err.message);
+    }
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    for (size_t i = 0; i < n; i++) {
+        er_req *r = rs[i];
+        ans[i].rc = r->rc;
+        for (size_t k = 0; k < r->njobs; k++)
+            ans[i].dup[k] = r->duplicate[k];
+        if (r->njobs == 1) {
+            cr_assert_not_null(r->job.id, "request %zu: no stored job", i);
+            cr_assert_str_eq(r->job.id, r->jobs[0].id);
+            snprintf(ans[i].payload, sizeof ans[i].payload, "%s", r->job.payload);
+        }
+        r->next = NULL;
+        er_req_free(r);
+    }
+    *nready = 0;
+    for (size_t i = 0; i < x.wake.len; i++)
+        *nready += (size_t)x.wake.counts[i];
+    /* the stored jobs in insertion order */
+    er_job_list l = {0};
+    char *cur = NULL;
+    cr_assert_eq(x.ops->list_jobs(x.store, "q", ER_STATE_WAITING, 10, NULL, &l, &cur, &err), 0);
+    const char *want[] = {"old", "a", "b", "e"};
+    cr_assert_eq(l.len, 4);
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_str_eq(l.items[i].id, want[i]);
+    er_job_list_fini(&l);
+    free(cur);
+    drop(&x);
+}
+
+Test(exec_enqueue, a_run_answers_each_request_as_alone)
+{
+    answer alone[6], run[6];
+    memset(alone, 0, sizeof alone);
+    memset(run, 0, sizeof run);
+    size_t ready_alone, ready_run;
+    run_chain(false, alone, &ready_alone);
+    run_chain(true, run, &ready_run);
+    cr_assert_eq(memcmp(alone, run, sizeof alone), 0, "a run answers differently");
+    cr_assert_eq(ready_run, ready_alone);
+    cr_assert_eq(ready_run, 5); /* a, b, c, d, e */
+    /* and what the answers are */
+    cr_assert(!run[0].dup[0]);
+    cr_assert_str_eq(run[0].payload, "{\"n\":1}");
+    cr_assert(run[1].dup[0]);
+    cr_assert_str_eq(run[1].payload, "{\"n\":99}"); /* the stored job, not the request's */
+    cr_assert(!run[2].dup[0] && run[2].dup[1] && !run[2].dup[2]);
+    cr_assert(run[3].dup[0]);
+    cr_assert_str_eq(run[3].payload, "{\"n\":3}");
+    cr_assert(!run[4].dup[0]);
+    cr_assert(!run[5].dup[0] && run[5].dup[1]);
+    for (size_t i = 0; i < 6; i++)
+        cr_assert_eq(run[i].rc, 0);
+}
