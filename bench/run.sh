@@ -83,7 +83,12 @@ if [[ -n "$DEPTH" ]]; then
     exit 0
 fi
 
+# Each system starts on a settled disk: what the previous one left dirty is
+# written back first, so its flushing does not slow the next one's fsyncs.
+settle() { sync; sleep "${SETTLE_SECS:-5}"; }
+
 for r in $(seq 1 "$RUNS"); do
+    settle
     start_server
     run "enqueue single (64 in flight)" --scenario enqueue --jobs "$N" --connections 64 --queue e$r
     run "enqueue bulk (batch 1000)" --scenario bulk --jobs "$N" --connections 1 --batch 1000 --queue b$r
@@ -95,6 +100,7 @@ for r in $(seq 1 "$RUNS"); do
         --connections 10 --batch 1 --queue l$r
     stop_server
     if [[ -n "$PEERS" && -n "$PEERS_DIR" ]]; then
+        settle
         (cd "$PEERS_DIR" && RUNS=1 SYSTEMS="$PEERS" BENCH_N="$N" BENCH_LAT_SECS="$LAT_SECS" ./run-all.sh \
             >"$tmp/peers-$r.log" 2>&1) || echo "peers round $r failed; see $PEERS_DIR/results" >&2
     fi
