@@ -710,6 +710,17 @@ static void *fetcher_main(void *arg)
     return NULL;
 }
 
+/* Logs n outcomes that will not be sent (their jobs come back when their
+ * leases expire), without holding the mutex; called and returns locked. */
+static void log_dropped_locked(errand_worker *w, const char *why, size_t n)
+{
+    pthread_mutex_unlock(&w->mu);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s; those jobs will be redelivered when their leases expire", why);
+    er_worker_log(w, ERRAND_LOG_ERROR, json_pack("{s:s,s:I}", "msg", msg, "count", (json_int_t)n));
+    pthread_mutex_lock(&w->mu);
+}
+
 /* Sends outcomes as they come (batched by ACK_DELAY_MS and by the previous
  * send's round trip), and everything at the end. */
 static void *acker_main(void *arg)
@@ -725,13 +736,7 @@ static void *acker_main(void *arg)
         if (w->acks_lost > 0) {
             long lost = w->acks_lost;
             w->acks_lost = 0;
-            pthread_mutex_unlock(&w->mu);
-            er_worker_log(w, ERRAND_LOG_ERROR,
-                          json_pack("{s:s,s:I}", "msg",
-                                    "out of memory: outcomes dropped; those jobs will be "
-                                    "redelivered when their leases expire",
-                                    "count", (json_int_t)lost));
-            pthread_mutex_lock(&w->mu);
+            log_dropped_locked(w, "out of memory: outcomes dropped", (size_t)lost);
             continue;
         }
         if (w->acks.n == 0 && w->acker_exit)
@@ -769,13 +774,7 @@ static void *acker_main(void *arg)
             /* Their leases will expire and the jobs run again: at-least-once holds. */
             size_t n = acks.n;
             er_ackq_fini(&acks);
-            pthread_mutex_unlock(&w->mu);
-            er_worker_log(w, ERRAND_LOG_ERROR,
-                          json_pack("{s:s,s:I}", "msg",
-                                    "giving up sending outcomes at shutdown; those jobs will be "
-                                    "redelivered when their leases expire",
-                                    "count", (json_int_t)n));
-            pthread_mutex_lock(&w->mu);
+            log_dropped_locked(w, "giving up sending outcomes at shutdown", n);
             continue;
         }
         restore_acks_locked(w, &acks);

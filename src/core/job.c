@@ -979,70 +979,44 @@ static size_t text_len(const char *s)
 }
 
 /* Stored texts (payload, last_error, result, progress) are JSON that the
- * server serialized itself, so they are embedded as they are. */
+ * server serialized itself, so they are embedded as they are. Keys are
+ * pre-made literals (ER_JSONW_K): this is the enqueue reply. */
 void er_job_write_json(const er_job *job, er_jsonw *w)
 {
     int t = (int)job->backoff.type >= 0 && (int)job->backoff.type < 3 ? (int)job->backoff.type : 0;
     er_jsonw_begin_object(w);
-    er_jsonw_key(w, "id");
-    er_jsonw_str(w, job->id);
-    er_jsonw_key(w, "queue");
-    er_jsonw_str(w, job->queue);
-    er_jsonw_key(w, "name");
-    er_jsonw_str(w, job->name);
-    write_text(w, "payload", job->payload, job->payload_len);
-    er_jsonw_key(w, "state");
-    er_jsonw_str(w, er_state_name(job->state));
-    er_jsonw_key(w, "priority");
-    er_jsonw_int(w, job->priority);
-    er_jsonw_key(w, "group");
-    er_jsonw_str(w, job->group);
-    er_jsonw_key(w, "run_at");
-    er_jsonw_time(w, job->run_at);
-    er_jsonw_key(w, "max_attempts");
-    er_jsonw_int(w, job->max_attempts);
-    er_jsonw_key(w, "backoff");
-    er_jsonw_begin_object(w);
-    er_jsonw_key(w, "type");
-    er_jsonw_str(w, backoff_names[t]);
-    er_jsonw_key(w, "delay_ms");
-    er_jsonw_int(w, job->backoff.delay_ms);
-    er_jsonw_key(w, "max_delay_ms");
-    er_jsonw_int(w, job->backoff.max_delay_ms);
-    er_jsonw_key(w, "jitter");
-    er_jsonw_double(w, job->backoff.jitter);
+    er_jsonw_kstr(w, ER_JSONW_K("id"), job->id);
+    er_jsonw_kstr(w, ER_JSONW_K("queue"), job->queue);
+    er_jsonw_kstr(w, ER_JSONW_K("name"), job->name);
+    er_jsonw_kraw(w, ER_JSONW_K("payload"), job->payload, job->payload ? job->payload_len : 0);
+    er_jsonw_kstr(w, ER_JSONW_K("state"), er_state_name(job->state));
+    er_jsonw_kint(w, ER_JSONW_K("priority"), job->priority);
+    er_jsonw_kstr(w, ER_JSONW_K("group"), job->group);
+    er_jsonw_ktime(w, ER_JSONW_K("run_at"), job->run_at);
+    er_jsonw_kint(w, ER_JSONW_K("max_attempts"), job->max_attempts);
+    er_jsonw_kbegin_object(w, ER_JSONW_K("backoff"));
+    er_jsonw_kstr(w, ER_JSONW_K("type"), backoff_names[t]);
+    er_jsonw_kint(w, ER_JSONW_K("delay_ms"), job->backoff.delay_ms);
+    er_jsonw_kint(w, ER_JSONW_K("max_delay_ms"), job->backoff.max_delay_ms);
+    er_jsonw_kdouble(w, ER_JSONW_K("jitter"), job->backoff.jitter);
     er_jsonw_end_object(w);
-    er_jsonw_key(w, "timeout_ms");
-    er_jsonw_int(w, job->timeout_ms);
-    er_jsonw_key(w, "trace_id");
-    er_jsonw_str(w, job->trace_id);
-    er_jsonw_key(w, "idempotency_key");
-    er_jsonw_str(w, job->idempotency_key);
-    er_jsonw_key(w, "attempts");
-    er_jsonw_int(w, job->attempts);
-    er_jsonw_key(w, "started");
-    er_jsonw_int(w, job->started);
-    er_jsonw_key(w, "stalled");
-    er_jsonw_int(w, job->stalled);
-    er_jsonw_key(w, "lease_owner");
-    er_jsonw_str(w, job->lease_owner);
-    er_jsonw_key(w, "lease_expires_at");
-    er_jsonw_time(w, job->lease_expires_at);
-    write_text(w, "last_error", job->last_error, text_len(job->last_error));
-    write_text(w, "result", job->result, text_len(job->result));
-    write_text(w, "progress", job->progress, text_len(job->progress));
-    er_jsonw_key(w, "created_at");
-    er_jsonw_time(w, job->created_at);
-    er_jsonw_key(w, "updated_at");
-    er_jsonw_time(w, job->updated_at);
-    er_jsonw_key(w, "started_at");
-    er_jsonw_time(w, job->started_at);
-    er_jsonw_key(w, "finished_at");
-    er_jsonw_time(w, job->finished_at);
-    er_jsonw_key(w, "redriven_at");
-    er_jsonw_time(w, job->redriven_at);
-    er_jsonw_key(w, "redrive_count");
-    er_jsonw_int(w, job->redrive_count);
+    er_jsonw_kint(w, ER_JSONW_K("timeout_ms"), job->timeout_ms);
+    er_jsonw_kstr(w, ER_JSONW_K("trace_id"), job->trace_id);
+    er_jsonw_kstr(w, ER_JSONW_K("idempotency_key"), job->idempotency_key);
+    er_jsonw_kint(w, ER_JSONW_K("attempts"), job->attempts);
+    er_jsonw_kint(w, ER_JSONW_K("started"), job->started);
+    er_jsonw_kint(w, ER_JSONW_K("stalled"), job->stalled);
+    er_jsonw_kstr(w, ER_JSONW_K("lease_owner"), job->lease_owner);
+    er_jsonw_ktime(w, ER_JSONW_K("lease_expires_at"), job->lease_expires_at);
+    er_jsonw_kraw(w, ER_JSONW_K("last_error"), job->last_error, text_len(job->last_error));
+    er_jsonw_kraw(w, ER_JSONW_K("result"), job->result, text_len(job->result));
+    er_jsonw_kraw(w, ER_JSONW_K("progress"), job->progress, text_len(job->progress));
+    er_jsonw_ktime(w, ER_JSONW_K("created_at"), job->created_at);
+    er_jsonw_ktime(w, ER_JSONW_K("updated_at"), job->updated_at);
+    er_jsonw_ktime(w, ER_JSONW_K("started_at"), job->started_at);
+    er_jsonw_ktime(w, ER_JSONW_K("finished_at"), job->finished_at);
+    er_jsonw_ktime(w, ER_JSONW_K("redriven_at"), job->redriven_at);
+    er_jsonw_kint(w, ER_JSONW_K("redrive_count"), job->redrive_count);
     er_jsonw_end_object(w);
 }
 

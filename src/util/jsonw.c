@@ -226,10 +226,10 @@ void er_jsonw_str(er_jsonw *w, const char *s)
     done(w, p + 4);
 }
 
-void er_jsonw_int(er_jsonw *w, int64_t v)
+/* Decimal text of v at the end of b; returns where it starts. */
+static size_t int_text(char b[24], int64_t v)
 {
-    char b[24];
-    size_t n = sizeof b;
+    size_t n = 24;
     /* magnitude as unsigned, so INT64_MIN works too */
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     do {
@@ -238,6 +238,13 @@ void er_jsonw_int(er_jsonw *w, int64_t v)
     } while (u);
     if (v < 0)
         b[--n] = '-';
+    return n;
+}
+
+void er_jsonw_int(er_jsonw *w, int64_t v)
+{
+    char b[24];
+    size_t n = int_text(b, v);
     bool comma = value_comma(w);
     char *p = reserve(w, sizeof b - n + 1);
     if (!p)
@@ -257,9 +264,9 @@ static _Thread_local struct {
     char text[32];
 } last_double;
 
-void er_jsonw_double(er_jsonw *w, double v)
+/* Fills last_double with v's text. */
+static void double_text(double v)
 {
-    bool comma = value_comma(w);
     if (!last_double.valid || memcmp(&last_double.v, &v, sizeof v) != 0) {
         char *b = last_double.text;
         int n = snprintf(b, sizeof last_double.text, "%.17g", v);
@@ -273,6 +280,12 @@ void er_jsonw_double(er_jsonw *w, double v)
         last_double.n = n;
         last_double.valid = true;
     }
+}
+
+void er_jsonw_double(er_jsonw *w, double v)
+{
+    bool comma = value_comma(w);
+    double_text(v);
     if (comma)
         put(w, ",", 1);
     put(w, last_double.text, (size_t)last_double.n);
@@ -377,4 +390,120 @@ void er_jsonw_members(er_jsonw *w, const char *members)
         return;
     sep(w);
     put(w, members, strlen(members));
+}
+
+/* Reserves the constant key `lit` (",\"key\":") plus `more` bytes and writes
+ * the key, without its comma when it is the object's first member. Returns
+ * where the value goes, or NULL once failed. The caller ends with done(). */
+static char *key_lit(er_jsonw *w, const char *lit, size_t n, size_t more)
+{
+    char *p = reserve(w, n + more);
+    if (!p)
+        return NULL;
+    if (w->first[w->depth]) {
+        lit++;
+        n--;
+        w->first[w->depth] = false;
+    }
+    memcpy(p, lit, n);
+    return p + n;
+}
+
+void er_jsonw_kstr(er_jsonw *w, const char *lit, size_t n, const char *s)
+{
+    char *p;
+    if (!s) {
+        if ((p = key_lit(w, lit, n, 4))) {
+            memcpy(p, "null", 4);
+            done(w, p + 4);
+        }
+        return;
+    }
+    bool plain;
+    size_t len = scan(s, &plain);
+    if (!plain) {
+        if ((p = key_lit(w, lit, n, 0))) {
+            done(w, p);
+            escaped_slow(w, s);
+        }
+        return;
+    }
+    if (!(p = key_lit(w, lit, n, len + 2)))
+        return;
+    *p++ = '"';
+    memcpy(p, s, len);
+    p += len;
+    *p++ = '"';
+    done(w, p);
+}
+
+void er_jsonw_kint(er_jsonw *w, const char *lit, size_t n, int64_t v)
+{
+    char b[24];
+    size_t at = int_text(b, v);
+    char *p = key_lit(w, lit, n, sizeof b - at);
+    if (!p)
+        return;
+    memcpy(p, b + at, sizeof b - at);
+    done(w, p + (sizeof b - at));
+}
+
+void er_jsonw_kdouble(er_jsonw *w, const char *lit, size_t n, double v)
+{
+    double_text(v);
+    size_t len = (size_t)last_double.n;
+    char *p = key_lit(w, lit, n, len);
+    if (!p)
+        return;
+    memcpy(p, last_double.text, len);
+    done(w, p + len);
+}
+
+void er_jsonw_ktime(er_jsonw *w, const char *lit, size_t n, int64_t ms)
+{
+    if (ms == 0) {
+        er_jsonw_kstr(w, lit, n, NULL);
+        return;
+    }
+    if (ms < 0 || ms >= TIME_FAST_MAX) {
+        char b[32];
+        er_time_format(ms, b);
+        er_jsonw_kstr(w, lit, n, b);
+        return;
+    }
+    char *p = key_lit(w, lit, n, 26);
+    if (!p)
+        return;
+    *p++ = '"';
+    time_fast(ms, p);
+    p += 24;
+    *p++ = '"';
+    done(w, p);
+}
+
+void er_jsonw_kraw(er_jsonw *w, const char *lit, size_t n, const char *json, size_t len)
+{
+    if (!json) {
+        er_jsonw_kstr(w, lit, n, NULL);
+        return;
+    }
+    char *p = key_lit(w, lit, n, len);
+    if (!p)
+        return;
+    memcpy(p, json, len);
+    done(w, p + len);
+}
+
+void er_jsonw_kbegin_object(er_jsonw *w, const char *lit, size_t n)
+{
+    char *p = key_lit(w, lit, n, 1);
+    if (!p)
+        return;
+    *p++ = '{';
+    done(w, p);
+    if (w->depth + 1 >= ER_JSONW_DEPTH) {
+        w->failed = true;
+        return;
+    }
+    w->first[++w->depth] = true;
 }

@@ -53,4 +53,18 @@ void er_jsonw_raw(er_jsonw *w, const char *json, size_t len);
  * object being written; NULL or "" adds nothing. */
 void er_jsonw_members(er_jsonw *w, const char *members);
 
+/* Members with a constant key, for fixed-layout objects: `lit` is
+ * ER_JSONW_K("key"), the key pre-made as `,"key":` (the key must need no
+ * escapes). Each writes the same bytes as er_jsonw_key followed by the
+ * value call, in one reservation. */
+#define ER_JSONW_K(key) (",\"" key "\":"), (sizeof(",\"" key "\":") - 1)
+
+void er_jsonw_kstr(er_jsonw *w, const char *lit, size_t n, const char *s);
+void er_jsonw_kint(er_jsonw *w, const char *lit, size_t n, int64_t v);
+void er_jsonw_kdouble(er_jsonw *w, const char *lit, size_t n, double v);
+void er_jsonw_ktime(er_jsonw *w, const char *lit, size_t n, int64_t ms);
+void er_jsonw_kraw(er_jsonw *w, const char *lit, size_t n, const char *json, size_t len);
+/* The key, then begin_object. */
+void er_jsonw_kbegin_object(er_jsonw *w, const char *lit, size_t n);
+
 #endif

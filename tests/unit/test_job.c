@@ -942,3 +942,184 @@ Test(job_text, random_edits_never_make_the_two_paths_disagree, .timeout = 60)
     }
     cr_assert_gt(accepted, 1000, "the edits should leave many bodies valid");
 }
+
+/* ---- er_job_write_json against the generic writer ---- */
+
+/* The writer as it was before the pre-made keys: er_jsonw_key plus a value
+ * call per member. The fast path must produce the same bytes. */
+static void ref_text(er_jsonw *w, const char *key, const char *text, size_t len)
+{
+    er_jsonw_key(w, key);
+    er_jsonw_raw(w, text, text ? len : 0);
+}
+
+static size_t ref_len(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+static void ref_write_json(const er_job *j, er_jsonw *w)
+{
+    static const char *const bnames[] = {"exponential", "fixed", "capped"};
+    int t = (int)j->backoff.type >= 0 && (int)j->backoff.type < 3 ? (int)j->backoff.type : 0;
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "id");
+    er_jsonw_str(w, j->id);
+    er_jsonw_key(w, "queue");
+    er_jsonw_str(w, j->queue);
+    er_jsonw_key(w, "name");
+    er_jsonw_str(w, j->name);
+    ref_text(w, "payload", j->payload, j->payload_len);
+    er_jsonw_key(w, "state");
+    er_jsonw_str(w, er_state_name(j->state));
+    er_jsonw_key(w, "priority");
+    er_jsonw_int(w, j->priority);
+    er_jsonw_key(w, "group");
+    er_jsonw_str(w, j->group);
+    er_jsonw_key(w, "run_at");
+    er_jsonw_time(w, j->run_at);
+    er_jsonw_key(w, "max_attempts");
+    er_jsonw_int(w, j->max_attempts);
+    er_jsonw_key(w, "backoff");
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "type");
+    er_jsonw_str(w, bnames[t]);
+    er_jsonw_key(w, "delay_ms");
+    er_jsonw_int(w, j->backoff.delay_ms);
+    er_jsonw_key(w, "max_delay_ms");
+    er_jsonw_int(w, j->backoff.max_delay_ms);
+    er_jsonw_key(w, "jitter");
+    er_jsonw_double(w, j->backoff.jitter);
+    er_jsonw_end_object(w);
+    er_jsonw_key(w, "timeout_ms");
+    er_jsonw_int(w, j->timeout_ms);
+    er_jsonw_key(w, "trace_id");
+    er_jsonw_str(w, j->trace_id);
+    er_jsonw_key(w, "idempotency_key");
+    er_jsonw_str(w, j->idempotency_key);
+    er_jsonw_key(w, "attempts");
+    er_jsonw_int(w, j->attempts);
+    er_jsonw_key(w, "started");
+    er_jsonw_int(w, j->started);
+    er_jsonw_key(w, "stalled");
+    er_jsonw_int(w, j->stalled);
+    er_jsonw_key(w, "lease_owner");
+    er_jsonw_str(w, j->lease_owner);
+    er_jsonw_key(w, "lease_expires_at");
+    er_jsonw_time(w, j->lease_expires_at);
+    ref_text(w, "last_error", j->last_error, ref_len(j->last_error));
+    ref_text(w, "result", j->result, ref_len(j->result));
+    ref_text(w, "progress", j->progress, ref_len(j->progress));
+    er_jsonw_key(w, "created_at");
+    er_jsonw_time(w, j->created_at);
+    er_jsonw_key(w, "updated_at");
+    er_jsonw_time(w, j->updated_at);
+    er_jsonw_key(w, "started_at");
+    er_jsonw_time(w, j->started_at);
+    er_jsonw_key(w, "finished_at");
+    er_jsonw_time(w, j->finished_at);
+    er_jsonw_key(w, "redriven_at");
+    er_jsonw_time(w, j->redriven_at);
+    er_jsonw_key(w, "redrive_count");
+    er_jsonw_int(w, j->redrive_count);
+    er_jsonw_end_object(w);
+}
+
+/* Both writers inside an array after one element (so the object itself
+ * follows a comma), under cap `max`; same bytes and same failure. */
+static void same_as_reference(const er_job *j, size_t max)
+{
+    er_jsonw a, b;
+    er_jsonw_init(&a, max);
+    er_jsonw_init_buf(&b, max, malloc(16), 16);
+    er_jsonw_begin_array(&a);
+    er_jsonw_begin_array(&b);
+    er_jsonw_int(&a, 7);
+    er_jsonw_int(&b, 7);
+    ref_write_json(j, &a);
+    er_job_write_json(j, &b);
+    er_jsonw_end_array(&a);
+    er_jsonw_end_array(&b);
+    cr_assert_eq(a.failed, b.failed, "cap %zu", max);
+    if (!a.failed) {
+        cr_assert_eq(a.len, b.len);
+        cr_assert_str_eq(b.buf, a.buf);
+    }
+    er_jsonw_fini(&a);
+    er_jsonw_fini(&b);
+}
+
+static void same_at_every_cap(const er_job *j)
+{
+    same_as_reference(j, (size_t)1 << 20);
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 20);
+    ref_write_json(j, &w);
+    size_t full = w.len;
+    er_jsonw_fini(&w);
+    for (size_t max = 0; max < full + 8; max++)
+        same_as_reference(j, max);
+}
+
+Test(job, write_json_matches_the_generic_writer_when_unset)
+{
+    er_job j;
+    er_job_init(&j); /* every string NULL, every time 0 */
+    same_at_every_cap(&j);
+}
+
+Test(job, write_json_matches_the_generic_writer_with_every_field)
+{
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"j1\",\"payload\":{\"x\":[1,2]},"
+                     "\"priority\":1000,\"group\":\"g\",\"delay_ms\":1000,\"max_attempts\":9,"
+                     "\"timeout_ms\":5000,\"trace_id\":\"t\",\"idempotency_key\":\"k\","
+                     "\"backoff\":{\"type\":\"fixed\",\"delay_ms\":3,\"max_delay_ms\":4,"
+                     "\"jitter\":0.25}}"),
+                 0);
+    job.attempts = 2;
+    job.started = 3;
+    job.stalled = 1;
+    job.lease_owner = strdup("worker-1");
+    job.lease_token = strdup("secret");
+    job.lease_expires_at = T0 + 60000;
+    job.last_error = strdup("{\"class\":\"transient\",\"message\":\"boom\"}");
+    job.result = strdup("[true]");
+    job.progress = strdup("50");
+    job.updated_at = T0 + 1;
+    job.started_at = T0 + 2;
+    job.finished_at = T0 + 3;
+    job.redriven_at = T0 + 4;
+    job.redrive_count = 5;
+    same_at_every_cap(&job);
+    for (int s = ER_STATE_SCHEDULED; s <= ER_STATE_CANCELLED; s++) {
+        job.state = (er_state)s;
+        same_as_reference(&job, (size_t)1 << 20);
+    }
+}
+
+Test(job, write_json_matches_the_generic_writer_with_escapes_and_extremes)
+{
+    er_job j;
+    er_job_init(&j);
+    j.id = strdup("q\"uote\\back");
+    j.queue = strdup("nl\n tab\t ctl\x01\x1f");
+    j.name = strdup("utf8 \xc3\xa9");
+    j.payload = strdup("\"x\"");
+    j.payload_len = 3;
+    j.group = strdup("");
+    j.trace_id = strdup("\"");
+    j.idempotency_key = strdup("\\");
+    j.lease_owner = strdup("\x7f");
+    j.priority = -1;
+    j.max_attempts = 2147483647;
+    j.timeout_ms = INT64_MIN;
+    j.backoff.type = (er_backoff_type)7; /* out of range: written as the first */
+    j.backoff.delay_ms = INT64_MAX;
+    j.backoff.jitter = 1.0;
+    j.run_at = -1;                       /* before the epoch */
+    j.created_at = 253402300800000LL;    /* year 10000 */
+    j.lease_expires_at = 1;
+    j.redrive_count = -2147483647 - 1;
+    same_at_every_cap(&j);
+    er_job_fini(&j);
+}

@@ -203,3 +203,104 @@ Test(jsonw, repeated_doubles_print_the_same_text)
     cr_assert_str_eq(w.buf, "[0.20000000000000001,0.20000000000000001,3.0,0.20000000000000001,-0.0]");
     er_jsonw_fini(&w);
 }
+
+/* One member through the pre-made key and through er_jsonw_key + value, as
+ * the first member and as a later one: same bytes. */
+#define SAME_MEMBER(KCALL, VCALL)                                                       \
+    do {                                                                                \
+        er_jsonw a, b;                                                                  \
+        er_jsonw_init(&a, 4096);                                                        \
+        er_jsonw_init(&b, 4096);                                                        \
+        er_jsonw_begin_object(&a);                                                      \
+        er_jsonw_begin_object(&b);                                                      \
+        for (int rep = 0; rep < 2; rep++) {                                             \
+            er_jsonw_key(&a, "k");                                                      \
+            VCALL(&a);                                                                  \
+            KCALL(&b);                                                                  \
+        }                                                                               \
+        er_jsonw_end_object(&a);                                                        \
+        er_jsonw_end_object(&b);                                                        \
+        cr_assert_str_eq(b.buf, a.buf);                                                 \
+        json_decref(parse(&b));                                                         \
+        er_jsonw_fini(&a);                                                              \
+        er_jsonw_fini(&b);                                                              \
+    } while (0)
+
+static const char *kv_str;
+static int64_t kv_int;
+static double kv_double;
+static const char *kv_raw;
+
+static void k_str(er_jsonw *w) { er_jsonw_kstr(w, ER_JSONW_K("k"), kv_str); }
+static void v_str(er_jsonw *w) { er_jsonw_str(w, kv_str); }
+static void k_int(er_jsonw *w) { er_jsonw_kint(w, ER_JSONW_K("k"), kv_int); }
+static void v_int(er_jsonw *w) { er_jsonw_int(w, kv_int); }
+static void k_time(er_jsonw *w) { er_jsonw_ktime(w, ER_JSONW_K("k"), kv_int); }
+static void v_time(er_jsonw *w) { er_jsonw_time(w, kv_int); }
+static void k_double(er_jsonw *w) { er_jsonw_kdouble(w, ER_JSONW_K("k"), kv_double); }
+static void v_double(er_jsonw *w) { er_jsonw_double(w, kv_double); }
+static void k_raw(er_jsonw *w)
+{
+    er_jsonw_kraw(w, ER_JSONW_K("k"), kv_raw, kv_raw ? strlen(kv_raw) : 0);
+}
+static void v_raw(er_jsonw *w) { er_jsonw_raw(w, kv_raw, kv_raw ? strlen(kv_raw) : 0); }
+static void k_obj(er_jsonw *w)
+{
+    er_jsonw_kbegin_object(w, ER_JSONW_K("k"));
+    er_jsonw_kint(w, ER_JSONW_K("x"), 1);
+    er_jsonw_kstr(w, ER_JSONW_K("y"), NULL);
+    er_jsonw_end_object(w);
+}
+static void v_obj(er_jsonw *w)
+{
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "x");
+    er_jsonw_int(w, 1);
+    er_jsonw_key(w, "y");
+    er_jsonw_null(w);
+    er_jsonw_end_object(w);
+}
+
+Test(jsonw, premade_keys_write_the_same_bytes_as_key_and_value)
+{
+    const char *strs[] = {NULL, "", "plain", "q\"b\\ nl\n ctl\x01\x1f", "\xc3\xa9"};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        kv_str = strs[i];
+        SAME_MEMBER(k_str, v_str);
+    }
+    const int64_t ints[] = {0, 1, -1, 1000, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        kv_int = ints[i];
+        SAME_MEMBER(k_int, v_int);
+    }
+    const int64_t times[] = {0, 1, -1, 1796004000123LL, 253402300799999LL, 253402300800000LL};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        kv_int = times[i];
+        SAME_MEMBER(k_time, v_time);
+    }
+    const double dbls[] = {0.5, 1.0, 0.1, -3e300};
+    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++) {
+        kv_double = dbls[i];
+        SAME_MEMBER(k_double, v_double);
+    }
+    const char *raws[] = {NULL, "{\"a\":[1]}", "\"s\"", "12"};
+    for (size_t i = 0; i < sizeof raws / sizeof raws[0]; i++) {
+        kv_raw = raws[i];
+        SAME_MEMBER(k_raw, v_raw);
+    }
+    SAME_MEMBER(k_obj, v_obj);
+}
+
+Test(jsonw, premade_keys_respect_the_cap)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 12);
+    er_jsonw_begin_object(&w);
+    er_jsonw_kint(&w, ER_JSONW_K("a"), 1);  /* {"a":1 */
+    cr_assert(!w.failed);
+    er_jsonw_kstr(&w, ER_JSONW_K("b"), "xy"); /* ,"b":"xy" passes 12 */
+    cr_assert(w.failed);
+    er_jsonw_kint(&w, ER_JSONW_K("c"), 2);
+    cr_assert(w.failed);
+    er_jsonw_fini(&w);
+}

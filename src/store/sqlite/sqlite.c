@@ -472,10 +472,10 @@ static er_store *acks_store(sqlite3_vtab_cursor *cur)
     return ((acks_vtab *)cur->pVtab)->s;
 }
 
-static int acks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                        sqlite3_vtab **out, char **errmsg)
+/* Declares a batch table's columns and makes its vtab (both batch tables). */
+static int batch_connect(sqlite3 *db, void *aux, const char *schema, sqlite3_vtab **out)
 {
-    int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(id TEXT, token TEXT, result TEXT)");
+    int rc = sqlite3_declare_vtab(db, schema);
     if (rc != SQLITE_OK)
         return rc;
     acks_vtab *vt = sqlite3_malloc(sizeof *vt);
@@ -486,6 +486,12 @@ static int acks_connect(sqlite3 *db, void *aux, int argc, const char *const *arg
     (void)sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
     *out = &vt->base;
     return SQLITE_OK;
+}
+
+static int acks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                        sqlite3_vtab **out, char **errmsg)
+{
+    return batch_connect(db, aux, "CREATE TABLE x(id TEXT, token TEXT, result TEXT)", out);
 }
 
 static int acks_disconnect(sqlite3_vtab *vt)
@@ -538,14 +544,18 @@ static int acks_eof(sqlite3_vtab_cursor *cur)
     return !s->acks || ((acks_cursor *)cur)->i >= s->nacks;
 }
 
-static int acks_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
+static void result_opt_text(sqlite3_context *ctx, const char *v)
 {
-    const er_complete_item *it = &acks_store(cur)->acks[((acks_cursor *)cur)->i];
-    const char *v = col == 0 ? it->id : col == 1 ? it->token : it->result;
     if (v)
         sqlite3_result_text(ctx, v, -1, SQLITE_STATIC);
     else
         sqlite3_result_null(ctx);
+}
+
+static int acks_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
+{
+    const er_complete_item *it = &acks_store(cur)->acks[((acks_cursor *)cur)->i];
+    result_opt_text(ctx, col == 0 ? it->id : col == 1 ? it->token : it->result);
     return SQLITE_OK;
 }
 
@@ -576,8 +586,9 @@ static const sqlite3_module acks_module = {
 static int newjobs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                            sqlite3_vtab **out, char **errmsg)
 {
-    int rc = sqlite3_declare_vtab(
-        db, "CREATE TABLE x(id TEXT, queue TEXT, name TEXT, payload TEXT, state INTEGER,"
+    return batch_connect(
+        db, aux,
+        "CREATE TABLE x(id TEXT, queue TEXT, name TEXT, payload TEXT, state INTEGER,"
             " priority INTEGER, grp TEXT, run_at INTEGER, max_attempts INTEGER,"
             " backoff_type INTEGER, backoff_delay_ms INTEGER, backoff_max_ms INTEGER,"
             " backoff_jitter REAL, timeout_ms INTEGER, trace_id TEXT, idempotency_key TEXT,"
@@ -585,31 +596,14 @@ static int newjobs_connect(sqlite3 *db, void *aux, int argc, const char *const *
             " lease_token TEXT, lease_expires_at INTEGER, last_error TEXT, result TEXT,"
             " progress TEXT, created_at INTEGER, updated_at INTEGER, started_at INTEGER,"
             " finished_at INTEGER, redriven_at INTEGER, redrive_count INTEGER,"
-            " set_flags INTEGER)");
-    if (rc != SQLITE_OK)
-        return rc;
-    acks_vtab *vt = sqlite3_malloc(sizeof *vt);
-    if (!vt)
-        return SQLITE_NOMEM;
-    memset(vt, 0, sizeof *vt);
-    vt->s = aux;
-    (void)sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    *out = &vt->base;
-    return SQLITE_OK;
+            " set_flags INTEGER)",
+        out);
 }
 
 static int newjobs_eof(sqlite3_vtab_cursor *cur)
 {
     er_store *s = acks_store(cur);
     return !s->newjobs || ((acks_cursor *)cur)->i >= s->nnew;
-}
-
-static void result_opt_text(sqlite3_context *ctx, const char *v)
-{
-    if (v)
-        sqlite3_result_text(ctx, v, -1, SQLITE_STATIC);
-    else
-        sqlite3_result_null(ctx);
 }
 
 /* Column col of the current job: the value er_sqlite_bind_job binds to
