@@ -8,7 +8,7 @@
 # (`errand bench --scenario bulk`), then times the worker from its start to
 # the server's acknowledgement of the last outcome. Prints one JSON line per
 # measurement. Usage: bench/worker.sh [BUILD_DIR]   (default: build-rel)
-# Knobs: JOBS (20000), RUNS (3), CONCS ("10 50"), PREFETCHES ("default 500").
+# Knobs: JOBS (20000), RUNS (3), CONCS ("10 50"), PREFETCHES ("default 500 2000").
 set -eu
 BUILD=${1:-build-rel}
 ERRAND=$BUILD/errand
@@ -16,7 +16,7 @@ WORKER=$BUILD/noop_worker
 JOBS=${JOBS:-20000}
 RUNS=${RUNS:-3}
 CONCS=${CONCS:-"10 50"}
-PREFETCHES=${PREFETCHES:-"default 500"}
+PREFETCHES=${PREFETCHES:-"default 500 2000"}
 [ -x "$ERRAND" ] && [ -x "$WORKER" ] || {
     echo "build first: cmake --build $BUILD --target errand noop_worker" >&2; exit 2; }
 TMP=$(mktemp -d /tmp/errand-wbench.XXXXXX)
@@ -31,7 +31,7 @@ start_server() {
     SP=$!
     i=0
     while ! grep -q '"listening"' "$TMP/serve.log" 2>/dev/null; do
-        i=$((i + 1)); [ $i -gt 100 ] && { echo "server did not start" >&2; exit 1; }
+        i=$((i + 1)); [ $i -gt 400 ] && { echo "server did not start in 20 s" >&2; exit 1; }
         sleep 0.05
     done
     ADDR=$(grep -o '"listen":"[^"]*"' "$TMP/serve.log" | head -1 | cut -d'"' -f4)
