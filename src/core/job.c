@@ -588,18 +588,23 @@ static int parse_job(const json_t *obj, const char *queue, int64_t now, size_t p
     return 0;
 }
 
-int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
-                     er_rand *r, er_job *job, er_error *err)
+/* Options the request leaves unset hold the server's values until
+ * er_job_apply_defaults picks the queue's. */
+static void set_server_options(er_job *job)
 {
-    er_job_init(job);
-    /* Options the request leaves unset hold the server's values until
-     * er_job_apply_defaults picks the queue's. */
     er_job_defaults srv;
     er_job_defaults_server(&srv);
     job->max_attempts = srv.max_attempts;
     job->backoff = srv.backoff;
     job->timeout_ms = srv.timeout_ms;
     job->priority = srv.priority;
+}
+
+int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
+                     er_rand *r, er_job *job, er_error *err)
+{
+    er_job_init(job);
+    set_server_options(job);
     int rc = parse_job(obj, queue, now, payload_max, r, job, err);
     if (rc < 0)
         er_job_fini(job);
@@ -916,12 +921,7 @@ bool er_job_from_text(const char *text, size_t len, const char *queue, int64_t n
         goto decline;
 
     /* Accepted: build the job as er_job_from_json does. */
-    er_job_defaults srv;
-    er_job_defaults_server(&srv);
-    job->max_attempts = srv.max_attempts;
-    job->backoff = srv.backoff;
-    job->timeout_ms = srv.timeout_ms;
-    job->priority = srv.priority;
+    set_server_options(job);
     job->payload = payload;
     job->payload_len = payload_len;
     payload = NULL;
