@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "cli/settings.h"
 #include "engine/engine.h"
-#include "server/server.h"
+#include "server/http/server.h"
 #include "util/log.h"
 
 #include <event2/event.h>

@@ -9,7 +9,7 @@
 #include <event2/http.h>
 #include <inttypes.h>
 
-#include "server/http_internal.h"
+#include "server/http/http_internal.h"
 
 void er_route_healthz(er_hctx *c)
 {

@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 
 #include "core/job.h"
-#include "server/http_internal.h"
+#include "server/http/http_internal.h"
 #include "util/log.h"
 
 #define HTTP_TIMEOUT_S 60

@@ -16,7 +16,7 @@
 
 #include "engine/engine.h"
 #include "util/jsonw.h"
-#include "server/server.h"
+#include "server/http/server.h"
 #include "util/clock.h"
 #include "util/err.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/http_internal.h"
+#include "server/http/http_internal.h"
 
 static bool token_char_ok(unsigned char ch)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/job.h"
-#include "server/http_internal.h"
+#include "server/http/http_internal.h"
 
 #define ACKS_MAX 1000
 #define FETCH_QUEUES_MAX 16

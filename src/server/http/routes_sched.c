@@ -13,7 +13,7 @@
 #include "core/cron.h"
 #include "core/lease.h"
 #include "core/scheduler.h"
-#include "server/http_internal.h"
+#include "server/http/http_internal.h"
 
 #define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 100

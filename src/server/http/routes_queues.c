@@ -11,7 +11,7 @@
 
 #include "core/job.h"
 #include "core/queue.h"
-#include "server/http_internal.h"
+#include "server/http/http_internal.h"
 
 #define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 50
