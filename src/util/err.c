@@ -1,24 +1,55 @@
 /* SPDX-License-Identifier: MIT
  *
- * Error helpers: filling er_error and mapping codes to API names and HTTP
- * statuses. One table, used by every frontend.
+ * Error helpers: filling er_error (always valid UTF-8, cut at character
+ * boundaries) and mapping codes to API names and HTTP statuses. One table,
+ * used by every frontend.
  */
 #include "util/err.h"
+#include "util/utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-int er_error_set(er_error *err, int code, const char *field, const char *fmt, ...)
+/* A formatted text longer than this is cut before er_utf8_copy sees it;
+ * the message keeps less anyway. */
+#define FORMAT_MAX 1024
+
+void er_error_set_field(er_error *err, const char *field)
+{
+    if (err)
+        er_utf8_copy(err->field, sizeof err->field, field ? field : "",
+                     field ? strlen(field) : 0);
+}
+
+void er_error_prefix(er_error *err, const char *prefix)
+{
+    if (!err)
+        return;
+    char tmp[ER_FIELD_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s%s", prefix, err->field);
+    er_error_set_field(err, tmp);
+}
+
+int er_error_vset(er_error *err, int code, const char *field, const char *fmt, va_list ap)
 {
     if (err) {
         err->code = code;
-        snprintf(err->field, sizeof err->field, "%s", field ? field : "");
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
+        er_error_set_field(err, field);
+        char tmp[FORMAT_MAX];
+        int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+        size_t len = n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
+        er_utf8_copy(err->message, sizeof err->message, tmp, len);
     }
+    return code;
+}
+
+int er_error_set(er_error *err, int code, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    er_error_vset(err, code, field, fmt, ap);
+    va_end(ap);
     return code;
 }
 

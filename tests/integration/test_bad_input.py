@@ -78,6 +78,15 @@ CASES = [
      {"body": {"name": "x", "backoff": {"colour": 1}}}, 400, "invalid_argument", "backoff.colour"),
     ("enqueue_unknown_field", "POST", ENQ, {"body": {"name": "x", "colour": "red"}}, 400,
      "invalid_argument", "colour"),
+    # the error names the field whole (80 bytes), never cut inside a character
+    ("enqueue_unknown_field_40_e_acute", "POST", ENQ, {"body": {"name": "x", "\u00e9" * 40: 1}},
+     400, "invalid_argument", "\u00e9" * 40),
+    # longer than the field limit (127 bytes): cut at a character boundary
+    ("enqueue_unknown_field_100_e_acute", "POST", ENQ,
+     {"body": {"name": "x", "\u00e9" * 100: 1}}, 400, "invalid_argument", "\u00e9" * 63 + "*"),
+    ("enqueue_unknown_field_100_e_acute_fast_path", "POST", ENQ,
+     {"raw": '{"name":"x","' + "\u00e9" * 100 + '":1}'}, 400, "invalid_argument",
+     "\u00e9" * 63 + "*"),
     ("enqueue_id_with_space", "POST", ENQ, {"body": {"name": "x", "id": "a b"}}, 400,
      "invalid_argument", "id"),
     ("enqueue_id_with_slash", "POST", ENQ, {"body": {"name": "x", "id": "a/b"}}, 400,
@@ -380,6 +389,9 @@ CASES = [
 
     # ---- dead letters ----
     ("dead_list_limit_0", "GET", "/v1/dead?limit=0", {}, 400, "invalid_argument", "limit"),
+    # a parameter name that is not UTF-8: named with U+FFFD, still a 400
+    ("dead_list_param_not_utf8", "GET", "/v1/dead?%FF%FE=1", {}, 400, "invalid_argument",
+     "\ufffd\ufffd"),
     ("dead_list_bad_queue", "GET", "/v1/dead?queue=bad%20name", {}, 400, "invalid_argument",
      "queue"),
     ("dead_list_garbage_cursor", "GET", "/v1/dead?cursor=%21%21garbage", {}, 400,

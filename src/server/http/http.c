@@ -24,6 +24,7 @@
 
 #include "core/job.h"
 #include "server/http/http_internal.h"
+#include "util/utf8.h"
 #include "util/log.h"
 
 #define HTTP_TIMEOUT_S 60
@@ -303,25 +304,81 @@ void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
     send_reply(c, status);
 }
 
+/* Appends s as a JSON string body (no quotes) at out[*o]; bytes that are
+ * not valid UTF-8 become \ufffd. The caller sized out for the worst case
+ * (6 bytes per input byte). */
+static void put_escaped(char *out, size_t *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = (unsigned char)s[i];
+        size_t k = er_utf8_char_len(s + i, n - i);
+        if (k == 0) {
+            memcpy(out + *o, "\\ufffd", 6);
+            *o += 6;
+            i++;
+        } else if (ch == '"' || ch == '\\') {
+            out[(*o)++] = '\\';
+            out[(*o)++] = (char)ch;
+            i++;
+        } else if (ch < 0x20) {
+            memcpy(out + *o, "\\u00", 4);
+            out[*o + 4] = hex[ch >> 4];
+            out[*o + 5] = hex[ch & 15];
+            *o += 6;
+            i++;
+        } else {
+            memcpy(out + *o, s + i, k);
+            *o += k;
+            i += k;
+        }
+    }
+}
+
+/* {"error":{"code","message","field"}} written into a buffer on the stack:
+ * formatting an error reply allocates nothing, so it cannot fail into a
+ * different error. */
+static void send_error(er_hctx *c, int status, const char *code_name, const char *message,
+                       const char *field)
+{
+    char body[64 + 6 * ER_MESSAGE_MAX + 6 * ER_FIELD_MAX];
+    size_t o = 0;
+#define PUT(lit) (memcpy(body + o, lit, sizeof lit - 1), o += sizeof lit - 1)
+    PUT("{\"error\":{\"code\":\"");
+    put_escaped(body, &o, code_name);
+    PUT("\",\"message\":\"");
+    put_escaped(body, &o, strnlen(message, ER_MESSAGE_MAX) < ER_MESSAGE_MAX ? message : "");
+    PUT("\",\"field\":");
+    if (field && field[0] && strnlen(field, ER_FIELD_MAX) < ER_FIELD_MAX) {
+        PUT("\"");
+        put_escaped(body, &o, field);
+        PUT("\"}}");
+    } else {
+        PUT("null}}");
+    }
+#undef PUT
+    struct evbuffer *out = evhttp_request_get_output_buffer(c->req);
+    evbuffer_drain(out, evbuffer_get_length(out));
+    evbuffer_add(out, body, o);
+    send_reply(c, status);
+}
+
 void er_http_reply_error(er_hctx *c, const er_error *err)
 {
     int code = err->code ? err->code : ER_EINTERNAL;
     const char *msg = err->message[0] ? err->message : er_error_code_name(code);
-    json_t *body =
-        json_pack("{s:{s:s,s:s,s:o}}", "error", "code", er_error_code_name(code), "message", msg,
-                  "field", err->field[0] ? json_string(err->field) : json_null());
     if (code == ER_EAUTH)
         evhttp_add_header(evhttp_request_get_output_headers(c->req), "WWW-Authenticate", "Bearer");
-    er_http_reply_json(c, er_error_http_status(code), body);
+    send_error(c, er_error_http_status(code), er_error_code_name(code), msg, err->field);
 }
 
 void er_http_fail(er_hctx *c, int code, const char *field, const char *fmt, ...)
 {
-    er_error err = {.code = code};
-    snprintf(err.field, sizeof err.field, "%s", field ? field : "");
+    er_error err;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    er_error_vset(&err, code, field, fmt, ap);
     va_end(ap);
     er_http_reply_error(c, &err);
 }
@@ -538,13 +595,6 @@ int er_json_to_text(const json_t *v, size_t max, const char *field, char **out, 
     return 0;
 }
 
-void er_error_prefix(er_error *err, const char *prefix)
-{
-    char tmp[sizeof err->field];
-    memcpy(tmp, err->field, sizeof tmp);
-    snprintf(err->field, sizeof err->field, "%s%s", prefix, tmp);
-}
-
 static int hexval(char ch)
 {
     if (ch >= '0' && ch <= '9')
@@ -680,13 +730,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (!rt) {
         if (alen) {
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
-            er_error e = {.code = ER_EINVAL};
-            snprintf(e.message, sizeof e.message, "method %s not allowed; allowed: %s",
-                     method_name(method), allow);
-            snprintf(e.field, sizeof e.field, "method");
-            json_t *body = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", "invalid_argument",
-                                     "message", e.message, "field", e.field);
-            er_http_reply_json(c, 405, body);
+            er_error e;
+            er_error_set(&e, ER_EINVAL, "method", "method %s not allowed; allowed: %s",
+                         method_name(method), allow);
+            send_error(c, 405, er_error_code_name(ER_EINVAL), e.message, e.field);
         } else {
             er_http_fail(c, ER_ENOTFOUND, NULL, "no such endpoint");
         }

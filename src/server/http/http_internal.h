@@ -140,8 +140,6 @@ int er_json_get_id(const json_t *obj, const char *key, const char *prefix, const
 /* Serializes any JSON value to compact text (owned; NULL on ENOMEM). Fails
  * with ER_ETOOBIG when longer than max. */
 int er_json_to_text(const json_t *v, size_t max, const char *field, char **out, er_error *err);
-/* Prefixes err->field with `prefix` (e.g. "jobs[3]."). */
-void er_error_prefix(er_error *err, const char *prefix);
 
 /* Query string: calls fn for each key=value (both decoded, NUL-terminated
  * in a scratch buffer). Stops at the first nonzero return. Returns 0, fn's
