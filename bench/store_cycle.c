@@ -47,9 +47,13 @@ static void make_job(er_job *job, long i, int64_t now, er_rand *r)
     snprintf(body, sizeof body, "{\"name\":\"noop\",\"payload\":{\"n\":%ld}}", i);
     json_error_t jerr;
     json_t *obj = json_loads(body, 0, &jerr);
-    er_error err;
-    if (!obj || er_job_from_json(obj, "bench", now, 1 << 20, r, job, &err) < 0)
+    er_error err = {0};
+    er_job_spec sp = {0};
+    er_job_limits lim = {.payload_max = 1 << 20};
+    if (!obj || er_job_spec_from_json(obj, "bench", &sp, &err) < 0 ||
+        er_job_validate(&sp, &lim, now, r, job, &err) < 0)
         die("job", &err);
+    er_job_spec_fini(&sp);
     json_decref(obj);
 }
 

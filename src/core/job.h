@@ -3,8 +3,9 @@
  * The job model and its one state machine (ARCHITECTURE.md §2), request
  * validation, and the failure decision (retry with backoff, dead, retry-later,
  * throttled). Pure logic: takes the time and randomness as arguments, does no
- * I/O. Frontends parse JSON into these structs through er_job_from_json; the
- * stores persist them and call er_fail_decide to choose a failed job's fate.
+ * I/O. Frontends fill an er_job_spec (core/job_spec.h) and validate it into
+ * an er_job; the stores persist jobs and call er_fail_decide to choose a
+ * failed job's fate.
  */
 #ifndef ER_CORE_JOB_H
 #define ER_CORE_JOB_H
@@ -16,7 +17,7 @@
 
 #include "util/clock.h"
 #include "util/err.h"
-#include "util/jsonw.h"
+
 
 /* Limits. Changing one changes the API contract: update docs/api.md. */
 #define ER_ID_MAX 200            /* job id, idempotency key, trace id */
@@ -67,6 +68,15 @@ typedef enum er_backoff_type {
     ER_BACKOFF_CAPPED = 2,      /* same as exponential; max_delay is required to matter */
 } er_backoff_type;
 
+/* Which members of a backoff a request gave (er_job.backoff_given). */
+enum {
+    ER_BACKOFF_GIVEN_TYPE = 1,
+    ER_BACKOFF_GIVEN_DELAY = 2,
+    ER_BACKOFF_GIVEN_MAX = 4,
+    ER_BACKOFF_GIVEN_JITTER = 8,
+    ER_BACKOFF_GIVEN_ALL = 15,
+};
+
 typedef struct er_backoff {
     er_backoff_type type;
     int64_t delay_ms;     /* base delay, >= 0 */
@@ -81,6 +91,12 @@ typedef struct er_backoff {
 #define ER_DEFAULT_JITTER 0.5
 #define ER_DEFAULT_TIMEOUT_MS 30000
 #define ER_DEFAULT_MAX_STARTED 100 /* bound on retry_later loops */
+
+/* "exponential", "fixed" or "capped" (an out-of-range type reads as
+ * exponential). */
+const char *er_backoff_type_name(er_backoff_type t);
+/* The type named by s[0..n), or -1. */
+int er_backoff_type_parse(const char *s, size_t n);
 
 /* Computes the delay before retry number `attempt` (1 = first retry after
  * the first failure). Pure: randomness from r. Result in [0, max_delay_ms]. */
@@ -139,9 +155,11 @@ typedef struct er_job {
     int64_t created_at, updated_at, started_at, finished_at; /* 0 when never */
     int64_t redriven_at; /* dead jobs: when redriven, 0 when not */
     int redrive_count;   /* dead jobs: copies made so far */
-    /* Set by er_job_from_json: which options the request gave, so queue
-     * defaults can fill the rest (er_job_apply_defaults). */
+    /* Set by er_job_validate: which options the request gave, so queue
+     * defaults can fill the rest (er_job_apply_defaults); backoff_given
+     * (ER_BACKOFF_GIVEN_*) says which backoff members, when set_backoff. */
     bool set_max_attempts, set_backoff, set_timeout, set_priority;
+    unsigned backoff_given;
 } er_job;
 
 void er_job_init(er_job *job);
@@ -150,52 +168,16 @@ void er_job_fini(er_job *job);
 /* Deep copy; returns 0 or ER_ENOMEM (dst then untouched-and-zeroed). */
 int er_job_copy(er_job *dst, const er_job *src);
 
+/* The name and id rules on bytes s[0..n). */
+bool er_name_ok(const char *s, size_t n);
+bool er_id_ok(const char *s, size_t n);
+
 /* Validates a queue name, job name, group or worker id: 1..ER_NAME_MAX bytes
  * of [A-Za-z0-9_.:-]. `field` names the field in the error. */
 int er_name_validate(const char *s, const char *field, er_error *err);
 /* Validates a job id / idempotency key / trace id: 1..ER_ID_MAX printable
  * ASCII bytes, no spaces or '/'. */
 int er_id_validate(const char *s, const char *field, er_error *err);
-
-/* Parses and validates one enqueue request object (API.md, POST
- * /v1/queues/{queue}/jobs) for `queue` (already validated). Unknown fields are
- * an error. On success fills *job (state scheduled or waiting by run_at vs
- * now, created_at = now; id generated with r when absent) and returns 0. On
- * failure returns ER_EINVAL/ER_ETOOBIG with *err naming the field, and *job
- * holds nothing (fini'd). payload_max bounds the payload's serialized size. */
-int er_job_from_json(const json_t *obj, const char *queue, int64_t now, size_t payload_max,
-                     er_rand *r, er_job *job, er_error *err);
-
-/* The fast path of er_job_from_json for the common request, read from the
- * body text itself (text[0..len), borrowed; no NUL needed). Returns true
- * with *job filled exactly as json_loadb (JSON_REJECT_DUPLICATES) followed
- * by er_job_from_json would fill it. Returns false, *job empty and nothing
- * else changed, for anything it does not handle (escapes, non-ASCII, reals,
- * backoff, run_at, bulk) and for every invalid request: the caller then
- * takes the jansson path, which gives the error. */
-bool er_job_from_text(const char *text, size_t len, const char *queue, int64_t now,
-                      size_t payload_max, er_rand *r, er_job *job);
-
-/* Fills options the request left unset, first from the queue's defaults,
- * then from the server's. */
-void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
-                           const er_job_defaults *server);
-
-/* Builds the JSON object for a job as API.md shows it (times as RFC 3339).
- * Returns a new reference or NULL on out of memory. */
-json_t *er_job_to_json(const er_job *job);
-
-/* Writes the same object as er_job_to_json straight into a JSON writer
- * (the hot path: no jansson tree). */
-void er_job_write_json(const er_job *job, er_jsonw *w);
-/* Writes the lease view (er_job_to_lease_json) into a JSON writer. */
-void er_job_write_lease_json(const er_job *job, er_jsonw *w);
-
-/* The smaller object a fetch returns for a leased job: what a worker needs
- * (id, queue, name, payload, attempt, max_attempts, started, lease_token,
- * lease_expires_at, idempotency_key, trace_id, group, priority, timeout_ms,
- * created_at). New reference or NULL on out of memory. */
-json_t *er_job_to_lease_json(const er_job *job);
 
 /* Turns *job (a copy of a dead job) into its redrive: a fresh waiting job
  * with id new_id (copied), the same payload and options, no attempts, lease,

@@ -7,6 +7,7 @@
  * as much as a minute.
  */
 #include "core/scheduler.h"
+#include "core/job_spec.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -288,8 +289,11 @@ int er_scheduler_job(const er_scheduler *s, const char *key, int64_t tick, int64
     if (json_object_set_new(obj, "id", json_string(id)) != 0 ||
         json_object_set_new(obj, "name", json_string(s->name)) != 0)
         rc = oom(err);
-    if (rc == 0)
-        rc = er_job_from_json(obj, s->queue, now, (size_t)-1, r, job, err);
+    er_job_spec sp = {0};
+    er_job_limits lim = {.payload_max = (size_t)-1};
+    if (rc == 0 && (rc = er_job_spec_from_json(obj, s->queue, &sp, err)) == 0)
+        rc = er_job_validate(&sp, &lim, now, r, job, err);
+    er_job_spec_fini(&sp);
     json_decref(obj);
     return rc;
 }

@@ -51,7 +51,7 @@ typedef enum er_req_type {
     ER_REQ_GET_SCHEDULER,    /* in: id; out: reply */
     ER_REQ_LIST_SCHEDULERS,  /* in: cursor (last key seen), max; out: reply */
     ER_REQ_DELETE_SCHEDULER, /* in: id */
-    ER_REQ_TRIGGER_SCHEDULER, /* in: id; out: job, duplicate[0], created */
+    ER_REQ_TRIGGER_SCHEDULER, /* in: id; out: job, created (false: the tick's job existed) */
     ER_REQ_LEASE_ACQUIRE,    /* in: lease_type, lease_code, lease_run_key, extend_ms (ttl);
                                 out: lease (also on ER_ECONFLICT) */
     ER_REQ_LEASE_RENEW,      /* in: token, extend_ms (ttl); out: lease */

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "core/job_spec.h"
 #include "engine/engine.h"
 
 /* Queues that got ready jobs in a transaction, with how many, so parked

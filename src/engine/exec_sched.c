@@ -252,12 +252,8 @@ static int trigger_scheduler(er_exec_ctx *x, er_req *req, int64_t now)
         er_job_fini(&req->job);
         rc = er_job_copy(&req->job, &job) < 0 ? er_error_set(&req->err, ER_ENOMEM, "", "oom") : 0;
     }
-    if (rc == 0) {
+    if (rc == 0)
         req->created = !dup;
-        req->reply = json_pack("{s:o,s:b}", "job", er_job_to_json(&req->job), "duplicate", dup);
-        if (!req->reply)
-            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
-    }
     er_job_fini(&job);
     er_sched_row_fini(&row);
     return rc;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "core/job.h"
+#include "core/job_spec.h"
 #include "core/lease.h"
 #include "core/queue.h"
 #include "util/clock.h"

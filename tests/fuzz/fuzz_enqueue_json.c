@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
  * libFuzzer target for the enqueue and failure request decoders: bytes go
- * through json_loadb (as the HTTP frontend calls it) and then
- * er_job_from_json, er_failure_from_json and, for a {"jobs":[...]} body,
- * every item. Checks the contracts the frontend relies on: a rejected
- * request names an error code and leaves the job empty; an accepted job is
- * complete and serializes; the plain-text fast path accepts nothing the
- * JSON path refuses and builds the same job.
+ * through json_loadb (as the HTTP frontend calls it) and then the job
+ * reader and er_job_validate, er_failure_from_json and, for a
+ * {"jobs":[...]} body, every item. Checks the contracts the frontend relies
+ * on: a rejected request names an error code and leaves the job empty; an
+ * accepted job is complete and serializes; what the plain-text fast reader
+ * reads gets the JSON path's verdict (the same error or the same job).
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/job.h"
+#include "server/http/job_json.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -25,7 +26,8 @@ static void check_job(const json_t *obj, er_rand *r)
     er_job job;
     er_job_init(&job);
     er_error err = {0};
-    int rc = er_job_from_json(obj, "fuzz", T0, 4096, r, &job, &err);
+    er_job_limits lim = {.payload_max = 4096};
+    int rc = er_http_job_from_json(obj, "fuzz", &lim, T0, r, &job, &err);
     if (rc < 0) {
         /* Nothing may be left behind, and the error must be a real code. */
         if (err.code != rc || (rc != ER_EINVAL && rc != ER_ETOOBIG && rc != ER_ENOMEM))
@@ -40,7 +42,7 @@ static void check_job(const json_t *obj, er_rand *r)
         abort();
     if (job.state != ER_STATE_SCHEDULED && job.state != ER_STATE_WAITING)
         abort();
-    json_t *out = er_job_to_json(&job);
+    json_t *out = er_http_job_to_json(&job);
     if (out) {
         char *text = json_dumps(out, JSON_COMPACT);
         free(text);
@@ -68,20 +70,31 @@ static bool same_str(const char *a, const char *b)
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* The frontend's fast path (er_job_from_text) must only accept what the
- * JSON path accepts, with the same job. */
+/* What the frontend's fast reader reads must get the JSON path's verdict:
+ * the same error, or the same job. */
 static void check_fast(const uint8_t *data, size_t size, const json_t *root)
 {
+    er_job_spec sp;
+    if (!er_http_job_spec_from_text((const char *)data, size, "fuzz", &sp))
+        return;
+    er_job_limits lim = {.payload_max = 4096};
     er_rand r;
     er_rand_init_seeded(&r, 42);
-    er_job fast;
-    if (!er_job_from_text((const char *)data, size, "fuzz", T0, 4096, &r, &fast))
-        return;
+    er_job fast, slow;
+    er_error fe = {0}, se = {0};
+    int frc = er_job_validate(&sp, &lim, T0, &r, &fast, &fe);
+    er_job_spec_fini(&sp);
     er_rand_init_seeded(&r, 42);
-    er_job slow;
-    er_error err = {0};
-    if (!json_is_object(root) || er_job_from_json(root, "fuzz", T0, 4096, &r, &slow, &err) < 0)
+    if (!json_is_object(root))
         abort();
+    int src = er_http_job_from_json(root, "fuzz", &lim, T0, &r, &slow, &se);
+    if (frc != src)
+        abort();
+    if (frc < 0) {
+        if (strcmp(fe.field, se.field) != 0 || strcmp(fe.message, se.message) != 0)
+            abort();
+        return;
+    }
     if (!same_str(fast.id, slow.id) || !same_str(fast.name, slow.name) ||
         !same_str(fast.payload, slow.payload) || fast.payload_len != slow.payload_len ||
         !same_str(fast.group, slow.group) || !same_str(fast.trace_id, slow.trace_id) ||

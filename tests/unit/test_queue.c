@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/job_spec.h"
 #include "core/queue.h"
 
 static er_error err;

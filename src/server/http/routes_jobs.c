@@ -12,6 +12,7 @@
 
 #include "core/job.h"
 #include "server/http/http_internal.h"
+#include "server/http/job_json.h"
 
 #define ACKS_MAX 1000
 #define FETCH_QUEUES_MAX 16
@@ -48,11 +49,6 @@ static er_req *new_req(er_hctx *c, er_req_type type, json_t *body)
     return r;
 }
 
-static json_t *job_json(const er_job *job)
-{
-    return er_job_to_json(job);
-}
-
 static json_t *time_json(int64_t ms)
 {
     char buf[32];
@@ -74,7 +70,7 @@ static void finish_enqueue_one(er_hctx *c, er_req *r)
     er_http_jsonw_init(c, &w);
     er_jsonw_begin_object(&w);
     er_jsonw_key(&w, "job");
-    er_job_write_json(job, &w);
+    er_http_job_write_json(job, &w);
     if (dup) {
         er_jsonw_key(&w, "duplicate");
         er_jsonw_bool(&w, true);
@@ -105,13 +101,23 @@ static void finish_enqueue_bulk(er_hctx *c, er_req *r)
 }
 
 /* The common single-job request read straight from the body text; false
- * when the request needs the jansson path (which gives every error). */
+ * when the request needs the jansson path. Either way er_job_validate
+ * judges the same spec. */
 static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
 {
     er_server *s = c->s;
-    er_job job;
-    if (!er_job_from_text(data, len, c->param, now, s->payload_max, &s->rand, &job))
+    er_job_spec sp;
+    if (!er_http_job_spec_from_text(data, len, c->param, &sp))
         return false;
+    er_error err = {0};
+    er_job job;
+    er_job_limits lim = {.payload_max = s->payload_max};
+    int rc = er_job_validate(&sp, &lim, now, &s->rand, &job, &err);
+    er_job_spec_fini(&sp);
+    if (rc < 0) {
+        er_http_reply_error(c, &err);
+        return true;
+    }
     er_req *r = new_req(c, ER_REQ_ENQUEUE, NULL);
     if (!r) {
         er_job_fini(&job);
@@ -120,7 +126,6 @@ static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
     r->jobs = malloc(sizeof *r->jobs);
     if (!r->jobs) {
         er_job_fini(&job);
-        er_error err = {0};
         er_error_set(&err, ER_ENOMEM, "", "out of memory");
         reject(c, r, NULL, &err);
         return true;
@@ -148,6 +153,7 @@ void er_route_enqueue(er_hctx *c)
         return;
     er_error err = {0};
     er_server *s = c->s;
+    er_job_limits lim = {.payload_max = s->payload_max};
     json_t *arr = json_object_get(body, "jobs");
     bool bulk = arr != NULL;
     if (bulk) {
@@ -175,8 +181,7 @@ void er_route_enqueue(er_hctx *c)
                 prefix_item(&err, "jobs", i);
                 goto bad;
             }
-            if (er_job_from_json(item, c->param, now, s->payload_max, &s->rand, &r->jobs[i], &err) <
-                0) {
+            if (er_http_job_from_json(item, c->param, &lim, now, &s->rand, &r->jobs[i], &err) < 0) {
                 prefix_item(&err, "jobs", i);
                 goto bad;
             }
@@ -188,7 +193,7 @@ void er_route_enqueue(er_hctx *c)
             er_error_set(&err, ER_ENOMEM, "", "out of memory");
             goto bad;
         }
-        if (er_job_from_json(body, c->param, now, s->payload_max, &s->rand, &r->jobs[0], &err) < 0)
+        if (er_http_job_from_json(body, c->param, &lim, now, &s->rand, &r->jobs[0], &err) < 0)
             goto bad;
         r->njobs = 1;
     }
@@ -514,7 +519,7 @@ static void finish_fetch(er_hctx *c, er_req *r)
     er_jsonw_key(&w, "jobs");
     er_jsonw_begin_array(&w);
     for (size_t i = 0; i < r->list.len; i++)
-        er_job_write_lease_json(&r->list.items[i], &w);
+        er_http_job_write_lease_json(&r->list.items[i], &w);
     er_jsonw_end_array(&w);
     if (c->flags) {
         er_jsonw_key(&w, "acks");
@@ -605,7 +610,7 @@ static void finish_job(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 200, json_pack("{s:o}", "job", job_json(&r->job)));
+    er_http_reply_json(c, 200, json_pack("{s:o}", "job", er_http_job_to_json(&r->job)));
 }
 
 static void submit_by_id(er_hctx *c, er_req_type type, er_finish_fn finish)

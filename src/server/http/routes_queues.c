@@ -12,6 +12,7 @@
 #include "core/job.h"
 #include "core/queue.h"
 #include "server/http/http_internal.h"
+#include "server/http/job_json.h"
 
 #define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 50
@@ -232,7 +233,7 @@ static void finish_page(er_hctx *c, er_req *r)
     }
     json_t *jobs = json_array();
     for (size_t i = 0; jobs && i < r->list.len; i++) {
-        if (json_array_append_new(jobs, er_job_to_json(&r->list.items[i])) != 0) {
+        if (json_array_append_new(jobs, er_http_job_to_json(&r->list.items[i])) != 0) {
             json_decref(jobs);
             jobs = NULL;
         }
@@ -289,7 +290,7 @@ static void finish_redrive(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 201, json_pack("{s:o}", "job", er_job_to_json(&r->job)));
+    er_http_reply_json(c, 201, json_pack("{s:o}", "job", er_http_job_to_json(&r->job)));
 }
 
 static void finish_delete_dead(er_hctx *c, er_req *r)

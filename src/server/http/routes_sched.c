@@ -14,6 +14,7 @@
 #include "core/lease.h"
 #include "core/scheduler.h"
 #include "server/http/http_internal.h"
+#include "server/http/job_json.h"
 
 #define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 100
@@ -221,9 +222,29 @@ void er_route_delete_scheduler(er_hctx *c)
     submit_param(c, ER_REQ_DELETE_SCHEDULER);
 }
 
+/* {"job": ..., "duplicate": bool}: 201 when the tick's job is new. */
+static void finish_trigger(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    er_jsonw w;
+    er_http_jsonw_init(c, &w);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "job");
+    er_http_job_write_json(&r->job, &w);
+    er_jsonw_key(&w, "duplicate");
+    er_jsonw_bool(&w, !r->created);
+    er_jsonw_end_object(&w);
+    er_http_reply_jsonw(c, r->created ? 201 : 200, &w);
+}
+
 void er_route_trigger_scheduler(er_hctx *c)
 {
-    submit_param(c, ER_REQ_TRIGGER_SCHEDULER);
+    er_req *r = new_req(c, ER_REQ_TRIGGER_SCHEDULER);
+    if (r && set(c, r, &r->id, c->param) == 0)
+        er_http_submit(c, r, finish_trigger);
 }
 
 /* ---- leases ---- */

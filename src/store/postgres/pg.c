@@ -407,8 +407,6 @@ int er_pg_settings_parse(const char *text, bool paused, er_queue_settings *out, 
 
 void er_pg_p_job(er_pg_params *p, const er_job *j)
 {
-    int flags = (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) |
-                (j->set_timeout ? 4 : 0) | (j->set_priority ? 8 : 0);
     er_pg_p_str(p, j->id);
     er_pg_p_str(p, j->queue);
     er_pg_p_str(p, j->name ? j->name : "");
@@ -440,7 +438,7 @@ void er_pg_p_job(er_pg_params *p, const er_job *j)
     er_pg_p_i64(p, j->finished_at);
     er_pg_p_i64(p, j->redriven_at);
     er_pg_p_i64(p, j->redrive_count);
-    er_pg_p_i64(p, flags);
+    er_pg_p_i64(p, er_job_set_flags(j));
 }
 
 /* Copies text column col into *dst (NULL for SQL NULL); -1 on ENOMEM. */
@@ -495,11 +493,7 @@ int er_pg_row_job(const PGresult *res, int row, int c, er_job *j, er_error *err)
     j->finished_at = er_pg_i64(res, row, c + 28);
     j->redriven_at = er_pg_i64(res, row, c + 29);
     j->redrive_count = (int)er_pg_i64(res, row, c + 30);
-    int flags = (int)er_pg_i64(res, row, c + 31);
-    j->set_max_attempts = flags & 1;
-    j->set_backoff = (flags & 2) != 0;
-    j->set_timeout = (flags & 4) != 0;
-    j->set_priority = (flags & 8) != 0;
+    er_job_set_flags_apply(j, (int)er_pg_i64(res, row, c + 31));
     if (bad)
         return nomem(err);
     return 0;

@@ -65,8 +65,6 @@ static json_t *opt_str(const char *s)
 /* Job i as an object of ER_PG_INSERT_MANY's record columns. */
 static json_t *job_json(const er_job *j, size_t i)
 {
-    int flags = (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) |
-                (j->set_timeout ? 4 : 0) | (j->set_priority ? 8 : 0);
     json_t *o = json_object();
     if (!o)
         return NULL;
@@ -104,7 +102,7 @@ static json_t *job_json(const er_job *j, size_t i)
     bad |= jset(o, "finished_at", json_integer(j->finished_at));
     bad |= jset(o, "redriven_at", json_integer(j->redriven_at));
     bad |= jset(o, "redrive_count", json_integer(j->redrive_count));
-    bad |= jset(o, "set_flags", json_integer(flags));
+    bad |= jset(o, "set_flags", json_integer(er_job_set_flags(j)));
     if (bad) {
         json_decref(o);
         return NULL;

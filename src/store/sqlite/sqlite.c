@@ -310,16 +310,9 @@ static int bind_opt_text(sqlite3_stmt *st, int i, const char *v)
     return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
 }
 
-/* The set_flags column: which options the request gave itself. */
-static int set_flags_of(const er_job *j)
-{
-    return (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) | (j->set_timeout ? 4 : 0) |
-           (j->set_priority ? 8 : 0);
-}
-
 int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error *err)
 {
-    int flags = set_flags_of(j);
+    int flags = er_job_set_flags(j);
     int rc = SQLITE_OK;
     rc |= sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
     rc |= sqlite3_bind_text(st, 2, j->queue, -1, SQLITE_STATIC);
@@ -413,11 +406,7 @@ int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err)
     j->finished_at = sqlite3_column_int64(st, 28);
     j->redriven_at = sqlite3_column_int64(st, 29);
     j->redrive_count = sqlite3_column_int(st, 30);
-    int flags = sqlite3_column_int(st, 31);
-    j->set_max_attempts = flags & 1;
-    j->set_backoff = (flags & 2) != 0;
-    j->set_timeout = (flags & 4) != 0;
-    j->set_priority = (flags & 8) != 0;
+    er_job_set_flags_apply(j, sqlite3_column_int(st, 31));
     if (bad)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     return 0;
@@ -653,7 +642,7 @@ static int newjobs_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int co
     case 29: sqlite3_result_int64(ctx, j->redriven_at); break;
     case 30: sqlite3_result_int(ctx, j->redrive_count); break;
     default:
-        sqlite3_result_int(ctx, set_flags_of(j));
+        sqlite3_result_int(ctx, er_job_set_flags(j));
         break;
     }
     return SQLITE_OK;

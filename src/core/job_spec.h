@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * What a valid job is: the enqueue request as plain values (er_job_spec),
+ * its one validator (er_job_validate), and how queue and server defaults
+ * fill what a request left unset. Every frontend (the HTTP API's JSON and
+ * fast readers, the Faktory protocol, the outbox relay, dispatch) only fills
+ * a spec; the rules and their error messages live here, and PL/pgSQL's
+ * errand.enqueue_job is pinned to them by a shared corpus
+ * (tests/store/enqueue_corpus.jsonl). Pure logic: no JSON parser, no I/O;
+ * the time and randomness are arguments.
+ */
+#ifndef ER_CORE_JOB_SPEC_H
+#define ER_CORE_JOB_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/job.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+/* What a frontend found for one field. A null value counts as absent (the
+ * API's "null means not given"), except a payload, which may be null. */
+typedef enum er_spec_kind {
+    ER_SPEC_ABSENT = 0,
+    ER_SPEC_SET = 1,
+    ER_SPEC_BAD_TYPE = 2, /* present with the wrong type (or a string holding NUL) */
+} er_spec_kind;
+
+/* A text value: borrowed bytes s[0..n), not NUL-terminated. */
+typedef struct er_spec_str {
+    er_spec_kind kind;
+    const char *s;
+    size_t n;
+} er_spec_str;
+
+/* An integer value. A number that is not an integer (1.5, 1e2 as a real)
+ * is ER_SPEC_BAD_TYPE. */
+typedef struct er_spec_int {
+    er_spec_kind kind;
+    int64_t v;
+} er_spec_int;
+
+/* A number (integer or real). */
+typedef struct er_spec_num {
+    er_spec_kind kind;
+    double v;
+} er_spec_num;
+
+/* The backoff object of a request; kind ER_SPEC_BAD_TYPE when it is not an
+ * object. `unknown` is its first member that is not one of these. */
+typedef struct er_backoff_spec {
+    er_spec_kind kind;
+    er_spec_str unknown;
+    er_spec_str type;
+    er_spec_int delay_ms, max_delay_ms;
+    er_spec_num jitter;
+} er_backoff_spec;
+
+/* One enqueue request (API.md, POST /v1/queues/{queue}/jobs), as read. */
+typedef struct er_job_spec {
+    er_spec_str unknown;  /* the first field that is not one of these */
+    er_spec_str queue;    /* HTTP: the path; other frontends: the request */
+    er_spec_str name;
+    er_spec_str payload;  /* the payload serialized as compact JSON text */
+    er_spec_str id;
+    er_spec_int priority;
+    er_spec_int delay_ms;
+    er_spec_str run_at;   /* RFC 3339 text */
+    er_spec_int max_attempts;
+    er_backoff_spec backoff;
+    er_spec_int timeout_ms;
+    er_spec_str group;
+    er_spec_str trace_id;
+    er_spec_str idempotency_key;
+    /* Optional, owned by the spec's filler: the heap buffer payload.s points
+     * to; er_job_validate takes it (sets it NULL) instead of copying. */
+    char *payload_buf;
+} er_job_spec;
+
+/* Limits that are settings of the server (the others are ER_* constants). */
+typedef struct er_job_limits {
+    size_t payload_max; /* bytes of the serialized payload */
+} er_job_limits;
+
+/* The field names of an enqueue request, in the order er_job_validate
+ * checks them ("queue" first); NULL-terminated. Frontends use it to find
+ * unknown fields. */
+extern const char *const er_job_spec_fields[];
+/* Whether s[0..n) names a field of the request body (not "queue"). */
+bool er_job_spec_field_known(const char *s, size_t n);
+/* The same for a member of the backoff object. */
+bool er_backoff_spec_field_known(const char *s, size_t n);
+
+/* Fills *spec from one request object (jansson; see job_spec_json.c). The
+ * spec's slices point into obj and queue (borrowed: both must outlive the
+ * spec); the payload is serialized into spec->payload_buf (free with
+ * er_job_spec_fini unless er_job_validate took it). Returns 0, ER_EINVAL
+ * (not an object; field `job`) or ER_ENOMEM. */
+struct json_t;
+int er_job_spec_from_json(const struct json_t *obj, const char *queue, er_job_spec *spec,
+                          er_error *err);
+
+/* Frees spec->payload_buf (when the spec was not validated). NULL-safe. */
+void er_job_spec_fini(er_job_spec *spec);
+
+/* Validates a request and builds its job: state scheduled or waiting by
+ * run_at against now, created_at = updated_at = now, id generated with r
+ * when absent, idempotency_key = id when absent, unset options holding the
+ * server's values (er_job_apply_defaults fills them later). Checks, in this
+ * order: unknown field, queue, name, payload size, id, priority, delay_ms and
+ * run_at, max_attempts, backoff (unknown member, type, delay_ms,
+ * max_delay_ms, jitter, max >= delay when both are given), timeout_ms,
+ * group, trace_id, idempotency_key. On success fills *job (owned strings;
+ * spec->payload_buf is taken) and returns 0. On failure returns ER_EINVAL,
+ * ER_ETOOBIG (payload) or ER_ENOMEM with *err naming the field, and *job
+ * holds nothing (spec->payload_buf stays the caller's). */
+int er_job_validate(er_job_spec *spec, const er_job_limits *lim, int64_t now, er_rand *r,
+                    er_job *job, er_error *err);
+
+/* Fills the options a request left unset, first from the queue's defaults,
+ * then from the server's. A backoff the request gave only in part is merged
+ * field by field: its given members over the queue's default backoff (or
+ * the server's). queue may be NULL. */
+void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
+                           const er_job_defaults *server);
+
+/* The set_flags encoding the stores keep with a job: which options its
+ * request gave. Bits 0..3: max_attempts, backoff, timeout_ms, priority;
+ * bits 4..7: backoff type, delay_ms, max_delay_ms, jitter. A row written
+ * before bits 4..7 existed (backoff bit alone) reads as the whole backoff
+ * given, which is what it was then. */
+int er_job_set_flags(const er_job *job);
+void er_job_set_flags_apply(er_job *job, int flags);
+
+#endif

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The HTTP API's JSON shapes of a job: reading an enqueue request into an
+ * er_job_spec (from a jansson object, or straight from the body text for
+ * the common request), and writing a job and its lease view. The rules a
+ * request must follow are core's (er_job_validate); this module only reads
+ * and writes.
+ */
+#ifndef ER_SERVER_HTTP_JOB_JSON_H
+#define ER_SERVER_HTTP_JOB_JSON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/job_spec.h"
+#include "util/jsonw.h"
+
+/* er_job_spec_from_json and er_job_validate: the job of one request object. */
+int er_http_job_from_json(const json_t *obj, const char *queue, const er_job_limits *lim,
+                          int64_t now, er_rand *r, er_job *job, er_error *err);
+
+/* Fills *spec from the body text (text[0..len), borrowed until the spec is
+ * validated; no NUL needed) for the common request, exactly as json_loadb
+ * (JSON_REJECT_DUPLICATES) and er_http_job_spec would. Returns false, the
+ * spec empty, for anything it is not sure of (escapes, non-ASCII, reals,
+ * long integers, backoff, run_at, unknown or repeated fields, bad syntax):
+ * the caller then takes the jansson path. */
+bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue,
+                                er_job_spec *spec);
+
+/* The job object API.md shows (times as RFC 3339). */
+void er_http_job_write_json(const er_job *job, er_jsonw *w);
+/* The lease view a fetch returns: id, queue, name, payload, attempt,
+ * max_attempts, started, lease_token, lease_expires_at, idempotency_key,
+ * trace_id, group, priority, timeout_ms, created_at. */
+void er_http_job_write_lease_json(const er_job *job, er_jsonw *w);
+/* er_http_job_write_json as a jansson object (new reference; NULL on ENOMEM). */
+json_t *er_http_job_to_json(const er_job *job);
+
+#endif
