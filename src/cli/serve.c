@@ -168,7 +168,8 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .store = {.durability = strcmp(er_settings_get(&st, "durability")->text, "full") == 0
                                     ? ER_DURABILITY_FULL
                                     : ER_DURABILITY_NORMAL,
-                  .busy_timeout_ms = 5000},
+                  .busy_timeout_ms = 5000,
+                  .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num}},
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,

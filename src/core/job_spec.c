@@ -6,6 +6,7 @@
  * errand.enqueue_job spells the same ones.
  */
 #include "core/job_spec.h"
+#include "util/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +52,15 @@ static int oom(er_error *err)
     return er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
+/* The field is prefix + name cut at a character boundary (the message
+ * names it the same way). */
 static int unknown_field(const er_spec_str *u, const char *prefix, er_error *err)
 {
-    char f[ER_FIELD_MAX];
-    snprintf(f, sizeof f, "%s%.*s", prefix, (int)(u->n < sizeof f ? u->n : sizeof f), u->s);
+    char tmp[2 * ER_FIELD_MAX], f[ER_FIELD_MAX];
+    size_t pl = strlen(prefix), n = u->n < ER_FIELD_MAX ? u->n : ER_FIELD_MAX;
+    memcpy(tmp, prefix, pl);
+    memcpy(tmp + pl, u->s, n);
+    er_utf8_copy(f, sizeof f, tmp, pl + n);
     return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
 }
 

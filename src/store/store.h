@@ -37,6 +37,10 @@ typedef enum er_durability {
 typedef struct er_store_options {
     er_durability durability;
     int busy_timeout_ms;
+    /* The server's job limits; a store whose SQL validates jobs itself
+     * (PostgreSQL's errand.enqueue_job) is given them at open. A
+     * payload_max of 0 means ER_PAYLOAD_MAX_DEFAULT. */
+    er_job_limits limits;
 } er_store_options;
 
 /* A growable list of jobs; free with er_job_list_fini. */

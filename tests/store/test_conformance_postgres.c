@@ -476,32 +476,45 @@ Test(postgres, sql_enqueue_rejects_invalid_input_with_clear_messages)
 {
     PGconn *c = raw();
     static const struct {
-        const char *call, *want;
+        const char *call, *want, *column;
     } cases[] = {
-        {"SELECT %s.enqueue('bad queue', 'n', '{}')", "queue must be"},
-        {"SELECT %s.enqueue('q', '', '{}')", "name must be"},
-        {"SELECT %s.enqueue('q', NULL, '{}')", "name must be"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"priority\":5000}')", "priority must be an integer 0..1000"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"priority\":1.5}')", "priority must be an integer"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"colour\":1}')", "colour is not a known option"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"a/b\"}')", "id must be"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"soon\"}')", "run_at must be"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"2999-01-01T00:00:00Z\"}')", "at most 366 days"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"delay_ms\":1,\"run_at\":\"2020-01-01T00:00:00Z\"}')", "not both"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"type\":\"random\"}}')", "backoff.type"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"jitter\":2}}')", "backoff.jitter"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"delay_ms\":10,\"max_delay_ms\":5}}')", "max_delay_ms must be"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"max_attempts\":0}')", "max_attempts must be"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '{\"group\":\"a b\"}')", "group must be"},
-        {"SELECT %s.enqueue('q', 'n', '{}', '[]')", "options must be a JSON object"},
-        {"SELECT * FROM %s.enqueue_bulk('q', '{}')", "jobs must be a JSON array"},
+        {"SELECT %s.enqueue('bad queue', 'n', '{}')", "queue must be", "queue"},
+        {"SELECT %s.enqueue('q', '', '{}')", "name must be", "name"},
+        {"SELECT %s.enqueue('q', NULL, '{}')", "name is required", "name"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"priority\":5000}')", "priority must be an integer 0..1000", "priority"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"priority\":1.5}')", "priority must be an integer", "priority"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"colour\":1}')", "colour is not a known field", "colour"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"name\":\"x\"}')", "name is an argument of enqueue", "name"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"a/b\"}')", "id must be", "id"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"soon\"}')", "run_at must be", "run_at"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"tomorrow\"}')", "run_at must be an RFC 3339 time", "run_at"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"2026-12-01\"}')", "run_at must be an RFC 3339 time", "run_at"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"run_at\":\"2999-01-01T00:00:00Z\"}')", "at most 366 days", "run_at"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"delay_ms\":1,\"run_at\":\"2020-01-01T00:00:00Z\"}')", "not both", "run_at"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"type\":\"random\"}}')", "backoff.type", "backoff.type"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"jitter\":2}}')", "backoff.jitter", "backoff.jitter"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"backoff\":{\"delay_ms\":10,\"max_delay_ms\":5}}')", "max_delay_ms must be", "backoff.max_delay_ms"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"max_attempts\":0}')", "max_attempts must be", "max_attempts"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '{\"group\":\"a b\"}')", "group must be", "group"},
+        {"SELECT %s.enqueue('q', 'n', '{}', '[]')", "options must be a JSON object", "options"},
+        {"SELECT * FROM %s.enqueue_bulk('q', '{}')", "jobs must be an array", "jobs"},
+        {"SELECT * FROM %s.enqueue_bulk('q', '[{\"name\":\"a\"},{\"name\":\"b\",\"priority\":-1}]')", "priority must be", "jobs[1].priority"},
+        {"SELECT %s.enqueue_job('q', '{\"name\":5}')", "name must be a string", "name"},
+        {"SELECT %s.enqueue_job('q', '7')", "a job must be a JSON object", "job"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         PGresult *r = call(c, cases[i].call, NULL);
         cr_assert_eq(PQresultStatus(r), PGRES_FATAL_ERROR, "case %zu accepted", i);
         const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
         cr_assert_not_null(strstr(msg, cases[i].want), "case %zu: %s", i, msg);
+        /* the schema's own name, not "errand" */
+        char prefix[80];
+        snprintf(prefix, sizeof prefix, "%s.enqueue: ", g_schema);
+        cr_assert_eq(strncmp(msg, prefix, strlen(prefix)), 0, "case %zu: %s", i, msg);
         cr_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023", "case %zu", i);
+        const char *col = PQresultErrorField(r, PG_DIAG_COLUMN_NAME);
+        cr_assert(col && strcmp(col, cases[i].column) == 0, "case %zu: column %s", i,
+                  col ? col : "(none)");
         PQclear(r);
     }
     er_queue_info *qs;
@@ -510,5 +523,148 @@ Test(postgres, sql_enqueue_rejects_invalid_input_with_clear_messages)
     cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0);
     cr_assert_eq(n, 0); /* nothing was enqueued */
     free(qs);
+    PQfinish(c);
+}
+
+/* docs/postgres.md's GRANTs: an application role with exactly those can
+ * enqueue; the functions are SECURITY DEFINER, so USAGE and EXECUTE alone
+ * are enough too (they read the limits table the role cannot see); a role
+ * without EXECUTE cannot. */
+Test(postgres, the_documented_grants_let_an_application_enqueue)
+{
+    PGconn *c = raw();
+    char role[64], other[64];
+    snprintf(role, sizeof role, "app_%ld", (long)getpid());
+    snprintf(other, sizeof other, "noexec_%ld", (long)getpid());
+    char q[1024];
+    snprintf(q, sizeof q, "DROP ROLE IF EXISTS %s; DROP ROLE IF EXISTS %s; CREATE ROLE %s;"
+             " CREATE ROLE %s", role, other, role, other);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    const char *sc = g_schema;
+    snprintf(q, sizeof q,
+             "GRANT USAGE ON SCHEMA %s TO %s; GRANT SELECT, INSERT ON %s.jobs, %s.queues TO %s;"
+             " GRANT EXECUTE ON FUNCTION %s.enqueue(text, text, jsonb, jsonb),"
+             " %s.enqueue_bulk(text, jsonb) TO %s",
+             sc, role, sc, sc, role, sc, sc, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    snprintf(q, sizeof q, "GRANT USAGE ON SCHEMA %s TO %s", g_schema, other);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+
+    snprintf(q, sizeof q, "SET ROLE %s", role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    PGresult *r = call(c, "SELECT %s.enqueue('g', 'n', '{}', '{\"id\":\"granted-1\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    r = call(c, "SELECT * FROM %s.enqueue_bulk('g', '[{\"name\":\"n\",\"id\":\"granted-2\"}]')",
+             NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    /* no direct read of the limits row: only the functions use it */
+    r = call(c, "SELECT * FROM %s.limits", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+    PQclear(r);
+    cr_assert_eq(sql(c, "RESET ROLE", NULL), PGRES_COMMAND_OK);
+
+    /* USAGE and EXECUTE on enqueue_job, no table privileges */
+    snprintf(q, sizeof q, "SET ROLE %s", other);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    r = call(c, "SELECT %s.enqueue_job('g', '{\"name\":\"n\",\"id\":\"granted-3\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_FATAL_ERROR, "EXECUTE was not granted");
+    cr_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "42501");
+    PQclear(r);
+    cr_assert_eq(sql(c, "RESET ROLE", NULL), PGRES_COMMAND_OK);
+    snprintf(q, sizeof q, "GRANT EXECUTE ON FUNCTION %s.enqueue_job(text, jsonb) TO %s",
+             g_schema, other);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    snprintf(q, sizeof q, "SET ROLE %s", other);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    r = call(c, "SELECT %s.enqueue_job('g', '{\"name\":\"n\",\"id\":\"granted-3\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    cr_assert_eq(sql(c, "RESET ROLE", NULL), PGRES_COMMAND_OK);
+
+    er_job g;
+    er_error err = {0};
+    for (int i = 1; i <= 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "granted-%d", i);
+        cr_assert_eq(OPS->get_job(S, id, &g, &err), 0, "%s: %s", id, err.message);
+        er_job_fini(&g);
+    }
+    snprintf(q, sizeof q, "DROP OWNED BY %s, %s; DROP ROLE %s; DROP ROLE %s", role, other, role,
+             other);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQfinish(c);
+}
+
+/* A schema written by the previous release (migrations 1..3, its
+ * errand.enqueue, a queue's stored settings, a grant) is migrated by the
+ * next open and keeps working: the job is still there, the grant still
+ * lets the role call errand.enqueue, and a job's partial backoff now merges
+ * onto the queue's stored default. */
+Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
+{
+    PGconn *c = raw();
+    char old[80], q[1024], role[64];
+    snprintf(old, sizeof old, "%s_v3", g_schema);
+    snprintf(role, sizeof role, "v3app_%ld", (long)getpid());
+    snprintf(q, sizeof q,
+             "CREATE SCHEMA %s; SET search_path TO %s; CREATE TABLE migrations (version integer"
+             " PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+             old, old);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    for (int v = 0; v < 3; v++) {
+        cr_assert_eq(sql(c, er_pg_migrations[v], NULL), PGRES_COMMAND_OK, "v%d: %s", v + 1,
+                     PQerrorMessage(c));
+        snprintf(q, sizeof q, "INSERT INTO migrations (version) VALUES (%d)", v + 1);
+        cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    }
+    /* what the previous release stored for a queue with a capped default */
+    const char *settings =
+        "{\"paused\":false,\"concurrency\":0,\"rate_limit\":null,\"lease_ms\":60000,"
+        "\"max_stalled\":3,\"max_started\":100,\"defaults\":{\"max_attempts\":3,\"backoff\":"
+        "{\"type\":\"capped\",\"delay_ms\":1000,\"max_delay_ms\":1000,\"jitter\":0.5}},"
+        "\"retention\":{\"completed\":{\"age_s\":604800,\"count\":0},\"dead\":\"keep\"}}";
+    snprintf(q, sizeof q, "INSERT INTO queues (name, settings) VALUES ('q', '%s')", settings);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    snprintf(q, sizeof q,
+             "SELECT enqueue('q', 'n', '{}', '{\"id\":\"old-1\"}'); DROP ROLE IF EXISTS %s;"
+             " CREATE ROLE %s; GRANT USAGE ON SCHEMA %s TO %s;"
+             " GRANT SELECT, INSERT ON jobs, queues TO %s;"
+             " GRANT EXECUTE ON FUNCTION enqueue(text, text, jsonb, jsonb) TO %s; RESET search_path",
+             role, role, old, role, role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+
+    char url[1024];
+    const char *b = base_url();
+    snprintf(url, sizeof url, "%s%cschema=%s", b, strchr(b, '?') ? '&' : '?', old);
+    er_store *s = open_url(url);
+    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", old);
+    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    er_job j;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(s, "old-1", &j, &err), 0, "%s", err.message);
+    cr_assert_eq(j.max_attempts, 3);
+    er_job_fini(&j);
+
+    snprintf(q, sizeof q,
+             "SET ROLE %s; SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"new-1\",\"backoff\":"
+             "{\"jitter\":0}}'); RESET ROLE",
+             role, old);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(s, "new-1", &j, &err), 0, "%s", err.message);
+    cr_assert_eq(j.backoff.type, ER_BACKOFF_CAPPED);
+    cr_assert_eq(j.backoff.delay_ms, 1000);
+    cr_assert_eq(j.backoff.max_delay_ms, 1000);
+    cr_assert(j.backoff.jitter == 0.0);
+    cr_assert_eq(j.max_attempts, 3);
+    er_job_fini(&j);
+    OPS->close(s);
+    er_postgres_pool_drain();
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    snprintf(q, sizeof q, "DROP SCHEMA %s CASCADE; DROP ROLE %s", old, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
     PQfinish(c);
 }

@@ -59,6 +59,7 @@ enum {
 extern const char *const er_pg_sql[ER_PG_NSTMT];
 
 /* Schema migrations, applied in order at the first open (pg.c). */
+extern const char er_pg_migration_4[];
 extern const char *const er_pg_migrations[];
 extern const int er_pg_schema_version;
 

@@ -8,16 +8,6 @@
  */
 #include "store/postgres/pg_int.h"
 
-/* The SQL below spells these limits and defaults out. */
-_Static_assert(ER_NAME_MAX == 128 && ER_ID_MAX == 200 && ER_PRIORITY_MAX == 1000 &&
-                   ER_MAX_ATTEMPTS_MAX == 1000 && ER_DELAY_MAX_MS == 31622400000LL &&
-                   ER_TIMEOUT_MAX_MS == 86400000LL && ER_BULK_MAX == 10000 &&
-                   ER_PAYLOAD_MAX_DEFAULT == 524288,
-               "update the limits in pg_sql.c");
-_Static_assert(ER_DEFAULT_MAX_ATTEMPTS == 8 && ER_DEFAULT_BACKOFF_DELAY_MS == 2000 &&
-                   ER_DEFAULT_BACKOFF_MAX_MS == 900000 && ER_DEFAULT_TIMEOUT_MS == 30000,
-               "update the defaults in pg_sql.c");
-
 /* Migrations. Each step runs, in order, in the one transaction that holds
  * the schema's advisory lock, with search_path set to the schema, and is
  * recorded in <schema>.migrations. To change the schema, append a step
@@ -314,6 +304,9 @@ const char *const er_pg_migrations[] = {
     " name text PRIMARY KEY,"
     " value text NOT NULL,"
     " updated_at bigint NOT NULL);",
+
+    /* 4: the limits row and errand.enqueue_job (pg_enqueue_sql.c) */
+    er_pg_migration_4,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
