@@ -4,9 +4,11 @@
  * requests, and the cron pass of maintenance. Rules live in core
  * (scheduler.h, lease.h) and rows in the store; this file joins them inside
  * the writer's transaction (or on the reader's connection) and builds the
- * reply objects. Each exec context caches parsed schedulers by key, because
- * opening a zone reads a file. A store without these ops answers
- * ER_EUNAVAIL "not supported by this store".
+ * reply objects. Each exec context caches parsed schedulers by key and spec
+ * text, because every cron pass and GET would otherwise re-parse and
+ * re-validate the stored spec JSON (zones themselves come from util's
+ * process-wide cache). A store without these ops answers ER_EUNAVAIL "not
+ * supported by this store".
  */
 #include "engine/exec.h"
 
@@ -17,6 +19,7 @@
 #include "core/lease.h"
 #include "core/scheduler.h"
 #include "util/log.h"
+#include "util/tz.h"
 
 #define CACHE_MAX 512       /* parsed schedulers kept per context */
 #define CRON_BATCH 256      /* schedulers looked at per maintenance pass */
@@ -55,7 +58,7 @@ void er_exec_ctx_fini(er_exec_ctx *x)
 }
 
 /* The parsed scheduler of row (borrowed until the next cache call). Parses
- * and opens its zone on a miss or when the spec changed. */
+ * it and looks up its zone on a miss or when the spec changed. */
 static int cache_get(er_exec_ctx *x, const char *key, const char *spec, er_scheduler **out,
                      er_error *err)
 {
@@ -76,10 +79,15 @@ static int cache_get(er_exec_ctx *x, const char *key, const char *spec, er_sched
         return er_error_set(err, ER_EINTERNAL, "spec", "stored spec of '%s' is not JSON: %s",
                             key, je.text);
     er_scheduler sc;
-    int rc = er_scheduler_from_json(obj, true, (size_t)-1, &sc, err);
+    const er_tz *tz;
+    int rc = er_scheduler_from_json(obj, (size_t)-1, &sc, err);
     json_decref(obj);
-    if (rc < 0)
+    if (rc == 0 && (rc = er_tz_get(sc.tz_name, &tz, err)) == 0)
+        rc = er_scheduler_set_zone(&sc, tz, err);
+    if (rc < 0) {
+        er_scheduler_fini(&sc);
         return rc;
+    }
     char *spec_copy = strdup(spec);
     if (!spec_copy) {
         er_scheduler_fini(&sc);
@@ -377,10 +385,10 @@ static int list_schedulers(er_exec_ctx *x, er_req *req)
 static int cron_next(er_req *req)
 {
     er_cron c;
-    er_tz *tz = NULL;
+    const er_tz *tz = NULL;
     int rc = er_cron_parse(req->text, &c, &req->err);
     if (rc == 0)
-        rc = er_tz_open(req->tz, &tz, &req->err);
+        rc = er_tz_get(req->tz, &tz, &req->err);
     int64_t *out = NULL;
     if (rc == 0 && !(out = calloc((size_t)req->max, sizeof *out)))
         rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
@@ -395,7 +403,6 @@ static int cron_next(er_req *req)
             rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
     }
     free(out);
-    er_tz_free(tz);
     return rc;
 }
 

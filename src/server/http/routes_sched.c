@@ -3,7 +3,7 @@
  * Scheduler, cron, run-once lease and cursor endpoints (API.md "Schedulers",
  * "Leases"; docs/api.md). Requests are validated here with core's rules
  * before anything is submitted; the engine joins the rules with the store
- * (exec_sched.c) and hands back the reply object. Zone files are opened on
+ * (exec_sched.c) and hands back the reply object. Zones are looked up on
  * the engine's threads, never on the loop.
  */
 #include <stdio.h>
@@ -189,8 +189,8 @@ void er_route_put_scheduler(er_hctx *c)
         return;
     er_error err = {0};
     er_scheduler sc;
-    /* the zone file is opened by the engine; here only its name is checked */
-    int rc = er_scheduler_from_json(body, false, c->s->payload_max, &sc, &err);
+    /* here only the zone's name is checked; the engine looks the zone up */
+    int rc = er_scheduler_from_json(body, c->s->payload_max, &sc, &err);
     json_decref(body);
     if (rc < 0) {
         er_http_reply_error(c, &err);
