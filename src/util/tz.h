@@ -73,9 +73,9 @@ void er_tz_free(er_tz *tz);
 /* The zone called name, from the process-wide cache. A zone not yet there
  * is read from $TZDIR (when set to an absolute path, else
  * /usr/share/zoneinfo) and parsed, at most once per name and directory,
- * and stays for the life of the process. name: copied; NULL or "" means "UTC", which is built
- * in and reads no file. Returns 0 and *out (borrowed: valid until the
- * process exits); ER_EINVAL with err->field "tz" for an invalid name
+ * and stays for the life of the process. name: copied; NULL or "" means
+ * "UTC", which is built in and reads no file. Returns 0 and *out
+ * (borrowed: valid until the process exits); ER_EINVAL with err->field "tz" for an invalid name
  * ("invalid time zone name '...'"), a missing zone ("unknown time zone
  * '...'"), a damaged file ("... has no usable zone file") or a full cache
  * ("too many time zones in use ..."); ER_ENOMEM. Failures are not cached.
