@@ -10,6 +10,7 @@
 #include "cli/remote.h"
 #include "core/cron.h"
 #include "util/clock.h"
+#include "util/tz.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -109,8 +110,8 @@ static int cron_next(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err.message);
         return ER_EXIT_USAGE;
     }
-    er_tz *tz = NULL;
-    if (er_tz_open(tzname, &tz, &err) < 0) {
+    const er_tz *tz;
+    if (er_tz_get(tzname, &tz, &err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err.message);
         return ER_EXIT_USAGE;
     }
@@ -127,7 +128,6 @@ static int cron_next(int argc, char **argv)
         printf("%s\n", buf);
         after = next;
     }
-    er_tz_free(tz);
     if (fflush(stdout) != 0)
         status = ER_EXIT_SERVER;
     return status;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  *
  * Cron expressions and their next fire instants in IANA time zones. Pure
- * logic: the "from" instant is always an argument, no clock is read; the only
- * I/O is er_tz_open reading one TZif file of the system tz database. Compiled
- * expressions and opened zones are immutable, so any number of threads may
- * share them. The DST policy is described at er_cron_next and in docs/cron.md.
+ * logic: the "from" instant is always an argument, no clock is read, and no
+ * file: the caller passes a zone parsed by util/tz.h (er_tz_get). Compiled
+ * expressions and zones are immutable, so any number of threads may share
+ * them. The DST policy is described at er_cron_next and in docs/cron.md.
  */
 #ifndef ER_CORE_CRON_H
 #define ER_CORE_CRON_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "util/err.h"
+#include "util/tz.h"
 
 /* A compiled cron expression: one bitset per field (bit n set = value n
  * matches). Plain data: copy it freely. */
@@ -38,27 +39,9 @@ typedef struct er_cron {
  * *out is untouched. Thread-safe. */
 int er_cron_parse(const char *expr, er_cron *out, er_error *err);
 
-/* An opened time zone (opaque, immutable once opened). */
-typedef struct er_tz er_tz;
-
-/* Opens an IANA zone ("Europe/London") from the system tz database
- * ($TZDIR when set to an absolute path, else /usr/share/zoneinfo).
- * name: copied; NULL or "" means "UTC", which needs no file. Names with
- * "..", a leading '/', or characters outside [A-Za-z0-9/_+-] are refused.
- * Returns 0 and *out (returns owned: free with er_tz_free); ER_EINVAL with
- * err->field "tz" for a bad or unknown name or an unreadable zone file;
- * ER_ENOMEM. Blocks on one small file read. Thread-safe. */
-int er_tz_open(const char *name, er_tz **out, er_error *err);
-
-/* Frees a zone; NULL does nothing. */
-void er_tz_free(er_tz *tz);
-
-/* The zone's name as given to er_tz_open ("UTC" for the default).
- * Returns borrowed storage, valid until er_tz_free. */
-const char *er_tz_name(const er_tz *tz);
-
-/* UTC offset in seconds (east positive) in effect at t (seconds since the
- * epoch, UTC). */
+/* UTC offset in seconds (east positive) in effect in tz at t (seconds since
+ * the epoch, UTC, within years 1..9999): the zone's table, then its footer
+ * rule. tz: borrowed for the call. Thread-safe; does not block. */
 int32_t er_tz_offset(const er_tz *tz, int64_t t);
 
 /* How far ahead er_cron_next looks before giving up: 9 years, enough for

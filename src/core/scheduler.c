@@ -38,7 +38,6 @@ void er_scheduler_fini(er_scheduler *s)
         return;
     free(s->cron_text);
     free(s->tz_name);
-    er_tz_free(s->tz);
     free(s->queue);
     free(s->name);
     json_decref(s->payload);
@@ -56,17 +55,11 @@ static int oom(er_error *err)
     return er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
-/* The same rule er_tz_open applies, without reading the zone file. */
+/* util's zone name rule, and a spec's own length limit; no file is read. */
 static int tz_name_check(const char *name, er_error *err)
 {
-    size_t n = strlen(name);
-    if (n == 0 || n > TZ_NAME_MAX || name[0] == '/' || strstr(name, ".."))
+    if (strlen(name) > TZ_NAME_MAX || !er_tz_name_valid(name))
         return er_error_set(err, ER_EINVAL, "tz", "tz '%.64s' is not a valid zone name", name);
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!isalnum((unsigned char)c) && c != '/' && c != '_' && c != '+' && c != '-')
-            return er_error_set(err, ER_EINVAL, "tz", "tz '%.64s' is not a valid zone name", name);
-    }
     return 0;
 }
 
@@ -110,8 +103,7 @@ static int get_string(const json_t *obj, const char *key, bool required, const c
     return 0;
 }
 
-static int parse(const json_t *spec, bool open_tz, size_t payload_max, er_scheduler *s,
-                 er_error *err)
+static int parse(const json_t *spec, size_t payload_max, er_scheduler *s, er_error *err)
 {
     if (!json_is_object(spec))
         return er_error_set(err, ER_EINVAL, "body", "a scheduler spec must be a JSON object");
@@ -144,15 +136,6 @@ static int parse(const json_t *spec, bool open_tz, size_t payload_max, er_schedu
         return rc;
     if (!(s->tz_name = strdup(str)))
         return oom(err);
-    if (open_tz) {
-        if ((rc = er_tz_open(s->tz_name, &s->tz, err)) < 0)
-            return rc;
-        int64_t next;
-        /* "0 0 30 2 *" parses but never fires: refuse it now */
-        if ((rc = er_cron_next(&s->cron, s->tz, 0, &next, err)) < 0)
-            return er_error_set(err, ER_EINVAL, "cron", "cron '%.64s' never fires",
-                                s->cron_text);
-    }
 
     if ((rc = get_string(spec, "queue", true, &str, err)) < 0 ||
         (rc = er_name_validate(str, "queue", err)) < 0)
@@ -231,14 +214,24 @@ static int parse(const json_t *spec, bool open_tz, size_t payload_max, er_schedu
     return 0;
 }
 
-int er_scheduler_from_json(const json_t *spec, bool open_tz, size_t payload_max,
-                           er_scheduler *out, er_error *err)
+int er_scheduler_from_json(const json_t *spec, size_t payload_max, er_scheduler *out,
+                           er_error *err)
 {
     er_scheduler_init(out);
-    int rc = parse(spec, open_tz, payload_max, out, err);
+    int rc = parse(spec, payload_max, out, err);
     if (rc < 0)
         er_scheduler_fini(out);
     return rc;
+}
+
+int er_scheduler_set_zone(er_scheduler *s, const er_tz *tz, er_error *err)
+{
+    int64_t next;
+    /* "0 0 30 2 *" parses but never fires: refuse it now */
+    if (er_cron_next(&s->cron, tz, 0, &next, err) < 0)
+        return er_error_set(err, ER_EINVAL, "cron", "cron '%.64s' never fires", s->cron_text);
+    s->tz = tz;
+    return 0;
 }
 
 json_t *er_scheduler_spec_json(const er_scheduler *s)

@@ -5,8 +5,9 @@
  * builds the job of a tick (id "sched:{key}:{tick}", payload.run_key), and
  * plans what to fire when the engine looks: the ticks that came due on time,
  * plus the missed ones the policy allows (skip, once, all up to
- * max_catchup). Pure logic: the time is always an argument; the only I/O is
- * opening the zone file (er_tz_open) when asked to.
+ * max_catchup). Pure logic: the time is always an argument, and the zone
+ * arrives parsed (the caller looks s->tz_name up with util's er_tz_get and
+ * attaches it with er_scheduler_set_zone); no I/O.
  */
 #ifndef ER_CORE_SCHEDULER_H
 #define ER_CORE_SCHEDULER_H
@@ -48,7 +49,7 @@ typedef struct er_scheduler {
     char *cron_text;   /* as given, trimmed */
     er_cron cron;
     char *tz_name;     /* "UTC" when none was given */
-    er_tz *tz;         /* opened zone, or NULL when parsed with open_tz false */
+    const er_tz *tz;   /* borrowed (er_scheduler_set_zone), or NULL until set */
     char *queue;
     char *name;        /* job name */
     json_t *payload;   /* a JSON object ({} when none was given) */
@@ -67,14 +68,19 @@ int er_scheduler_key_validate(const char *key, er_error *err);
 
 /* Parses and validates a spec object {"cron", "tz"?, "queue", "name",
  * "payload"?, "missed"?, "max_catchup"?, "job"?}. Unknown fields are an
- * error. open_tz: open the zone (checks that it exists; reads one file),
- * else only the zone name's syntax is checked and s->tz stays NULL.
- * payload_max bounds the payload's serialized size. spec: borrowed. On
- * success fills *out (er_scheduler_init'd by this call) and returns 0; on
- * failure returns ER_EINVAL / ER_ETOOBIG / ER_ENOMEM with *err naming the
- * field, and *out holds nothing. */
-int er_scheduler_from_json(const json_t *spec, bool open_tz, size_t payload_max,
-                           er_scheduler *out, er_error *err);
+ * error. Only the zone name's syntax is checked; out->tz stays NULL until
+ * er_scheduler_set_zone. payload_max bounds the payload's serialized size.
+ * spec: borrowed. On success fills *out (er_scheduler_init'd by this call)
+ * and returns 0; on failure returns ER_EINVAL / ER_ETOOBIG / ER_ENOMEM with
+ * *err naming the field, and *out holds nothing. */
+int er_scheduler_from_json(const json_t *spec, size_t payload_max, er_scheduler *out,
+                           er_error *err);
+
+/* Attaches tz, the zone named s->tz_name (from er_tz_get), and checks that
+ * the expression fires in it. tz: borrowed; must outlive s (er_tz_get's
+ * zones live as long as the process). Returns 0, or ER_EINVAL with field
+ * "cron" ("cron '...' never fires", e.g. "0 0 30 2 *"), s then unchanged. */
+int er_scheduler_set_zone(er_scheduler *s, const er_tz *tz, er_error *err);
 
 /* The normalized spec as canonical JSON text (compact, sorted keys, every
  * default spelled out), so two equal specs have equal text. Returns owned
@@ -107,7 +113,7 @@ typedef struct er_sched_plan {
 void er_sched_plan_fini(er_sched_plan *p);
 
 /* Plans a scheduler whose earliest unhandled tick is next_run_at. s->tz must
- * be open. Due ticks are those in [next_run_at, now]. A due tick after
+ * be set. Due ticks are those in [next_run_at, now]. A due tick after
  * on_time_after fires (it came due while the server ran and was noticed in
  * time); due ticks at or before on_time_after were missed and follow
  * s->missed: skip fires none, once fires the latest, all fires the latest
@@ -119,7 +125,7 @@ int er_scheduler_plan(const er_scheduler *s, int64_t next_run_at, int64_t now,
                       int64_t on_time_after, er_sched_plan *out, er_error *err);
 
 /* The first tick strictly after `after`, or INT64_MAX when the expression
- * never fires again within the cron horizon. s->tz must be open. */
+ * never fires again within the cron horizon. s->tz must be set. */
 int64_t er_scheduler_next(const er_scheduler *s, int64_t after);
 
 /* Formats a whole-second instant as RFC 3339 local time in tz with its

@@ -60,8 +60,6 @@ typedef enum er_req_type {
     ER_REQ_GET_CURSOR,       /* in: id (name); out: reply */
     ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: reply
                                 (on ER_ECONFLICT: {"current"}) */
-    ER_REQ_CRON_NEXT,        /* in: text (expr), tz (NULL = UTC), from_ms, max (count);
-                                out: reply {"next": [...]} */
 } er_req_type;
 
 typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack_kind;
@@ -121,11 +119,9 @@ struct er_req {
     er_queue_settings settings; /* GET/PUT_QUEUE */
 
     /* schedulers, leases, cursors (exec_sched.c) */
-    char *text;                /* PUT_SCHEDULER: spec; PUT_CURSOR: value; CRON_NEXT: expr */
+    char *text;                /* PUT_SCHEDULER: spec; PUT_CURSOR: value */
     char *expected;            /* PUT_CURSOR: the value expected now (NULL: no cursor yet) */
     bool has_expected;         /* PUT_CURSOR: compare-and-set; false writes unconditionally */
-    char *tz;                  /* CRON_NEXT */
-    int64_t from_ms;           /* CRON_NEXT */
     char *lease_type, *lease_code, *lease_run_key; /* LEASE_ACQUIRE */
     json_t *reply;             /* out: the reply object (owned reference) or NULL */
     bool created;              /* out: PUT_SCHEDULER new key, TRIGGER new job */

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT
  *
- * Engine execution of schedulers, run-once leases, cursors and cron-next
- * requests, and the cron pass of maintenance. Rules live in core
- * (scheduler.h, lease.h) and rows in the store; this file joins them inside
- * the writer's transaction (or on the reader's connection) and builds the
- * reply objects. Each exec context caches parsed schedulers by key, because
- * opening a zone reads a file. A store without these ops answers
- * ER_EUNAVAIL "not supported by this store".
+ * Engine execution of schedulers, run-once leases and cursors, and the cron
+ * pass of maintenance. Rules live in core (scheduler.h, lease.h) and rows in
+ * the store; this file joins them inside the writer's transaction (or on the
+ * reader's connection) and builds the reply objects. Each exec context
+ * caches parsed schedulers by key and spec text, because every cron pass and
+ * GET would otherwise re-parse and re-validate the stored spec JSON (zones
+ * themselves come from util's process-wide cache). A store without these ops
+ * answers ER_EUNAVAIL "not supported by this store".
  */
 #include "engine/exec.h"
 
@@ -17,6 +18,7 @@
 #include "core/lease.h"
 #include "core/scheduler.h"
 #include "util/log.h"
+#include "util/tz.h"
 
 #define CACHE_MAX 512       /* parsed schedulers kept per context */
 #define CRON_BATCH 256      /* schedulers looked at per maintenance pass */
@@ -55,7 +57,7 @@ void er_exec_ctx_fini(er_exec_ctx *x)
 }
 
 /* The parsed scheduler of row (borrowed until the next cache call). Parses
- * and opens its zone on a miss or when the spec changed. */
+ * it and looks up its zone on a miss or when the spec changed. */
 static int cache_get(er_exec_ctx *x, const char *key, const char *spec, er_scheduler **out,
                      er_error *err)
 {
@@ -76,10 +78,15 @@ static int cache_get(er_exec_ctx *x, const char *key, const char *spec, er_sched
         return er_error_set(err, ER_EINTERNAL, "spec", "stored spec of '%s' is not JSON: %s",
                             key, je.text);
     er_scheduler sc;
-    int rc = er_scheduler_from_json(obj, true, (size_t)-1, &sc, err);
+    const er_tz *tz;
+    int rc = er_scheduler_from_json(obj, (size_t)-1, &sc, err);
     json_decref(obj);
-    if (rc < 0)
+    if (rc == 0 && (rc = er_tz_get(sc.tz_name, &tz, err)) == 0)
+        rc = er_scheduler_set_zone(&sc, tz, err);
+    if (rc < 0) {
+        er_scheduler_fini(&sc);
         return rc;
+    }
     char *spec_copy = strdup(spec);
     if (!spec_copy) {
         er_scheduler_fini(&sc);
@@ -122,7 +129,6 @@ bool er_sched_req_is_read(const er_req *req)
     case ER_REQ_GET_SCHEDULER:
     case ER_REQ_LIST_SCHEDULERS:
     case ER_REQ_GET_CURSOR:
-    case ER_REQ_CRON_NEXT:
         return true;
     default:
         return false;
@@ -190,9 +196,6 @@ static bool supported(er_exec_ctx *x, er_req *req)
     case ER_REQ_GET_CURSOR:
     case ER_REQ_PUT_CURSOR:
         ok = o->cursor_get && o->cursor_cas;
-        break;
-    case ER_REQ_CRON_NEXT:
-        ok = true;
         break;
     default:
         ok = o->scheduler_put && o->scheduler_get && o->scheduler_list &&
@@ -370,31 +373,6 @@ static int list_schedulers(er_exec_ctx *x, er_req *req)
     return rc;
 }
 
-static int cron_next(er_req *req)
-{
-    er_cron c;
-    er_tz *tz = NULL;
-    int rc = er_cron_parse(req->text, &c, &req->err);
-    if (rc == 0)
-        rc = er_tz_open(req->tz, &tz, &req->err);
-    int64_t *out = NULL;
-    if (rc == 0 && !(out = calloc((size_t)req->max, sizeof *out)))
-        rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
-    if (rc == 0)
-        rc = er_cron_next_n(&c, tz, req->from_ms, req->max, out, &req->err);
-    if (rc == 0) {
-        json_t *arr = json_array();
-        for (int i = 0; arr && i < req->max; i++)
-            json_array_append_new(arr, time_json(out[i]));
-        req->reply = json_pack("{s:o,s:s}", "next", arr, "tz", er_tz_name(tz));
-        if (!req->reply)
-            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
-    }
-    free(out);
-    er_tz_free(tz);
-    return rc;
-}
-
 void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now)
 {
     (void)now;
@@ -424,9 +402,6 @@ void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now)
         free(value);
         break;
     }
-    case ER_REQ_CRON_NEXT:
-        rc = cron_next(req);
-        break;
     default:
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "not a read request");
         break;

@@ -47,7 +47,6 @@ void er_req_free(er_req *req)
     er_queue_info_list_free(req->queue_infos, req->nqueue_infos);
     free(req->text);
     free(req->expected);
-    free(req->tz);
     free(req->lease_type);
     free(req->lease_code);
     free(req->lease_run_key);

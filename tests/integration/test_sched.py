@@ -131,6 +131,9 @@ class SchedTest(unittest.TestCase):
                               "&from=2026-01-01T00:00:00Z&count=2")
         self.assertEqual(st, 200, b)
         self.assertEqual(b["next"], ["2026-01-01T20:00:00.000Z", "2026-01-02T20:00:00.000Z"])
+        self.assertEqual(b["tz"], "Asia/Ho_Chi_Minh")
+        st, b, _ = self.s.get("/v1/cron/next?expr=@daily&from=2026-01-01T00:00:00Z&count=1")
+        self.assertEqual((st, b), (200, {"next": ["2026-01-02T00:00:00.000Z"], "tz": "UTC"}))
         for q, field in (("expr=0+25+*+*+*", "expr"), ("", "expr"), ("expr=@daily&tz=Nowhere/X", "tz"),
                          ("expr=@daily&count=0", "count"), ("expr=@daily&count=1001", "count"),
                          ("expr=@daily&from=yesterday", "from"), ("expr=@daily&bogus=1", "bogus")):

@@ -185,8 +185,10 @@ static int cron_pass(int64_t now, int64_t on_time_after)
         er_sched_row *row = &due.items[i];
         json_t *spec = json_loads(row->spec, 0, NULL);
         er_scheduler sc;
-        cr_assert_eq(er_scheduler_from_json(spec, true, 1 << 20, &sc, &err), 0, "%s",
-                     err.message);
+        const er_tz *tz;
+        cr_assert_eq(er_scheduler_from_json(spec, 1 << 20, &sc, &err), 0, "%s", err.message);
+        cr_assert_eq(er_tz_get(sc.tz_name, &tz, &err), 0, "%s", err.message);
+        cr_assert_eq(er_scheduler_set_zone(&sc, tz, &err), 0, "%s", err.message);
         json_decref(spec);
         er_sched_plan p;
         cr_assert_eq(er_scheduler_plan(&sc, row->next_run_at, now, on_time_after, &p, &err), 0);
@@ -234,7 +236,10 @@ Test(sched, a_simulated_year_hourly_in_a_dst_zone_stores_one_job_per_tick)
                              "queue", "hourly", "name", "tick");
     er_scheduler sc;
     er_error err = {0};
-    cr_assert_eq(er_scheduler_from_json(spec, true, 1 << 20, &sc, &err), 0, "%s", err.message);
+    const er_tz *tz;
+    cr_assert_eq(er_scheduler_from_json(spec, 1 << 20, &sc, &err), 0, "%s", err.message);
+    cr_assert_eq(er_tz_get(sc.tz_name, &tz, &err), 0, "%s", err.message);
+    cr_assert_eq(er_scheduler_set_zone(&sc, tz, &err), 0, "%s", err.message);
     json_decref(spec);
     char *text = er_scheduler_spec_text(&sc);
     sched_put("hourly", text, er_scheduler_next(&sc, from), from);

@@ -33,14 +33,19 @@ static void teardown(void)
 
 TestSuite(scheduler, .init = setup, .fini = teardown);
 
-static int parse_text(const char *text, bool open_tz)
+/* Parses a spec and, with zone, looks its zone up and attaches it, as the
+ * engine does. */
+static int parse_text(const char *text, bool zone)
 {
     json_error_t je;
     json_t *o = json_loads(text, 0, &je);
     cr_assert_not_null(o, "bad test JSON %s: %s", text, je.text);
     er_scheduler_fini(&S);
-    int rc = er_scheduler_from_json(o, open_tz, 1024, &S, &err);
+    int rc = er_scheduler_from_json(o, 1024, &S, &err);
     json_decref(o);
+    const er_tz *tz;
+    if (rc == 0 && zone && (rc = er_tz_get(S.tz_name, &tz, &err)) == 0)
+        rc = er_scheduler_set_zone(&S, tz, &err);
     return rc;
 }
 
@@ -130,19 +135,36 @@ Test(scheduler, payload_limit_is_enforced)
 {
     json_t *o = json_pack("{s:s,s:s,s:s,s:{s:s}}", "cron", "@daily", "queue", "q", "name", "n",
                           "payload", "a", "0123456789012345678901234567890123456789");
-    cr_assert_eq(er_scheduler_from_json(o, false, 20, &S, &err), ER_ETOOBIG);
+    cr_assert_eq(er_scheduler_from_json(o, 20, &S, &err), ER_ETOOBIG);
     cr_assert_str_eq(err.field, "payload");
     json_decref(o);
 }
 
-Test(scheduler, zone_is_only_checked_for_syntax_without_open_tz)
+Test(scheduler, parsing_checks_only_the_zone_name)
 {
     cr_assert_eq(parse_text("{\"cron\":\"@daily\",\"tz\":\"Mars/Olympus\",\"queue\":\"q\","
                             "\"name\":\"n\"}", false), 0);
     cr_assert_null(S.tz);
+    cr_assert_str_eq(S.tz_name, "Mars/Olympus");
     cr_assert_eq(parse_text("{\"cron\":\"@daily\",\"tz\":\"a b\",\"queue\":\"q\",\"name\":\"n\"}",
                             false), ER_EINVAL);
     cr_assert_str_eq(err.field, "tz");
+    cr_assert_str_eq(err.message, "tz 'a b' is not a valid zone name");
+}
+
+Test(scheduler, a_zone_where_it_never_fires_is_not_attached)
+{
+    cr_assert_eq(parse_text("{\"cron\":\"0 0 30 2 *\",\"tz\":\"Asia/Ho_Chi_Minh\","
+                            "\"queue\":\"q\",\"name\":\"n\"}", false), 0);
+    const er_tz *tz;
+    cr_assert_eq(er_tz_get(S.tz_name, &tz, &err), 0);
+    cr_assert_eq(er_scheduler_set_zone(&S, tz, &err), ER_EINVAL);
+    cr_assert_str_eq(err.field, "cron");
+    cr_assert_str_eq(err.message, "cron '0 0 30 2 *' never fires");
+    cr_assert_null(S.tz);
+    cr_assert_eq(parse_text("{\"cron\":\"0 0 29 2 *\",\"tz\":\"Asia/Ho_Chi_Minh\","
+                            "\"queue\":\"q\",\"name\":\"n\"}", true), 0);
+    cr_assert_eq(S.tz, tz);
 }
 
 Test(scheduler, tick_job_has_the_tick_id_and_run_key)
