@@ -7,72 +7,53 @@
 #include "util/jsonw.h"
 #include "util/clock.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The old field names alias out's. */
+_Static_assert(offsetof(er_jsonw, buf) == offsetof(er_jsonw, out.data) &&
+                   offsetof(er_jsonw, len) == offsetof(er_jsonw, out.len) &&
+                   offsetof(er_jsonw, cap) == offsetof(er_jsonw, out.cap) &&
+                   offsetof(er_jsonw, max) == offsetof(er_jsonw, out.max),
+               "er_jsonw aliases");
+
 void er_jsonw_init(er_jsonw *w, size_t max)
 {
     memset(w, 0, sizeof *w);
-    w->max = max;
+    er_buf_init(&w->out, max);
     w->first[0] = true;
 }
 
 void er_jsonw_init_buf(er_jsonw *w, size_t max, char *buf, size_t cap)
 {
-    er_jsonw_init(w, max);
-    w->buf = buf;
-    /* the cap check lives in grow(): never start above it */
-    w->cap = buf ? (cap < max + 1 ? cap : max + 1) : 0;
-    if (w->cap)
-        w->buf[0] = '\0';
+    memset(w, 0, sizeof *w);
+    er_buf_init_mem(&w->out, max, buf, cap);
+    w->first[0] = true;
 }
 
 void er_jsonw_fini(er_jsonw *w)
 {
-    free(w->buf);
+    er_buf_fini(&w->out);
     memset(w, 0, sizeof *w);
 }
 
-/* Makes room for n more bytes and the NUL; false (and failed) past the cap
- * or out of memory. */
-static bool grow(er_jsonw *w, size_t n)
-{
-    size_t cap = w->cap ? w->cap : 1024;
-    while (cap < w->len + n + 1)
-        cap *= 2;
-    if (cap > w->max + 1) {
-        if (w->len + n + 1 > w->max + 1) {
-            w->failed = true;
-            return false;
-        }
-        cap = w->max + 1;
-    }
-    char *b = realloc(w->buf, cap);
-    if (!b) {
-        w->failed = true;
-        return false;
-    }
-    w->buf = b;
-    w->cap = cap;
-    return true;
-}
-
-/* Where the next n bytes go, or NULL once failed. The caller adds n to len
- * and writes the NUL (through done()). */
+/* Where the next n bytes go, or NULL once failed (past the cap or out of
+ * memory). The caller writes them and ends with done(). */
 static inline char *reserve(er_jsonw *w, size_t n)
 {
     if (w->failed)
         return NULL;
-    if (w->len + n + 1 > w->cap && !grow(w, n))
-        return NULL;
-    return w->buf + w->len;
+    char *p = er_buf_reserve(&w->out, n);
+    if (!p)
+        w->failed = true;
+    return p;
 }
 
 static inline void done(er_jsonw *w, char *end)
 {
-    w->len = (size_t)(end - w->buf);
-    *end = '\0';
+    er_buf_commit(&w->out, (size_t)(end - (w->out.data + w->out.len)));
 }
 
 static void put(er_jsonw *w, const char *s, size_t n)

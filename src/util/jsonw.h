@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  *
- * A small JSON writer into one growable buffer, for the hot responses
- * (enqueue, fetch) where building a jansson tree and dumping it costs more
- * than the request itself. The caller places commas through the writer's
- * object/array nesting; a failed allocation or the size cap sets `failed`
- * and later calls do nothing.
+ * A small JSON writer into one bounded buffer (er_buf), for the hot
+ * responses (enqueue, fetch) where building a jansson tree and dumping it
+ * costs more than the request itself. The caller places commas through the
+ * writer's object/array nesting; a failed allocation or the size cap sets
+ * `failed` and later calls do nothing.
  */
 #ifndef ER_UTIL_JSONW_H
 #define ER_UTIL_JSONW_H
@@ -13,11 +13,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/buf.h"
+
 #define ER_JSONW_DEPTH 16
 
 typedef struct er_jsonw {
-    char *buf;        /* owned; NUL-terminated while not failed */
-    size_t len, cap, max;
+    union {
+        er_buf out; /* the text: owned, NUL-terminated while not failed */
+        /* out's first fields under their older names, for callers not yet
+         * moved to w->out (src/server/http/http.c, src/core/job.c) */
+        struct {
+            char *buf;
+            size_t len, cap, max;
+        };
+    };
     bool failed;
     int depth;
     bool first[ER_JSONW_DEPTH]; /* no member written yet at this depth */
