@@ -286,71 +286,21 @@ void er_jsonw_null(er_jsonw *w)
     put(w, "null", 4);
 }
 
-static void digits2(char *p, int v)
-{
-    p[0] = (char)('0' + v / 10);
-    p[1] = (char)('0' + v % 10);
-}
-
-/* Before year 10000: the same text as er_time_format, without gmtime_r. */
-#define TIME_FAST_MAX 253402300800000LL
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" for 0 <= ms < TIME_FAST_MAX, civil date from
- * days since the epoch (Howard Hinnant's algorithm). */
-static void time_fast(int64_t ms, char out[24])
-{
-    int64_t secs = ms / 1000;
-    int frac = (int)(ms % 1000);
-    int64_t days = secs / 86400;
-    int sod = (int)(secs % 86400);
-    int64_t z = days + 719468;
-    int64_t era = z / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    int m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    int y = (int)(yoe + era * 400) + (m <= 2);
-    digits2(out, y / 100);
-    digits2(out + 2, y % 100);
-    out[4] = '-';
-    digits2(out + 5, m);
-    out[7] = '-';
-    digits2(out + 8, d);
-    out[10] = 'T';
-    digits2(out + 11, sod / 3600);
-    out[13] = ':';
-    digits2(out + 14, sod / 60 % 60);
-    out[16] = ':';
-    digits2(out + 17, sod % 60);
-    out[19] = '.';
-    out[20] = (char)('0' + frac / 100);
-    digits2(out + 21, frac % 100);
-    out[23] = 'Z';
-}
-
 void er_jsonw_time(er_jsonw *w, int64_t ms)
 {
     if (ms == 0) {
         er_jsonw_null(w);
         return;
     }
-    if (ms < 0 || ms >= TIME_FAST_MAX) {
-        char b[32];
-        er_time_format(ms, b);
-        er_jsonw_str(w, b);
-        return;
-    }
     bool comma = value_comma(w);
-    char *p = reserve(w, 27);
+    char *p = reserve(w, ER_TIME_LEN + 3);
     if (!p)
         return;
     if (comma)
         *p++ = ',';
     *p++ = '"';
-    time_fast(ms, p);
-    p += 24;
+    er_time_put(ms, p);
+    p += ER_TIME_LEN;
     *p++ = '"';
     done(w, p);
 }
@@ -446,18 +396,12 @@ void er_jsonw_ktime(er_jsonw *w, const char *lit, size_t n, int64_t ms)
         er_jsonw_kstr(w, lit, n, NULL);
         return;
     }
-    if (ms < 0 || ms >= TIME_FAST_MAX) {
-        char b[32];
-        er_time_format(ms, b);
-        er_jsonw_kstr(w, lit, n, b);
-        return;
-    }
-    char *p = key_lit(w, lit, n, 26);
+    char *p = key_lit(w, lit, n, ER_TIME_LEN + 2);
     if (!p)
         return;
     *p++ = '"';
-    time_fast(ms, p);
-    p += 24;
+    er_time_put(ms, p);
+    p += ER_TIME_LEN;
     *p++ = '"';
     done(w, p);
 }
