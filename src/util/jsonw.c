@@ -6,6 +6,7 @@
  */
 #include "util/jsonw.h"
 #include "util/clock.h"
+#include "util/utf8.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -96,36 +97,56 @@ void er_jsonw_end_object(er_jsonw *w) { close_(w, '}'); }
 void er_jsonw_begin_array(er_jsonw *w) { open_(w, '['); }
 void er_jsonw_end_array(er_jsonw *w) { close_(w, ']'); }
 
-/* Bytes that need an escape: control characters, '"' and '\\'. */
-static const unsigned char needs_escape[256] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    ['"'] = 1, ['\\'] = 1,
+/* Byte classes: 1 needs an escape (control characters, '"', '\\'), 2 starts
+ * or continues a multi-byte sequence (checked before it is copied). */
+#define X16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+static const unsigned char byte_class[256] = {
+    X16(1), X16(1), ['"'] = 1, ['\\'] = 1,
+    [0x80] = X16(2), X16(2), X16(2), X16(2), X16(2), X16(2), X16(2), X16(2),
 };
+#undef X16
 
-/* Length of s, and whether any byte of it needs an escape. */
+/* Length of s, and whether it can be copied between quotes as it is. */
 static size_t scan(const char *s, bool *plain)
 {
     const unsigned char *p = (const unsigned char *)s;
     unsigned char any = 0;
     size_t n = 0;
     for (; p[n]; n++)
-        any |= needs_escape[p[n]];
-    *plain = !any;
+        any |= byte_class[p[n]];
+    *plain = any == 0 || (any == 2 && er_utf8_valid(s, n));
     return n;
 }
 
-static void escaped_slow(er_jsonw *w, const char *s)
+int er_json_str(er_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    put(w, "\"", 1);
-    const char *run = s;
-    for (const char *p = s; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (!needs_escape[c])
+    if (b->err)
+        return b->err;
+    size_t start = b->len, n = strlen(s), run = 0;
+    er_buf_add(b, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        if (!byte_class[c]) {
+            i++;
             continue;
-        put(w, run, (size_t)(p - run));
+        }
+        if (c >= 0x80) {
+            bool ok;
+            size_t k = er_utf8_seq(s + i, n - i, &ok);
+            if (ok) {
+                i += k;
+                continue;
+            }
+            er_buf_add(b, s + run, i - run);
+            er_buf_add(b, "\xef\xbf\xbd", 3); /* U+FFFD for the ill-formed bytes */
+            i += k;
+            run = i;
+            continue;
+        }
+        er_buf_add(b, s + run, i - run);
         char e[6] = {'\\', 0, 0, 0, 0, 0};
-        size_t n = 2;
+        size_t en = 2;
         switch (c) {
         case '"': e[1] = '"'; break;
         case '\\': e[1] = '\\'; break;
@@ -138,14 +159,26 @@ static void escaped_slow(er_jsonw *w, const char *s)
             e[3] = '0';
             e[4] = hex[c >> 4];
             e[5] = hex[c & 15];
-            n = 6;
+            en = 6;
             break;
         }
-        put(w, e, n);
-        run = p + 1;
+        er_buf_add(b, e, en);
+        i++;
+        run = i;
     }
-    put(w, run, strlen(run));
-    put(w, "\"", 1);
+    er_buf_add(b, s + run, n - run);
+    er_buf_add(b, "\"", 1);
+    if (b->err) {
+        er_buf_truncate(b, start); /* no half string */
+        return b->err;
+    }
+    return 0;
+}
+
+static void escaped_slow(er_jsonw *w, const char *s)
+{
+    if (!w->failed && er_json_str(&w->out, s) < 0)
+        w->failed = true;
 }
 
 /* Writes [comma]"s"[colon] in one piece when s needs no escapes. */
