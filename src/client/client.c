@@ -6,6 +6,8 @@
  * last-error record; it never prints, exits, or touches server internals.
  */
 #include "client/client_int.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -287,36 +289,13 @@ int errand_client_set_max_reply(errand_client *c, size_t bytes)
 
 /* ---- one exchange ------------------------------------------------------ */
 
-/* The reply body, bounded by the client's max_reply. */
-typedef struct reply_buf {
-    char *p;
-    size_t len, cap, max;
-    bool too_big, oom;
-} reply_buf;
-
+/* Takes the reply body into an er_buf bounded by the client's max_reply. */
 static size_t on_data(char *data, size_t size, size_t nmemb, void *arg)
 {
-    reply_buf *b = arg;
+    er_buf *b = arg;
     size_t n = size * nmemb;
-    if (n > b->max - b->len) {
-        b->too_big = true;
-        return 0; /* aborts the transfer */
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return 0;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    if (er_buf_add(b, data, n) < 0)
+        return 0; /* aborts the transfer; b->err says why */
     return n;
 }
 
@@ -380,7 +359,8 @@ static int request_len(errand_client *c, const char *method, const char *path,
     memcpy(url, c->base, blen);
     memcpy(url + blen, path, plen + 1);
 
-    reply_buf buf = {.max = c->max_reply};
+    er_buf buf;
+    er_buf_init(&buf, c->max_reply);
     CURL *h = c->curl;
     c->errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -407,11 +387,12 @@ static int request_len(errand_client *c, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
 
     if (rc != CURLE_OK) {
-        free(buf.p);
-        if (buf.too_big)
+        int berr = buf.err;
+        er_buf_fini(&buf);
+        if (berr == ER_ETOOBIG)
             return set_error(c, ERRAND_ETOOBIG, NULL, "", "reply larger than %zu bytes",
                              c->max_reply);
-        if (buf.oom || rc == CURLE_OUT_OF_MEMORY)
+        if (berr == ER_ENOMEM || rc == CURLE_OUT_OF_MEMORY)
             return set_error(c, ERRAND_ENOMEM, NULL, "", "out of memory");
         if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL)
             return set_error(c, ERRAND_EINVAL, NULL, "server_url", "bad server URL %s: %s",
@@ -423,17 +404,20 @@ static int request_len(errand_client *c, const char *method, const char *path,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
     c->last_status = st;
     c->last.http_status = st;
-    if (!buf.p && !(buf.p = calloc(1, 1)))
+    size_t blen_out = 0;
+    char *body = er_buf_take(&buf, &blen_out);
+    er_buf_fini(&buf);
+    if (!body)
         return set_error(c, ERRAND_ENOMEM, NULL, "", "out of memory");
     if (st >= 400)
-        record_reply_error(c, buf.p, buf.len);
+        record_reply_error(c, body, blen_out);
     if (status)
         *status = st;
-    *len = buf.len;
+    *len = blen_out;
     if (body_out)
-        *body_out = buf.p;
+        *body_out = body;
     else
-        free(buf.p);
+        free(body);
     return 0;
 }
 

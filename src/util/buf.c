@@ -67,6 +67,12 @@ void er_buf_truncate(er_buf *b, size_t len)
     b->data[len] = '\0';
 }
 
+void er_buf_fail(er_buf *b, int code)
+{
+    if (!b->err)
+        b->err = code;
+}
+
 char *er_buf_grow(er_buf *b, size_t n)
 {
     if (b->err)

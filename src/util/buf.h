@@ -32,6 +32,9 @@ void er_buf_fini(er_buf *b);
 void er_buf_reset(er_buf *b);
 /* Cuts b back to len bytes (len <= b->len); err is kept. */
 void er_buf_truncate(er_buf *b, size_t len);
+/* Marks b failed with code (negative) unless it failed already: for text
+ * that is missing a part built elsewhere. */
+void er_buf_fail(er_buf *b, int code);
 
 /* Appends n bytes of p (copied). Each returns 0, or ER_ETOOBIG (past max)
  * or ER_ENOMEM; on failure, and once err is set, b is unchanged and the
