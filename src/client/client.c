@@ -41,25 +41,32 @@ struct errand_client {
 
 /* ---- errors ----------------------------------------------------------- */
 
+/* liberrand's codes are util's (whose table names them on the wire). */
+#define SAME(e) ((int)ERRAND_##e == (int)ER_##e)
+_Static_assert(SAME(EINVAL) && SAME(EAUTH) && SAME(EPERM) && SAME(ENOTFOUND) && SAME(ESTALE) &&
+                   SAME(ECONFLICT) && SAME(ETOOBIG) && SAME(ERATE) && SAME(EUNAVAIL) &&
+                   SAME(EFULL) && SAME(ENOMEM) && SAME(EINTERNAL),
+               "errand.h codes match util/err.h");
+#undef SAME
+
 static const struct {
     int code;
-    const char *name; /* the API's code string */
     const char *text;
 } codes[] = {
-    {ERRAND_OK, "", "success"},
-    {ERRAND_EINVAL, "invalid_argument", "invalid argument"},
-    {ERRAND_EAUTH, "unauthenticated", "missing or unknown token"},
-    {ERRAND_EPERM, "permission_denied", "permission denied"},
-    {ERRAND_ENOTFOUND, "not_found", "not found"},
-    {ERRAND_ESTALE, "lease_lost", "lease lost"},
-    {ERRAND_ECONFLICT, "conflict", "conflict"},
-    {ERRAND_ETOOBIG, "payload_too_large", "too large"},
-    {ERRAND_ERATE, "rate_limited", "rate limited"},
-    {ERRAND_EUNAVAIL, "unavailable", "server unavailable, nothing was written"},
-    {ERRAND_EFULL, "unavailable", "server disk full, nothing was written"},
-    {ERRAND_ENOMEM, "unavailable", "out of memory"},
-    {ERRAND_EINTERNAL, "internal", "internal error"},
-    {ERRAND_ECONNECT, "connect_failed", "cannot reach the server"},
+    {ERRAND_OK, "success"},
+    {ERRAND_EINVAL, "invalid argument"},
+    {ERRAND_EAUTH, "missing or unknown token"},
+    {ERRAND_EPERM, "permission denied"},
+    {ERRAND_ENOTFOUND, "not found"},
+    {ERRAND_ESTALE, "lease lost"},
+    {ERRAND_ECONFLICT, "conflict"},
+    {ERRAND_ETOOBIG, "too large"},
+    {ERRAND_ERATE, "rate limited"},
+    {ERRAND_EUNAVAIL, "server unavailable, nothing was written"},
+    {ERRAND_EFULL, "server disk full, nothing was written"},
+    {ERRAND_ENOMEM, "out of memory"},
+    {ERRAND_EINTERNAL, "internal error"},
+    {ERRAND_ECONNECT, "cannot reach the server"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -71,12 +78,14 @@ const char *errand_strerror(int code)
     return "unknown error";
 }
 
+/* The API's code string: the server's own table, and two of ours. */
 static const char *code_name(int code)
 {
-    for (size_t i = 0; i < NCODES; i++)
-        if (codes[i].code == code)
-            return codes[i].name;
-    return "internal";
+    if (code == ERRAND_OK)
+        return "";
+    if (code == ERRAND_ECONNECT)
+        return "connect_failed"; /* never on the wire */
+    return er_error_code_name(code);
 }
 
 /* The code for a server error reply: from its "code" string when known,
@@ -87,7 +96,7 @@ static int code_from_reply(const char *name, long status)
         /* EFULL and ENOMEM share "unavailable" on the wire: read it as EUNAVAIL. */
         for (size_t i = 1; i < NCODES; i++)
             if (codes[i].code != ERRAND_EFULL && codes[i].code != ERRAND_ENOMEM &&
-                strcmp(codes[i].name, name) == 0)
+                strcmp(code_name(codes[i].code), name) == 0)
                 return codes[i].code;
     }
     switch (status) {
