@@ -11,6 +11,7 @@
  */
 #include "cli/cli.h"
 #include "cli/settings.h"
+#include "util/buf.h"
 #include "util/clock.h"
 
 #include "util/jsonw.h"
@@ -34,6 +35,7 @@ typedef struct bench bench;
 /* Connections the paced producer spreads its enqueues over, so one slow
  * reply does not queue the requests behind it. */
 #define PRODUCERS 4
+#define CONN_BUF_MAX ((size_t)1 << 30) /* bytes of one request or reply */
 /* A reply not complete this long after its request is an error. */
 #define REPLY_TIMEOUT_US (30 * 1000000LL)
 
@@ -111,19 +113,10 @@ static void issue(conn *c);
 
 /* ---- transport: a minimal keep-alive HTTP/1.1 client ---- */
 
+/* Room for need bytes in a connection's buffer. */
 static bool reserve(char **buf, size_t *cap, size_t need)
 {
-    if (need <= *cap)
-        return true;
-    size_t n = *cap ? *cap : 4096;
-    while (n < need)
-        n *= 2;
-    char *p = realloc(*buf, n);
-    if (!p)
-        return false;
-    *buf = p;
-    *cap = n;
-    return true;
+    return ER_GROW(buf, cap, need, CONN_BUF_MAX) == 0;
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg);
@@ -462,14 +455,11 @@ static void on_fetch(conn *c, int st, const char *text, size_t len)
     free(c->acks);
     c->acks = NULL;
     c->nacks = 0;
-    if (st == 200 && !w.failed) {
-        c->acks = w.buf; /* takes the writer's buffer */
+    if (st == 200 && !w.failed && (c->acks = er_buf_take(&w.out, NULL)))
         c->nacks = n;
-    } else {
-        if (st == 200)
-            b->errors++;
-        er_jsonw_fini(&w);
-    }
+    else if (st == 200)
+        b->errors++;
+    er_jsonw_fini(&w);
     maybe_stop(b);
     issue(c);
 }
@@ -557,7 +547,7 @@ static void issue(conn *c)
         b->errors++;
         return;
     }
-    send_json(c, "/v1/fetch", w.buf, w.len, on_fetch);
+    send_json(c, "/v1/fetch", w.out.data, w.out.len, on_fetch);
     er_jsonw_fini(&w);
 }
 
@@ -601,18 +591,17 @@ static void produce_tick(evutil_socket_t fd, short what, void *arg)
         conn *c = &b->producers[b->produced % PRODUCERS];
         b->produced++;
         if (c->qlen == c->qcap) {
-            size_t cap = c->qcap ? c->qcap * 2 : 64;
-            int64_t *q = malloc(cap * sizeof *q);
-            if (!q) {
+            size_t old = c->qcap;
+            if (ER_GROW(&c->q, &c->qcap, c->qlen + 1, (size_t)b->total + 1) < 0) {
                 b->errors++;
                 continue;
             }
-            for (size_t i = 0; i < c->qlen; i++)
-                q[i] = c->q[(c->qhead + i) % c->qcap];
-            free(c->q);
-            c->q = q;
-            c->qcap = cap;
-            c->qhead = 0;
+            /* the ring's older part [qhead, old) moves to the new end */
+            if (c->qhead) {
+                size_t n = old - c->qhead;
+                memmove(c->q + c->qcap - n, c->q + c->qhead, n * sizeof *c->q);
+                c->qhead = c->qcap - n;
+            }
         }
         c->q[(c->qhead + c->qlen) % c->qcap] = now_us();
         c->qlen++;

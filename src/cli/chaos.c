@@ -13,6 +13,8 @@
 #include "cli/cli.h"
 #include "cli/remote.h"
 #include "cli/settings.h"
+#include "util/buf.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +36,7 @@
 #define EVENT_GAP_MS 300  /* between two chaos events */
 #define START_WAIT_MS 30000
 #define MAX_WORKERS 64
+#define CHAOS_MAX_RECORDS ((size_t)1 << 22) /* events, samples or killed pids of one run */
 
 static const er_setting chaos_table[] = {
     {"jobs", ER_SET_INT, "10000", 1, 100000000, NULL, "jobs to enqueue (ids PREFIX-0 .. PREFIX-N-1)"},
@@ -124,13 +127,6 @@ static void on_interrupt(int sig)
     g_interrupted = 1;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -160,7 +156,7 @@ const char *chaos_event_name(chaos_event_kind k)
 
 static double now_s(const chaos *c)
 {
-    return (double)(mono_ms() - c->t0) / 1000.0;
+    return (double)(er_mono_ms() - c->t0) / 1000.0;
 }
 
 static void add_event(chaos *c, chaos_event_kind kind, int slot, long pid, const char *fmt, ...)
@@ -169,14 +165,8 @@ static void add_event(chaos *c, chaos_event_kind kind, int slot, long pid, const
 static void add_event(chaos *c, chaos_event_kind kind, int slot, long pid, const char *fmt, ...)
 {
     chaos_run *r = &c->run;
-    if (r->nevents == r->capevents) {
-        size_t cap = r->capevents ? r->capevents * 2 : 32;
-        chaos_event *p = realloc(r->events, cap * sizeof *p);
-        if (!p)
-            return;
-        r->events = p;
-        r->capevents = cap;
-    }
+    if (ER_GROW(&r->events, &r->capevents, r->nevents + 1, CHAOS_MAX_RECORDS) < 0)
+        return;
     chaos_event *e = &r->events[r->nevents++];
     memset(e, 0, sizeof *e);
     e->t = now_s(c);
@@ -233,7 +223,7 @@ static int server_spawn(chaos *c)
     if (c->server_pid < 0)
         return -1;
     c->srv = SRV_STARTING;
-    c->srv_start_deadline = mono_ms() + START_WAIT_MS;
+    c->srv_start_deadline = er_mono_ms() + START_WAIT_MS;
     return 0;
 }
 
@@ -328,7 +318,7 @@ static void reap(chaos *c, bool restart)
                 add_event(c, CH_EV_WORKER_CRASH, -1, pid, "server exited unexpectedly (%s)",
                           status_text(st, sb, sizeof sb));
                 c->srv = SRV_DOWN;
-                c->srv_restart_at = mono_ms() + 200;
+                c->srv_restart_at = er_mono_ms() + 200;
             }
             continue;
         }
@@ -392,14 +382,8 @@ static bool poll_counts(chaos *c, chaos_sample *out)
 static void add_sample(chaos *c, const chaos_sample *s)
 {
     chaos_run *r = &c->run;
-    if (r->nsamples == r->capsamples) {
-        size_t cap = r->capsamples ? r->capsamples * 2 : 256;
-        chaos_sample *p = realloc(r->samples, cap * sizeof *p);
-        if (!p)
-            return;
-        r->samples = p;
-        r->capsamples = cap;
-    }
+    if (ER_GROW(&r->samples, &r->capsamples, r->nsamples + 1, CHAOS_MAX_RECORDS) < 0)
+        return;
     r->samples[r->nsamples++] = *s;
 }
 
@@ -410,7 +394,7 @@ static int produce(chaos *c)
 {
     const chaos_params *p = &c->run.p;
     long long first = c->next_enq, n = p->jobs - first;
-    if (n <= 0 || mono_ms() < c->enq_retry_at)
+    if (n <= 0 || er_mono_ms() < c->enq_retry_at)
         return 0;
     if (n > p->batch)
         n = p->batch;
@@ -451,7 +435,7 @@ static int produce(chaos *c)
         fprintf(stderr, "errand chaos: enqueue refused: %s\n", errand_last_error(c->client)->message);
         return -1;
     }
-    c->enq_retry_at = mono_ms() + 200;
+    c->enq_retry_at = er_mono_ms() + 200;
     return 0;
 }
 
@@ -503,7 +487,7 @@ static void kill_server(chaos *c)
     int st;
     waitpid(pid, &st, 0);
     c->server_pid = 0;
-    c->srv_restart_at = mono_ms() + c->run.p.outage_ms;
+    c->srv_restart_at = er_mono_ms() + c->run.p.outage_ms;
     errand_client_free(c->client); /* drop the dead connection */
     c->client = NULL;
     errand_client_new(c->url, c->token, &c->client);
@@ -516,7 +500,7 @@ static void fire(chaos *c, planned *e)
 {
     chaos_run *r = &c->run;
     e->fired = true;
-    c->last_event = mono_ms();
+    c->last_event = er_mono_ms();
     if (e->kind == CH_EV_SERVER_SIGKILL) {
         kill_server(c);
         return;
@@ -532,15 +516,7 @@ static void fire(chaos *c, planned *e)
     pid_t pid = c->wk_pid[s];
     if (e->kind == CH_EV_WORKER_SIGKILL) {
         c->wk[s] = WK_KILLED;
-        if (r->nkilled == r->capkilled) {
-            size_t cap = r->capkilled ? r->capkilled * 2 : 16;
-            long *p = realloc(r->killed_pids, cap * sizeof *p);
-            if (p) {
-                r->killed_pids = p;
-                r->capkilled = cap;
-            }
-        }
-        if (r->nkilled < r->capkilled)
+        if (ER_GROW(&r->killed_pids, &r->capkilled, r->nkilled + 1, CHAOS_MAX_RECORDS) == 0)
             r->killed_pids[r->nkilled++] = (long)pid;
         kill(pid, SIGKILL);
         add_event(c, CH_EV_WORKER_SIGKILL, s, (long)pid, "worker %d (pid %ld) SIGKILLed", s,
@@ -556,7 +532,7 @@ static void fire(chaos *c, planned *e)
 /* Fires the next event when its moment has come and nothing is recovering. */
 static void maybe_fire(chaos *c, long long finished, bool jobs_done)
 {
-    int64_t now = mono_ms();
+    int64_t now = er_mono_ms();
     if (c->srv != SRV_UP && c->srv != SRV_NONE)
         return;
     if (c->pg_pid || !all_workers_running(c) || now - c->last_event < EVENT_GAP_MS)
@@ -583,7 +559,7 @@ static bool plan_done(const chaos *c)
 /* Restarts a killed server after the outage; notices when it listens. */
 static int tend_server(chaos *c)
 {
-    int64_t now = mono_ms();
+    int64_t now = er_mono_ms();
     if (c->srv == SRV_DOWN && now >= c->srv_restart_at) {
         if (server_spawn(c) < 0)
             return -1;
@@ -618,7 +594,7 @@ static void stop_workers(chaos *c)
                 c->wk[s] = WK_TERMINATING;
             kill(c->wk_pid[s], SIGTERM);
         }
-    int64_t deadline = mono_ms() + p->lease_ms + 5000;
+    int64_t deadline = er_mono_ms() + p->lease_ms + 5000;
     for (;;) {
         reap(c, false);
         bool left = false;
@@ -626,7 +602,7 @@ static void stop_workers(chaos *c)
             left |= c->wk_pid[s] > 0;
         if (!left)
             return;
-        if (mono_ms() > deadline)
+        if (er_mono_ms() > deadline)
             break;
         sleep_ms(TICK_MS);
     }
@@ -814,7 +790,7 @@ static int main_loop(chaos *c)
             c->run.interrupted = true;
             return -1;
         }
-        int64_t now = mono_ms();
+        int64_t now = er_mono_ms();
         if (now > deadline) {
             c->run.timed_out = true;
             fprintf(stderr, "errand chaos: timed out after %ld s\n", p->timeout_s);
@@ -907,7 +883,7 @@ int er_cli_chaos(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    c->t0 = mono_ms();
+    c->t0 = er_mono_ms();
     if (p->server_url) {
         snprintf(c->url, sizeof c->url, "%s", p->server_url);
         c->srv = SRV_NONE;
@@ -938,7 +914,7 @@ int er_cli_chaos(int argc, char **argv)
     fprintf(stderr, "chaos: %lld jobs, %d workers x %d, handler %s, store %s, seed %llu, dir %s\n",
             p->jobs, p->workers, p->concurrency, p->handler,
             p->server_url ? p->server_url : p->store, (unsigned long long)p->seed, r->workdir);
-    c->t0 = mono_ms();
+    c->t0 = er_mono_ms();
     c->next_poll = c->next_sample = c->t0;
     c->last_event = c->t0;
     for (int s = 0; s < p->workers; s++)

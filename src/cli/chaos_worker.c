@@ -11,6 +11,7 @@
  */
 #include "cli/chaos.h"
 #include "cli/remote.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -33,13 +34,6 @@ static const char *const schema_sql =
     " job_id TEXT NOT NULL, pid INTEGER NOT NULL, attempt INTEGER NOT NULL, at_ms INTEGER NOT NULL);"
     /* the safe handler's idempotency key: one row per job whose effect is applied */
     "CREATE TABLE IF NOT EXISTS processed(job_id TEXT PRIMARY KEY);";
-
-static long long wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -231,7 +225,7 @@ static int exec_insert(sqlite3 *db, const char *table, const char *id, long pid,
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, pid);
         sqlite3_bind_int(st, 3, attempt);
-        sqlite3_bind_int64(st, 4, wall_ms());
+        sqlite3_bind_int64(st, 4, er_now_ms());
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     }

@@ -8,6 +8,8 @@
 #include "cli/cli.h"
 #include "cli/remote.h"
 #include "cli/settings.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -44,37 +46,22 @@ static const char usage[] =
 /* Reads all of stdin (bounded); returns owned text or NULL. */
 static char *read_stdin(void)
 {
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (len + 1 == cap) {
-            if (cap >= STDIN_MAX) {
-                fprintf(stderr, CMD ": the payload on stdin is larger than %zu bytes\n",
-                        STDIN_MAX);
-                free(buf);
-                return NULL;
-            }
-            char *p = realloc(buf, cap * 2);
-            if (!p)
-                break;
-            buf = p;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - 1 - len, stdin);
-        len += n;
-        if (n == 0) {
-            if (ferror(stdin)) {
-                fprintf(stderr, CMD ": cannot read the payload from stdin\n");
-                free(buf);
-                return NULL;
-            }
-            buf[len] = '\0';
-            return buf;
-        }
-    }
-    free(buf);
-    fprintf(stderr, CMD ": out of memory\n");
-    return NULL;
+    er_buf b;
+    er_buf_init(&b, STDIN_MAX);
+    char chunk[16384];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        if (er_buf_add(&b, chunk, n) < 0)
+            break;
+    char *text = NULL;
+    if (b.err == ER_ETOOBIG)
+        fprintf(stderr, CMD ": the payload on stdin is larger than %zu bytes\n", STDIN_MAX);
+    else if (!b.err && ferror(stdin))
+        fprintf(stderr, CMD ": cannot read the payload from stdin\n");
+    else if (!(text = er_buf_take(&b, NULL)))
+        fprintf(stderr, CMD ": out of memory\n");
+    er_buf_fini(&b);
+    return text;
 }
 
 typedef struct enq_args {

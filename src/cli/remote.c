@@ -6,6 +6,7 @@
  * not include server, engine or store headers.
  */
 #include "cli/remote.h"
+#include "util/buf.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -171,15 +172,11 @@ void er_table_add(er_table *t, const char *const *cells)
 {
     if (t->oom)
         return;
-    if (t->nrows == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        char **p = realloc(t->cells, cap * t->ncols * sizeof *p);
-        if (!p) {
-            t->oom = true;
-            return;
-        }
-        t->cells = p;
-        t->cap = cap;
+    /* rows of ncols cell pointers */
+    if (er_grow_array(&t->cells, &t->cap, t->nrows + 1, t->ncols * sizeof *t->cells,
+                      ER_TABLE_MAX_ROWS) < 0) {
+        t->oom = true;
+        return;
     }
     char **row = t->cells + t->nrows * t->ncols;
     for (size_t i = 0; i < t->ncols; i++) {

@@ -72,11 +72,12 @@ void er_cli_format_age(int64_t ms, char *out, size_t size);
  * cell is copied. Columns flagged in right_mask (bit i = column i) are
  * right-aligned. */
 #define ER_TABLE_MAX_COLS 10
+#define ER_TABLE_MAX_ROWS ((size_t)1 << 24)
 typedef struct er_table {
     size_t ncols;
     unsigned right_mask;
     char **cells; /* owned, row-major */
-    size_t nrows, cap;
+    size_t nrows, cap; /* rows */
     bool oom;
 } er_table;
 

@@ -11,6 +11,8 @@
 #include "cli/cli.h"
 #include "cli/remote.h"
 #include "cli/settings.h"
+#include "util/buf.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,13 +63,8 @@ static void wlog(int level, const errand_job *job, const char *msg, const char *
     if (level < g_log_level)
         return;
     static const char *names[] = {"debug", "info", "warn", "error"};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     char t[32];
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t n = strftime(t, sizeof t - 6, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(t + n, sizeof t - n, ".%03ldZ", ts.tv_nsec / 1000000);
+    er_time_format(er_now_ms(), t);
     json_t *o = json_pack("{s:s,s:s,s:s}", "ts", t, "level", names[level & 3], "msg", msg);
     if (!o)
         return;
@@ -82,13 +79,6 @@ static void wlog(int level, const errand_job *job, const char *msg, const char *
     if (text)
         log_line(level, text, NULL);
     free(text);
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- child environment -------------------------------------------------- */
@@ -156,14 +146,14 @@ static void free_env(char **env)
 
 /* ---- one run of the command --------------------------------------------- */
 
-typedef struct buf {
-    char *p;
-    size_t len, max;
-    bool truncated;
-} buf;
+/* What the command wrote to one pipe, up to b.max bytes. */
+typedef struct capture {
+    er_buf b;
+    bool truncated; /* bytes past b.max, or past a failed allocation, were dropped */
+} capture;
 
-/* Reads what is available from fd into b (bounded); returns false at EOF or error. */
-static bool drain(int fd, buf *b)
+/* Reads what is available from fd into c (bounded); returns false at EOF or error. */
+static bool drain(int fd, capture *c)
 {
     char tmp[16384];
     for (;;) {
@@ -174,22 +164,14 @@ static bool drain(int fd, buf *b)
             return errno == EAGAIN;
         if (r == 0)
             return false;
-        size_t take = (size_t)r;
-        if (b->len + take > b->max) {
-            take = b->max - b->len;
-            b->truncated = true;
+        size_t take = (size_t)r, room = c->b.max - c->b.len;
+        if (take > room) {
+            take = room;
+            c->truncated = true;
         }
-        if (take) {
-            char *p = realloc(b->p, b->len + take + 1);
-            if (!p) {
-                b->truncated = true;
-                continue;
-            }
-            b->p = p;
-            memcpy(b->p + b->len, tmp, take);
-            b->len += take;
-            b->p[b->len] = '\0';
-        }
+        /* out of memory: the rest is dropped too, so there is no hole */
+        if (take && er_buf_add(&c->b, tmp, take) < 0)
+            c->truncated = true;
     }
 }
 
@@ -217,7 +199,7 @@ typedef struct run_result {
     int spawn_errno;   /* posix_spawnp failed with it */
     int status;        /* waitpid status */
     bool timed_out, stopped, killed;
-    buf out, ctl;
+    capture out, ctl;
 } run_result;
 
 static void run_command(const work *wk, errand_job *job, run_result *rr)
@@ -313,8 +295,8 @@ static void run_command(const work *wk, errand_job *job, run_result *rr)
             rr->timed_out = stop == 0 || stop == ERRAND_STOP_TIMEOUT;
             rr->stopped = true;
             kill(-pid, SIGTERM);
-            kill_at = mono_ms() + wk->kill_after;
-        } else if (kill_at && !rr->killed && mono_ms() >= kill_at) {
+            kill_at = er_mono_ms() + wk->kill_after;
+        } else if (kill_at && !rr->killed && er_mono_ms() >= kill_at) {
             kill(-pid, SIGKILL);
             rr->killed = true;
         }
@@ -348,12 +330,13 @@ out:
 
 /* Reads the fd-3 control line. Returns 1 when it asked for retry_later or
  * throttled (outcome set), 0 when there was none, -1 for garbage (warned). */
-static int control_line(errand_job *job, const buf *ctl)
+static int control_line(errand_job *job, const capture *ctl)
 {
-    if (ctl->len == 0)
+    size_t len = ctl->b.len;
+    if (len == 0)
         return 0;
     json_error_t jerr;
-    json_t *o = ctl->truncated ? NULL : json_loadb(ctl->p, ctl->len, 0, &jerr);
+    json_t *o = ctl->truncated ? NULL : json_loadb(ctl->b.data, len, 0, &jerr);
     json_t *e = json_object_get(o, "errand");
     json_t *rl = json_object_get(e, "retry_later_ms");
     json_t *th = json_object_get(e, "throttled_ms");
@@ -367,7 +350,7 @@ static int control_line(errand_job *job, const buf *ctl)
     }
     if (rc < 0) {
         char shown[128];
-        snprintf(shown, sizeof shown, "%.*s", (int)(ctl->len < 100 ? ctl->len : 100), ctl->p);
+        snprintf(shown, sizeof shown, "%.*s", (int)(len < 100 ? len : 100), ctl->b.data);
         wlog(ERRAND_LOG_WARN, job,
              "ignoring fd 3: expected one line {\"errand\":{\"retry_later_ms\":N}} or "
              "{\"errand\":{\"throttled_ms\":N}}; using the exit status",
@@ -380,7 +363,9 @@ static int control_line(errand_job *job, const buf *ctl)
 static int handle(errand_job *job, void *user)
 {
     const work *wk = user;
-    run_result rr = {.out = {.max = wk->max_output}, .ctl = {.max = CTL_MAX}};
+    run_result rr = {0};
+    er_buf_init(&rr.out.b, wk->max_output);
+    er_buf_init(&rr.ctl.b, CTL_MAX);
     run_command(wk, job, &rr);
     char msg[300];
     if (rr.spawn_errno) {
@@ -403,10 +388,10 @@ static int handle(errand_job *job, void *user)
         /* retry_later / throttled, whatever the exit status */
     } else if (WIFEXITED(rr.status) && WEXITSTATUS(rr.status) == 0) {
         const char *result = NULL;
-        if (rr.out.len && !rr.out.truncated) {
-            json_t *v = json_loadb(rr.out.p, rr.out.len, JSON_DECODE_ANY, NULL);
+        if (rr.out.b.len && !rr.out.truncated) {
+            json_t *v = json_loadb(rr.out.b.data, rr.out.b.len, JSON_DECODE_ANY, NULL);
             if (v)
-                result = rr.out.p;
+                result = rr.out.b.data;
             json_decref(v);
         } else if (rr.out.truncated) {
             wlog(ERRAND_LOG_WARN, job, "stdout over the limit; completing without a result",
@@ -426,8 +411,8 @@ static int handle(errand_job *job, void *user)
                  WIFSIGNALED(rr.status) ? WTERMSIG(rr.status) : 0);
         errand_job_fail_transient(job, msg);
     }
-    free(rr.out.p);
-    free(rr.ctl.p);
+    er_buf_fini(&rr.out.b);
+    er_buf_fini(&rr.ctl.b);
     return 0;
 }
 

@@ -6,6 +6,8 @@
  * last-error record; it never prints, exits, or touches server internals.
  */
 #include "client/client_int.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -39,25 +41,32 @@ struct errand_client {
 
 /* ---- errors ----------------------------------------------------------- */
 
+/* liberrand's codes are util's (whose table names them on the wire). */
+#define SAME(e) ((int)ERRAND_##e == (int)ER_##e)
+_Static_assert(SAME(EINVAL) && SAME(EAUTH) && SAME(EPERM) && SAME(ENOTFOUND) && SAME(ESTALE) &&
+                   SAME(ECONFLICT) && SAME(ETOOBIG) && SAME(ERATE) && SAME(EUNAVAIL) &&
+                   SAME(EFULL) && SAME(ENOMEM) && SAME(EINTERNAL),
+               "errand.h codes match util/err.h");
+#undef SAME
+
 static const struct {
     int code;
-    const char *name; /* the API's code string */
     const char *text;
 } codes[] = {
-    {ERRAND_OK, "", "success"},
-    {ERRAND_EINVAL, "invalid_argument", "invalid argument"},
-    {ERRAND_EAUTH, "unauthenticated", "missing or unknown token"},
-    {ERRAND_EPERM, "permission_denied", "permission denied"},
-    {ERRAND_ENOTFOUND, "not_found", "not found"},
-    {ERRAND_ESTALE, "lease_lost", "lease lost"},
-    {ERRAND_ECONFLICT, "conflict", "conflict"},
-    {ERRAND_ETOOBIG, "payload_too_large", "too large"},
-    {ERRAND_ERATE, "rate_limited", "rate limited"},
-    {ERRAND_EUNAVAIL, "unavailable", "server unavailable, nothing was written"},
-    {ERRAND_EFULL, "unavailable", "server disk full, nothing was written"},
-    {ERRAND_ENOMEM, "unavailable", "out of memory"},
-    {ERRAND_EINTERNAL, "internal", "internal error"},
-    {ERRAND_ECONNECT, "connect_failed", "cannot reach the server"},
+    {ERRAND_OK, "success"},
+    {ERRAND_EINVAL, "invalid argument"},
+    {ERRAND_EAUTH, "missing or unknown token"},
+    {ERRAND_EPERM, "permission denied"},
+    {ERRAND_ENOTFOUND, "not found"},
+    {ERRAND_ESTALE, "lease lost"},
+    {ERRAND_ECONFLICT, "conflict"},
+    {ERRAND_ETOOBIG, "too large"},
+    {ERRAND_ERATE, "rate limited"},
+    {ERRAND_EUNAVAIL, "server unavailable, nothing was written"},
+    {ERRAND_EFULL, "server disk full, nothing was written"},
+    {ERRAND_ENOMEM, "out of memory"},
+    {ERRAND_EINTERNAL, "internal error"},
+    {ERRAND_ECONNECT, "cannot reach the server"},
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -69,12 +78,14 @@ const char *errand_strerror(int code)
     return "unknown error";
 }
 
+/* The API's code string: the server's own table, and two of ours. */
 static const char *code_name(int code)
 {
-    for (size_t i = 0; i < NCODES; i++)
-        if (codes[i].code == code)
-            return codes[i].name;
-    return "internal";
+    if (code == ERRAND_OK)
+        return "";
+    if (code == ERRAND_ECONNECT)
+        return "connect_failed"; /* never on the wire */
+    return er_error_code_name(code);
 }
 
 /* The code for a server error reply: from its "code" string when known,
@@ -85,7 +96,7 @@ static int code_from_reply(const char *name, long status)
         /* EFULL and ENOMEM share "unavailable" on the wire: read it as EUNAVAIL. */
         for (size_t i = 1; i < NCODES; i++)
             if (codes[i].code != ERRAND_EFULL && codes[i].code != ERRAND_ENOMEM &&
-                strcmp(codes[i].name, name) == 0)
+                strcmp(code_name(codes[i].code), name) == 0)
                 return codes[i].code;
     }
     switch (status) {
@@ -287,36 +298,13 @@ int errand_client_set_max_reply(errand_client *c, size_t bytes)
 
 /* ---- one exchange ------------------------------------------------------ */
 
-/* The reply body, bounded by the client's max_reply. */
-typedef struct reply_buf {
-    char *p;
-    size_t len, cap, max;
-    bool too_big, oom;
-} reply_buf;
-
+/* Takes the reply body into an er_buf bounded by the client's max_reply. */
 static size_t on_data(char *data, size_t size, size_t nmemb, void *arg)
 {
-    reply_buf *b = arg;
+    er_buf *b = arg;
     size_t n = size * nmemb;
-    if (n > b->max - b->len) {
-        b->too_big = true;
-        return 0; /* aborts the transfer */
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return 0;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    if (er_buf_add(b, data, n) < 0)
+        return 0; /* aborts the transfer; b->err says why */
     return n;
 }
 
@@ -380,7 +368,8 @@ static int request_len(errand_client *c, const char *method, const char *path,
     memcpy(url, c->base, blen);
     memcpy(url + blen, path, plen + 1);
 
-    reply_buf buf = {.max = c->max_reply};
+    er_buf buf;
+    er_buf_init(&buf, c->max_reply);
     CURL *h = c->curl;
     c->errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -407,11 +396,12 @@ static int request_len(errand_client *c, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
 
     if (rc != CURLE_OK) {
-        free(buf.p);
-        if (buf.too_big)
+        int berr = buf.err;
+        er_buf_fini(&buf);
+        if (berr == ER_ETOOBIG)
             return set_error(c, ERRAND_ETOOBIG, NULL, "", "reply larger than %zu bytes",
                              c->max_reply);
-        if (buf.oom || rc == CURLE_OUT_OF_MEMORY)
+        if (berr == ER_ENOMEM || rc == CURLE_OUT_OF_MEMORY)
             return set_error(c, ERRAND_ENOMEM, NULL, "", "out of memory");
         if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL)
             return set_error(c, ERRAND_EINVAL, NULL, "server_url", "bad server URL %s: %s",
@@ -423,17 +413,20 @@ static int request_len(errand_client *c, const char *method, const char *path,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
     c->last_status = st;
     c->last.http_status = st;
-    if (!buf.p && !(buf.p = calloc(1, 1)))
+    size_t blen_out = 0;
+    char *body = er_buf_take(&buf, &blen_out);
+    er_buf_fini(&buf);
+    if (!body)
         return set_error(c, ERRAND_ENOMEM, NULL, "", "out of memory");
     if (st >= 400)
-        record_reply_error(c, buf.p, buf.len);
+        record_reply_error(c, body, blen_out);
     if (status)
         *status = st;
-    *len = buf.len;
+    *len = blen_out;
     if (body_out)
-        *body_out = buf.p;
+        *body_out = body;
     else
-        free(buf.p);
+        free(body);
     return 0;
 }
 

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT
  *
  * The worker runtime's wire text (fetched.h): a strict JSON tokenizer into a
- * reusable token array, the reader of one leased job into one block, a JSON
- * text writer and the pending-ack queue. It replaces a jansson tree per
- * fetched job and json_pack/json_dumps per ack on the worker's hot path, and
- * refuses every document jansson would refuse for the replies it reads.
+ * reusable token array, the reader of one leased job into one block, and
+ * the pending-ack queue. It replaces a jansson tree per fetched job and
+ * json_pack/json_dumps per ack on the worker's hot path, and refuses every
+ * document jansson would refuse for the replies it reads. It stays here,
+ * not in util: only liberrand reads JSON this way (the server has jansson).
  */
 #include "client/fetched.h"
 
 #include "errand/errand.h"
+#include "util/utf8.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,14 +33,9 @@ void er_jscan_fini(er_jscan *s)
 
 static long new_tok(er_jscan *s, int type, size_t start)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        er_jstok *t = realloc(s->tok, cap * sizeof *t);
-        if (!t)
-            return -1;
-        s->tok = t;
-        s->cap = cap;
-    }
+    /* at most one token per byte, and texts are under 2^32 bytes */
+    if (ER_GROW(&s->tok, &s->cap, s->n + 1, UINT32_MAX) < 0)
+        return -1;
     er_jstok *t = &s->tok[s->n];
     t->type = (uint8_t)type;
     t->start = (uint32_t)start;
@@ -71,35 +67,6 @@ static long hex4(const char *p)
     return v;
 }
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    size_t k;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, min = 0x10000;
-    else
-        return 0;
-    if (k > n)
-        return 0;
-    unsigned v = c & (0xff >> (k + 1));
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        v = (v << 6) | (p[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    return k;
-}
-
 /* A string starting at text[*pos] == '"'; *pos ends after its closing quote. */
 static int scan_string(er_jscan *s, const char *text, size_t len, size_t *pos)
 {
@@ -124,10 +91,10 @@ static int scan_string(er_jscan *s, const char *text, size_t len, size_t *pos)
         if (c < 0x20)
             return ERRAND_EINVAL;
         if (c >= 0x80) {
-            size_t k = utf8_len((const unsigned char *)text + i, len - i);
-            if (!k)
+            bool ok;
+            i += er_utf8_seq(text + i, len - i, &ok);
+            if (!ok)
                 return ERRAND_EINVAL;
-            i += k;
             continue;
         }
         /* A backslash. */
@@ -518,105 +485,6 @@ void *er_fetched_read(const char *text, const er_jscan *s, long obj, size_t head
     return block;
 }
 
-/* ---- writer ------------------------------------------------------------------ */
-
-void er_wbuf_fini(er_wbuf *b)
-{
-    if (!b)
-        return;
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-static bool reserve(er_wbuf *b, size_t n)
-{
-    if (b->oom)
-        return false;
-    if (b->len + n + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-void er_wbuf_put(er_wbuf *b, const char *s, size_t n)
-{
-    if (!reserve(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void er_wbuf_puts(er_wbuf *b, const char *s)
-{
-    er_wbuf_put(b, s, strlen(s));
-}
-
-void er_wbuf_str(er_wbuf *b, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    /* At most 6 bytes out per byte in ("\u001f"); U+FFFD is 3 for 1. */
-    if (!reserve(b, n * 6 + 2))
-        return;
-    char *o = b->p + b->len;
-    *o++ = '"';
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-            *o++ = (char)c;
-            i++;
-            continue;
-        }
-        if (c >= 0x80) {
-            size_t k = utf8_len(p + i, n - i);
-            if (k) {
-                memcpy(o, p + i, k);
-                o += k;
-                i += k;
-            } else {
-                memcpy(o, "\xef\xbf\xbd", 3);
-                o += 3;
-                i++;
-            }
-            continue;
-        }
-        *o++ = '\\';
-        switch (c) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '\n': *o++ = 'n'; break;
-        case '\r': *o++ = 'r'; break;
-        case '\t': *o++ = 't'; break;
-        case '\b': *o++ = 'b'; break;
-        case '\f': *o++ = 'f'; break;
-        default:
-            o += snprintf(o, 6, "u%04x", c);
-            break;
-        }
-        i++;
-    }
-    *o++ = '"';
-    *o = '\0';
-    b->len = (size_t)(o - b->p);
-}
-
-void er_wbuf_int(er_wbuf *b, long long v)
-{
-    char tmp[24];
-    int n = snprintf(tmp, sizeof tmp, "%lld", v);
-    er_wbuf_put(b, tmp, (size_t)n);
-}
-
 /* ---- pending ack items -------------------------------------------------------- */
 
 void er_ackq_fini(er_ackq *q)
@@ -630,24 +498,10 @@ void er_ackq_fini(er_ackq *q)
 
 int er_ackq_push(er_ackq *q, const char *item, size_t len)
 {
-    if (q->n == q->ncap) {
-        size_t cap = q->ncap ? q->ncap * 2 : 64;
-        size_t *e = realloc(q->ends, cap * sizeof *e);
-        if (!e)
-            return ERRAND_ENOMEM;
-        q->ends = e;
-        q->ncap = cap;
-    }
-    if (q->len + len + 1 > q->cap) {
-        size_t cap = q->cap ? q->cap : 4096;
-        while (cap < q->len + len + 1)
-            cap *= 2;
-        char *b = realloc(q->buf, cap);
-        if (!b)
-            return ERRAND_ENOMEM;
-        q->buf = b;
-        q->cap = cap;
-    }
+    if (len >= ER_ACKQ_MAX_BYTES - q->len ||
+        ER_GROW(&q->ends, &q->ncap, q->n + 1, ER_ACKQ_MAX_ITEMS) < 0 ||
+        ER_GROW(&q->buf, &q->cap, q->len + len + 1, ER_ACKQ_MAX_BYTES) < 0)
+        return ERRAND_ENOMEM;
     memcpy(q->buf + q->len, item, len);
     q->len += len;
     q->buf[q->len++] = ',';
@@ -685,20 +539,9 @@ int er_ackq_prepend(er_ackq *q, er_ackq *front)
 {
     /* Room first, so a failure changes nothing. */
     size_t n = front->n + q->n, len = front->len + q->len;
-    if (n > front->ncap) {
-        size_t *e = realloc(front->ends, n * sizeof *e);
-        if (!e)
-            return ERRAND_ENOMEM;
-        front->ends = e;
-        front->ncap = n;
-    }
-    if (len > front->cap) {
-        char *b = realloc(front->buf, len);
-        if (!b)
-            return ERRAND_ENOMEM;
-        front->buf = b;
-        front->cap = len;
-    }
+    if (ER_GROW(&front->ends, &front->ncap, n, ER_ACKQ_MAX_ITEMS) < 0 ||
+        ER_GROW(&front->buf, &front->cap, len, ER_ACKQ_MAX_BYTES) < 0)
+        return ERRAND_ENOMEM;
     if (q->len)
         memcpy(front->buf + front->len, q->buf, q->len);
     for (size_t i = 0; i < q->n; i++)
@@ -718,10 +561,10 @@ const char *er_ackq_item(const er_ackq *q, size_t i, size_t *len)
     return q->buf + start;
 }
 
-void er_ackq_write(const er_ackq *q, er_wbuf *b)
+int er_ackq_write(const er_ackq *q, er_buf *b)
 {
-    er_wbuf_put(b, "[", 1);
+    er_buf_add(b, "[", 1);
     if (q->len)
-        er_wbuf_put(b, q->buf, q->len - 1);
-    er_wbuf_put(b, "]", 1);
+        er_buf_add(b, q->buf, q->len - 1);
+    return er_buf_add(b, "]", 1);
 }

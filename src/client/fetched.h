@@ -2,9 +2,10 @@
  *
  * The worker runtime's wire text, without a jansson tree per job: a strict
  * JSON tokenizer into a reusable flat token array (for fetch and ack
- * replies), the reader of one leased job into a single block, a growable
- * JSON text writer (for request bodies and ack items), and the queue of
- * pending ack items as text. Pure: no I/O, no locks, no clock.
+ * replies), the reader of one leased job into a single block, and the queue
+ * of pending ack items as text. Request bodies and ack items are written
+ * into util's er_buf with util's escaper (er_json_str). Pure: no I/O, no
+ * locks, no clock.
  */
 #ifndef ER_CLIENT_FETCHED_H
 #define ER_CLIENT_FETCHED_H
@@ -12,6 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "util/buf.h"
 
 /* ---- tokenizer ------------------------------------------------------------ */
 
@@ -75,27 +78,13 @@ typedef struct er_fetched {
 void *er_fetched_read(const char *text, const er_jscan *s, long obj, size_t head,
                       er_fetched *out);
 
-/* ---- writer ------------------------------------------------------------------ */
-
-/* Growable text, always NUL-terminated once anything was written; oom
- * set (and further writes ignored) when memory ran out. */
-typedef struct er_wbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} er_wbuf;
-
-void er_wbuf_fini(er_wbuf *b);
-void er_wbuf_put(er_wbuf *b, const char *s, size_t n);
-void er_wbuf_puts(er_wbuf *b, const char *s);
-/* s (NUL-terminated) as a JSON string; invalid UTF-8 becomes U+FFFD. */
-void er_wbuf_str(er_wbuf *b, const char *s);
-void er_wbuf_int(er_wbuf *b, long long v);
-
 /* ---- pending ack items -------------------------------------------------------- */
 
 /* Ack items as JSON text, each followed by ',' in buf; ends[i] is the
- * offset just after item i's comma. */
+ * offset just after item i's comma. All zero is an empty queue. At most
+ * ER_ACKQ_MAX_BYTES of text and ER_ACKQ_MAX_ITEMS items. */
+#define ER_ACKQ_MAX_BYTES ((size_t)1 << 31)
+#define ER_ACKQ_MAX_ITEMS ((size_t)1 << 20)
 typedef struct er_ackq {
     char *buf;
     size_t len, cap;
@@ -104,7 +93,8 @@ typedef struct er_ackq {
 } er_ackq;
 
 void er_ackq_fini(er_ackq *q);
-/* Appends one item (copied); ERRAND_ENOMEM leaves q as it was. */
+/* Appends one item (copied); ERRAND_ENOMEM (out of memory, or past the
+ * limits) leaves q as it was. */
 int er_ackq_push(er_ackq *q, const char *item, size_t len);
 /* Moves the first min(max, n) items of q into *out (max > 0; *out is
  * overwritten, so pass an empty one); ERRAND_ENOMEM changes nothing. */
@@ -114,7 +104,7 @@ int er_ackq_take(er_ackq *q, size_t max, er_ackq *out);
 int er_ackq_prepend(er_ackq *q, er_ackq *front);
 /* Item i's text and length (without its comma). */
 const char *er_ackq_item(const er_ackq *q, size_t i, size_t *len);
-/* Appends the items as a JSON array ("[a,b]") to b. */
-void er_ackq_write(const er_ackq *q, er_wbuf *b);
+/* Appends the items as a JSON array ("[a,b]") to b; 0 or b's error. */
+int er_ackq_write(const er_ackq *q, er_buf *b);
 
 #endif

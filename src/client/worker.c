@@ -11,6 +11,8 @@
  * not jansson trees. It never prints: logs go to the configured callback.
  */
 #include "client/worker_int.h"
+#include "util/clock.h"
+#include "util/jsonw.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -69,7 +71,7 @@ void er_worker_log(errand_worker *w, int level, json_t *fields)
     static const char *names[] = {"debug", "info", "warn", "error"};
     json_t *line = json_object();
     char ts[32];
-    er_wk_time_format(er_wk_now_ms(), ts);
+    er_time_format(er_now_ms(), ts);
     json_object_set_new(line, "ts", json_string(ts));
     json_object_set_new(line, "level", json_string(names[level & 3]));
     json_object_update(line, fields);
@@ -296,18 +298,18 @@ void er_held_remove_locked(errand_worker *w, errand_job *j)
     j->in_held = false;
 }
 
-void er_ack_item(const errand_job *j, const char *kind, const char *body, er_wbuf *b)
+void er_ack_item(const errand_job *j, const char *kind, const char *body, er_buf *b)
 {
-    b->len = 0;
-    er_wbuf_puts(b, "{\"id\":");
-    er_wbuf_str(b, j->id);
-    er_wbuf_puts(b, ",\"lease_token\":");
-    er_wbuf_str(b, j->token);
-    er_wbuf_puts(b, ",\"");
-    er_wbuf_puts(b, kind);
-    er_wbuf_puts(b, "\":");
-    er_wbuf_puts(b, body);
-    er_wbuf_puts(b, "}");
+    er_buf_reset(b);
+    er_buf_adds(b, "{\"id\":");
+    er_json_str(b, j->id);
+    er_buf_adds(b, ",\"lease_token\":");
+    er_json_str(b, j->token);
+    er_buf_adds(b, ",\"");
+    er_buf_adds(b, kind);
+    er_buf_adds(b, "\":");
+    er_buf_adds(b, body);
+    er_buf_adds(b, "}");
 }
 
 /* Whether the acker should send now (locked). */
@@ -317,16 +319,16 @@ static bool acks_due_locked(errand_worker *w, int64_t now)
                              now - w->acks_since >= ACK_DELAY_MS);
 }
 
-void er_push_ack_locked(errand_worker *w, const er_wbuf *b)
+void er_push_ack_locked(errand_worker *w, const er_buf *b)
 {
-    if (b->oom || !b->p || er_ackq_push(&w->acks, b->p, b->len) < 0) {
+    if (b->err || !b->len || er_ackq_push(&w->acks, b->data, b->len) < 0) {
         w->acks_lost++; /* its lease expires and the job runs again; the acker logs it */
         if (w->ack_waiting)
             pthread_cond_signal(&w->cv_ack);
         return;
     }
     if (w->acks.n == 1)
-        w->acks_since = er_wk_mono_ms();
+        w->acks_since = er_mono_ms();
     /* The first item arms the acker's delay; later ones matter only when
      * they make a batch or nothing waits for a fetch to carry them. */
     if (w->ack_waiting && (w->acks.n == 1 || w->acks.n == ACK_BATCH || w->fetch_parked ||
@@ -396,7 +398,7 @@ static void restore_acks_locked(errand_worker *w, er_ackq *acks)
         return;
     }
     if (was_empty)
-        w->acks_since = er_wk_mono_ms();
+        w->acks_since = er_mono_ms();
     if (w->ack_waiting)
         pthread_cond_signal(&w->cv_ack);
 }
@@ -405,18 +407,17 @@ static void restore_acks_locked(errand_worker *w, er_ackq *acks)
  * refused the whole request (do not retry). Takes acks on 0 and 1; on an
  * error leaves in acks those still to send. js and body are scratch. */
 static int send_acks(errand_worker *w, errand_client *c, er_ackq *acks, er_jscan *js,
-                     er_wbuf *body)
+                     er_buf *body)
 {
-    body->len = 0;
-    body->oom = false;
-    er_wbuf_puts(body, "{\"acks\":");
+    er_buf_reset(body);
+    er_buf_adds(body, "{\"acks\":");
     er_ackq_write(acks, body);
-    er_wbuf_puts(body, "}");
-    if (body->oom)
+    er_buf_adds(body, "}");
+    if (body->err)
         return ERRAND_ENOMEM;
     char *text = NULL;
     size_t tlen = 0;
-    int rc = er_client_call_text(c, "POST", "/v1/acks", body->p, &text, &tlen);
+    int rc = er_client_call_text(c, "POST", "/v1/acks", body->data, &text, &tlen);
     if (rc == 0) {
         if (er_jscan_parse(js, text, tlen) == 0)
             check_ack_results(w, js, text, "results");
@@ -504,19 +505,20 @@ static errand_client *thread_client(errand_worker *w, long total_ms)
 static void release_now(errand_worker *w, errand_job *list)
 {
     er_ackq rel = {0};
-    er_wbuf b = {0};
+    er_buf b;
+    er_buf_init(&b, ER_WK_BODY_MAX);
     long lost = 0;
     size_t n = 0;
     while (list) {
         errand_job *next = list->qnext;
         er_ack_item(list, "release", "{}", &b);
-        if (b.oom || er_ackq_push(&rel, b.p, b.len) < 0)
+        if (b.err || er_ackq_push(&rel, b.data, b.len) < 0)
             lost++;
         n++;
         er_job_unref(list);
         list = next;
     }
-    er_wbuf_fini(&b);
+    er_buf_fini(&b);
     if (n == 0)
         return;
     atomic_fetch_add(&w->st_released, (long long)n);
@@ -529,29 +531,23 @@ static void release_now(errand_worker *w, errand_job *list)
     pthread_mutex_unlock(&w->mu);
 }
 
-static void fetch_body(errand_worker *w, int max, long wait_ms, const er_ackq *acks, er_wbuf *b)
+static void fetch_body(errand_worker *w, int max, long wait_ms, const er_ackq *acks, er_buf *b)
 {
-    b->len = 0;
-    b->oom = false;
-    er_wbuf_puts(b, "{\"queues\":[");
+    er_buf_reset(b);
+    er_buf_adds(b, "{\"queues\":[");
     for (size_t i = 0; i < w->nqueues; i++) {
         if (i)
-            er_wbuf_puts(b, ",");
-        er_wbuf_str(b, w->queues[i]);
+            er_buf_adds(b, ",");
+        er_json_str(b, w->queues[i]);
     }
-    er_wbuf_puts(b, "],\"worker_id\":");
-    er_wbuf_str(b, w->worker_id);
-    er_wbuf_puts(b, ",\"max\":");
-    er_wbuf_int(b, max);
-    er_wbuf_puts(b, ",\"wait_ms\":");
-    er_wbuf_int(b, wait_ms);
-    er_wbuf_puts(b, ",\"lease_ms\":");
-    er_wbuf_int(b, w->lease_ms);
+    er_buf_adds(b, "],\"worker_id\":");
+    er_json_str(b, w->worker_id);
+    er_buf_addf(b, ",\"max\":%d,\"wait_ms\":%ld,\"lease_ms\":%ld", max, wait_ms, w->lease_ms);
     if (acks->n) {
-        er_wbuf_puts(b, ",\"acks\":");
+        er_buf_adds(b, ",\"acks\":");
         er_ackq_write(acks, b);
     }
-    er_wbuf_puts(b, "}");
+    er_buf_adds(b, "}");
 }
 
 /* Wakes one idle handler when jobs wait and no wake-up is under way
@@ -595,7 +591,8 @@ static void *fetcher_main(void *arg)
     errand_client *c = thread_client(w, w->poll_wait_ms + 30000);
     er_jscan js;
     er_jscan_init(&js);
-    er_wbuf body = {0};
+    er_buf body;
+    er_buf_init(&body, ER_WK_BODY_MAX);
     int64_t backoff = 0;
     pthread_mutex_lock(&w->mu);
     while (c) {
@@ -624,8 +621,8 @@ static void *fetcher_main(void *arg)
         fetch_body(w, max, wait, &acks, &body);
         char *text = NULL;
         size_t tlen = 0;
-        int rc = body.oom ? ERRAND_ENOMEM
-                          : er_client_call_text(c, "POST", "/v1/fetch", body.p, &text, &tlen);
+        int rc = body.err ? ERRAND_ENOMEM
+                          : er_client_call_text(c, "POST", "/v1/fetch", body.data, &text, &tlen);
         atomic_fetch_add(&w->st_fetches, 1);
         if (rc == 0) {
             int prc = er_jscan_parse(&js, text, tlen);
@@ -655,7 +652,7 @@ static void *fetcher_main(void *arg)
         if (rc == 0) {
             long arr = er_jscan_get(&js, text, 0, "jobs");
             if (arr >= 0 && js.tok[arr].type == ER_JS_ARRAY) {
-                int64_t now = er_wk_mono_ms();
+                int64_t now = er_mono_ms();
                 for (size_t k = (size_t)arr + 1; k < js.tok[arr].next; k = js.tok[k].next) {
                     got++;
                     errand_job *j = job_read(w, text, &js, (long)k, now);
@@ -682,7 +679,7 @@ static void *fetcher_main(void *arg)
         restore_acks_locked(w, &acks);
         if (rc < 0) {
             backoff = backoff_next(backoff);
-            timed_wait(&w->cv_fetch, &w->mu, er_wk_mono_ms() + backoff);
+            timed_wait(&w->cv_fetch, &w->mu, er_mono_ms() + backoff);
             continue;
         }
         backoff = 0;
@@ -706,7 +703,7 @@ static void *fetcher_main(void *arg)
         er_worker_log(w, ERRAND_LOG_ERROR, json_pack("{s:s}", "msg", "fetcher: out of memory"));
     errand_client_free(c);
     er_jscan_fini(&js);
-    er_wbuf_fini(&body);
+    er_buf_fini(&body);
     return NULL;
 }
 
@@ -729,7 +726,8 @@ static void *acker_main(void *arg)
     errand_client *c = thread_client(w, 30000);
     er_jscan js;
     er_jscan_init(&js);
-    er_wbuf body = {0};
+    er_buf body;
+    er_buf_init(&body, ER_WK_BODY_MAX);
     int64_t backoff = 0, failing_since = 0;
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -741,7 +739,7 @@ static void *acker_main(void *arg)
         }
         if (w->acks.n == 0 && w->acker_exit)
             break;
-        int64_t now = er_wk_mono_ms();
+        int64_t now = er_mono_ms();
         if (!acks_due_locked(w, now)) {
             w->ack_waiting = true;
             if (w->acks.n > 0)
@@ -767,7 +765,7 @@ static void *acker_main(void *arg)
             backoff = failing_since = 0;
             continue;
         }
-        now = er_wk_mono_ms();
+        now = er_mono_ms();
         if (!failing_since)
             failing_since = now;
         if (w->acker_exit && now - failing_since > FLUSH_GIVE_UP_MS) {
@@ -784,14 +782,15 @@ static void *acker_main(void *arg)
     pthread_mutex_unlock(&w->mu);
     errand_client_free(c);
     er_jscan_fini(&js);
-    er_wbuf_fini(&body);
+    er_buf_fini(&body);
     return NULL;
 }
 
 static void *handler_main(void *arg)
 {
     errand_worker *w = arg;
-    er_wbuf item = {0};
+    er_buf item;
+    er_buf_init(&item, ER_WK_BODY_MAX);
     errand_job *done = NULL; /* finished; the rest of its end waits for the next unlock */
     er_finish fin = {0};
     pthread_mutex_lock(&w->mu);
@@ -822,13 +821,13 @@ static void *handler_main(void *arg)
         w->running++;
         j->where = ER_JOB_RUNNING;
         wake_handler_locked(w);
-        int64_t now = er_wk_mono_ms();
+        int64_t now = er_mono_ms();
         long t = w->timeout_ms;
         if (j->job_timeout_ms > 0 && j->job_timeout_ms < t)
             t = j->job_timeout_ms;
         j->timeout_used = t;
         j->start_mono = now;
-        j->start_wall = er_wk_now_ms();
+        j->start_wall = er_now_ms();
         j->deadline = now + t;
         j->abandon_at = j->deadline + (w->grace_ms - w->timeout_ms);
         if (w->timer_sleeping && j->deadline < w->timer_wake)
@@ -850,7 +849,7 @@ static void *handler_main(void *arg)
     pthread_mutex_unlock(&w->mu);
     if (done)
         er_worker_finish_post(w, done, &fin);
-    er_wbuf_fini(&item);
+    er_buf_fini(&item);
     return NULL;
 }
 
@@ -862,7 +861,7 @@ static void *timer_main(void *arg)
     enum { BATCH = 64 };
     pthread_mutex_lock(&w->mu);
     while (!w->timer_exit) {
-        int64_t now = er_wk_mono_ms();
+        int64_t now = er_mono_ms();
         int64_t next = now + 1000;
         errand_job *hb[BATCH], *notify[BATCH];
         int nhb = 0, nnotify = 0;
@@ -919,7 +918,7 @@ static void *timer_main(void *arg)
         int lost_kind[BATCH];
         int nlost = 0;
         pthread_mutex_lock(&w->mu);
-        int64_t after = er_wk_mono_ms();
+        int64_t after = er_mono_ms();
         for (int i = 0; i < nhb; i++) {
             errand_job *j = hb[i];
             j->hb_busy = false;

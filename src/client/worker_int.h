@@ -10,11 +10,17 @@
 
 #include "client/client_int.h"
 #include "client/fetched.h"
+#include "util/buf.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* Request bodies and ack items: the largest request body a server accepts
+ * (--max-body at most 1 GiB) fits, so an oversized one gets the server's
+ * 413, not an error of ours. */
+#define ER_WK_BODY_MAX ((size_t)1 << 31)
 
 /* Fetcher threads (each with its own connection): a second fetch can be in
  * flight while the first one's reply is on its way. */
@@ -101,12 +107,6 @@ struct errand_worker {
         st_fetches, st_acks_sent;
 };
 
-/* Time (worker_job.c): wall and monotonic ms; RFC 3339 UTC format/parse. */
-int64_t er_wk_now_ms(void);
-int64_t er_wk_mono_ms(void);
-void er_wk_time_format(int64_t ms, char out[32]);
-int er_wk_time_parse(const char *s, int64_t *ms);
-
 /* Logs fields (taken) plus ts and level through the log callback. */
 void er_worker_log(errand_worker *w, int level, json_t *fields);
 
@@ -114,9 +114,9 @@ void er_job_unref(errand_job *j);
 void er_held_remove_locked(errand_worker *w, errand_job *j);
 /* Writes the ack item {"id","lease_token",kind: body} of j into b (reset
  * first); body is JSON text. */
-void er_ack_item(const errand_job *j, const char *kind, const char *body, er_wbuf *b);
+void er_ack_item(const errand_job *j, const char *kind, const char *body, er_buf *b);
 /* Queues the ack item text of b (copied) and wakes the acker if it is due. */
-void er_push_ack_locked(errand_worker *w, const er_wbuf *b);
+void er_push_ack_locked(errand_worker *w, const er_buf *b);
 /* Wakes the fetcher when it sleeps and a fetch is now due. */
 void er_wake_fetcher_locked(errand_worker *w);
 
@@ -130,9 +130,9 @@ typedef struct er_finish {
 
 /* After the handler returned rc, without the mutex: turns its outcome into
  * an ack item in *item. */
-void er_worker_outcome(errand_worker *w, errand_job *j, int rc, er_wbuf *item, er_finish *f);
+void er_worker_outcome(errand_worker *w, errand_job *j, int rc, er_buf *item, er_finish *f);
 /* (mu) Records the end of j: queues *item unless the job was stopped. */
-void er_worker_finish_locked(errand_worker *w, errand_job *j, er_wbuf *item, er_finish *f);
+void er_worker_finish_locked(errand_worker *w, errand_job *j, er_buf *item, er_finish *f);
 /* Without the mutex: counters, the job's log line, and its references. */
 void er_worker_finish_post(errand_worker *w, errand_job *j, const er_finish *f);
 /* The handler outlived its timeout by the abandon window: fail the job as

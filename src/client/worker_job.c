@@ -7,64 +7,13 @@
  * worker.c. Nothing here prints.
  */
 #include "client/worker_int.h"
+#include "util/clock.h"
+#include "util/jsonw.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* ---- time --------------------------------------------------------------- */
-
-int64_t er_wk_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t er_wk_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void er_wk_time_format(int64_t ms, char out[32])
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    if (strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
-        out[0] = '\0';
-    size_t n = strlen(out);
-    snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
-}
-
-/* Parses the server's "YYYY-MM-DDTHH:MM:SS[.fff]Z". */
-int er_wk_time_parse(const char *s, int64_t *ms)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    int frac = 0, n = 0;
-    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-               &tm.tm_min, &tm.tm_sec, &n) != 6)
-        return ERRAND_EINVAL;
-    const char *p = s + n;
-    if (*p == '.') {
-        int digits = 0;
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-            if (digits < 3)
-                frac = frac * 10 + (*p - '0');
-        for (; digits < 3; digits++)
-            frac *= 10;
-    }
-    if (*p != 'Z')
-        return ERRAND_EINVAL;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *ms = (int64_t)timegm(&tm) * 1000 + frac;
-    return 0;
-}
 
 /* ---- accessors ------------------------------------------------------------ */
 
@@ -93,7 +42,7 @@ long long errand_job_deadline(const errand_job *job)
 
 long long errand_job_remaining_ms(const errand_job *job)
 {
-    return job ? (long long)(job->deadline - er_wk_mono_ms()) : 0;
+    return job ? (long long)(job->deadline - er_mono_ms()) : 0;
 }
 
 int errand_job_lease_lost(const errand_job *job)
@@ -178,30 +127,27 @@ static const char *oc_names[] = {"none", "completed", "transient", "permanent", 
 
 /* Writes the fail item of class cls (message msg may be NULL) into b. */
 static void fail_item(const errand_job *j, const char *cls, const char *msg, const char *dkey,
-                      long delay, er_wbuf *b)
+                      long delay, er_buf *b)
 {
-    er_wbuf e = {0};
-    er_wbuf_puts(&e, "{\"error\":{\"class\":");
-    er_wbuf_str(&e, cls);
+    er_buf e;
+    er_buf_init(&e, ER_WK_BODY_MAX);
+    er_buf_adds(&e, "{\"error\":{\"class\":");
+    er_json_str(&e, cls);
     if (msg) {
-        er_wbuf_puts(&e, ",\"message\":");
-        er_wbuf_str(&e, msg);
+        er_buf_adds(&e, ",\"message\":");
+        er_json_str(&e, msg);
     }
-    if (dkey) {
-        er_wbuf_puts(&e, ",\"");
-        er_wbuf_puts(&e, dkey);
-        er_wbuf_puts(&e, "\":");
-        er_wbuf_int(&e, delay);
-    }
-    er_wbuf_puts(&e, "}}");
-    er_ack_item(j, "fail", e.oom ? "{}" : e.p, b);
-    if (e.oom)
-        b->oom = true;
-    er_wbuf_fini(&e);
+    if (dkey)
+        er_buf_addf(&e, ",\"%s\":%ld", dkey, delay);
+    er_buf_adds(&e, "}}");
+    er_ack_item(j, "fail", e.err ? "{}" : e.data, b);
+    if (e.err)
+        er_buf_fail(b, e.err);
+    er_buf_fini(&e);
 }
 
 /* The ack for the handler's outcome into b; may rewrite j->oc and j->msg. */
-static void outcome_item(errand_worker *w, errand_job *j, int rc, er_wbuf *b)
+static void outcome_item(errand_worker *w, errand_job *j, int rc, er_buf *b)
 {
     char buf[160];
     if (j->oc == ER_OC_NONE) {
@@ -223,14 +169,15 @@ static void outcome_item(errand_worker *w, errand_job *j, int rc, er_wbuf *b)
         if (!j->result) {
             er_ack_item(j, "complete", "{}", b);
         } else {
-            er_wbuf body = {0};
-            er_wbuf_puts(&body, "{\"result\":");
-            er_wbuf_puts(&body, j->result);
-            er_wbuf_puts(&body, "}");
-            er_ack_item(j, "complete", body.oom ? "{}" : body.p, b);
-            if (body.oom)
-                b->oom = true;
-            er_wbuf_fini(&body);
+            er_buf body;
+            er_buf_init(&body, ER_WK_BODY_MAX);
+            er_buf_adds(&body, "{\"result\":");
+            er_buf_adds(&body, j->result);
+            er_buf_adds(&body, "}");
+            er_ack_item(j, "complete", body.err ? "{}" : body.data, b);
+            if (body.err)
+                er_buf_fail(b, body.err);
+            er_buf_fini(&body);
         }
         return;
     case ER_OC_TRANSIENT: fail_item(j, "transient", j->msg, NULL, 0, b); return;
@@ -240,7 +187,7 @@ static void outcome_item(errand_worker *w, errand_job *j, int rc, er_wbuf *b)
     }
 }
 
-static void timeout_item(const errand_job *j, bool late, er_wbuf *b)
+static void timeout_item(const errand_job *j, bool late, er_buf *b)
 {
     char buf[160];
     snprintf(buf, sizeof buf, "timed out after %ld ms%s", j->timeout_used,
@@ -259,8 +206,8 @@ static void job_line(errand_worker *w, const errand_job *j, const char *outcome,
     if (!f)
         return;
     int64_t created;
-    if (j->created_at[0] && er_wk_time_parse(j->created_at, &created) == 0)
-        json_object_set_new(f, "age_ms", json_integer(er_wk_now_ms() - created));
+    if (j->created_at[0] && er_time_parse(j->created_at, &created) == 0)
+        json_object_set_new(f, "age_ms", json_integer(er_now_ms() - created));
     if (j->trace[0])
         json_object_set_new(f, "trace_id", json_string(j->trace));
     if (j->msg && strcmp(outcome, "completed") != 0)
@@ -270,14 +217,14 @@ static void job_line(errand_worker *w, const errand_job *j, const char *outcome,
     er_worker_log(w, level, f);
 }
 
-void er_worker_outcome(errand_worker *w, errand_job *j, int rc, er_wbuf *item, er_finish *f)
+void er_worker_outcome(errand_worker *w, errand_job *j, int rc, er_buf *item, er_finish *f)
 {
-    f->dur = w->log ? er_wk_mono_ms() - j->start_mono : 0; /* only the log line shows it */
+    f->dur = w->log ? er_mono_ms() - j->start_mono : 0; /* only the log line shows it */
     outcome_item(w, j, rc, item);
     f->outcome = oc_names[j->oc];
 }
 
-void er_worker_finish_locked(errand_worker *w, errand_job *j, er_wbuf *item, er_finish *f)
+void er_worker_finish_locked(errand_worker *w, errand_job *j, er_buf *item, er_finish *f)
 {
     w->running--;
     int stop = atomic_load(&j->stop);
@@ -319,10 +266,11 @@ void er_worker_finish_post(errand_worker *w, errand_job *j, const er_finish *f)
 
 void er_worker_abandon_locked(errand_worker *w, errand_job *j)
 {
-    er_wbuf b = {0};
+    er_buf b;
+    er_buf_init(&b, ER_WK_BODY_MAX);
     timeout_item(j, true, &b);
     er_push_ack_locked(w, &b);
-    er_wbuf_fini(&b);
+    er_buf_fini(&b);
     er_held_remove_locked(w, j);
     j->where = ER_JOB_DONE;
     j->abandoned = true;
@@ -366,7 +314,8 @@ int er_worker_lose_locked(errand_worker *w, errand_job *j)
 void er_worker_shutdown(errand_worker *w)
 {
     er_ackq rel = {0};
-    er_wbuf b = {0};
+    er_buf b;
+    er_buf_init(&b, ER_WK_BODY_MAX);
     long lost = 0;
     pthread_mutex_lock(&w->mu);
     w->stopping = true;
@@ -376,7 +325,7 @@ void er_worker_shutdown(errand_worker *w)
     while (j) {
         errand_job *nx = j->qnext;
         er_ack_item(j, "release", "{}", &b);
-        if (b.oom || er_ackq_push(&rel, b.p, b.len) < 0)
+        if (b.err || er_ackq_push(&rel, b.data, b.len) < 0)
             lost++; /* its lease expires instead */
         nprefetched++;
         er_held_remove_locked(w, j);
@@ -397,7 +346,7 @@ void er_worker_shutdown(errand_worker *w)
     pthread_cond_broadcast(&w->cv_fetch);
     int running = w->running;
     pthread_mutex_unlock(&w->mu);
-    er_wbuf_fini(&b);
+    er_buf_fini(&b);
     atomic_fetch_add(&w->st_released, (long long)nprefetched);
     er_worker_log(w, ERRAND_LOG_INFO,
                   json_pack("{s:s,s:i,s:I,s:I}", "msg", "stopping: no more fetches", "running",
@@ -408,8 +357,8 @@ void er_worker_shutdown(errand_worker *w)
     errand_job *notify[1000];
     int nnotify = 0;
     pthread_mutex_lock(&w->mu);
-    int64_t until = er_wk_mono_ms() + w->grace_ms;
-    while (w->running > 0 && er_wk_mono_ms() < until) {
+    int64_t until = er_mono_ms() + w->grace_ms;
+    while (w->running > 0 && er_mono_ms() < until) {
         struct timespec ts = {.tv_sec = (time_t)(until / 1000),
                               .tv_nsec = (long)(until % 1000) * 1000000L};
         pthread_cond_timedwait(&w->cv_idle, &w->mu, &ts);
@@ -419,10 +368,11 @@ void er_worker_shutdown(errand_worker *w)
         errand_job *nx = h->lnext;
         if (h->where == ER_JOB_RUNNING) {
             atomic_store(&h->stop, ERRAND_STOP_SHUTDOWN);
-            er_wbuf rb = {0};
+            er_buf rb;
+            er_buf_init(&rb, ER_WK_BODY_MAX);
             er_ack_item(h, "release", "{}", &rb);
             er_push_ack_locked(w, &rb);
-            er_wbuf_fini(&rb);
+            er_buf_fini(&rb);
             er_held_remove_locked(w, h);
             atomic_fetch_add(&w->st_released, 1);
             if (nnotify < 1000) {

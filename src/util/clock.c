@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT
  *
- * Clocks, a small PRNG and RFC 3339 formatting/parsing.
+ * Clocks, a small PRNG and RFC 3339 formatting/parsing (dates through
+ * calendar.h).
  */
 #include "util/clock.h"
+#include "util/calendar.h"
 #include "util/err.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -76,42 +77,45 @@ void er_rand_token(er_rand *r, char out[33])
     out[32] = '\0';
 }
 
-/* Writes n digits of v (zero-padded) at p. */
-static void put_digits(char *p, int v, int n)
+static void digits2(char *p, int v)
 {
-    for (int i = n - 1; i >= 0; i--) {
-        p[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
+    p[0] = (char)('0' + v / 10);
+    p[1] = (char)('0' + v % 10);
 }
 
 /* Hand-formatted: this runs for every time field of every job in a reply,
- * where snprintf showed up in profiles. */
+ * where snprintf and gmtime_r showed up in profiles. */
+void er_time_put(int64_t ms, char *out)
+{
+    /* remainders, not ms - secs * 1000: that overflows near INT64_MIN */
+    int64_t secs = er_floor_div(ms, 1000), days = er_floor_div(secs, 86400), y;
+    int frac = (int)(ms % 1000 + (ms % 1000 < 0 ? 1000 : 0));
+    int sod = (int)(secs % 86400 + (secs % 86400 < 0 ? 86400 : 0)), mo, d;
+    er_civil_from_days(days, &y, &mo, &d);
+    int year = y < 0 ? 0 : y > 9999 ? 9999 : (int)y;
+    /* YYYY-MM-DDTHH:MM:SS.mmmZ */
+    digits2(out, year / 100);
+    digits2(out + 2, year % 100);
+    out[4] = '-';
+    digits2(out + 5, mo);
+    out[7] = '-';
+    digits2(out + 8, d);
+    out[10] = 'T';
+    digits2(out + 11, sod / 3600);
+    out[13] = ':';
+    digits2(out + 14, sod / 60 % 60);
+    out[16] = ':';
+    digits2(out + 17, sod % 60);
+    out[19] = '.';
+    out[20] = (char)('0' + frac / 100);
+    digits2(out + 21, frac % 100);
+    out[23] = 'Z';
+}
+
 void er_time_format(int64_t ms, char out[32])
 {
-    time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    int frac = (int)(ms - (int64_t)secs * 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    int year = tm.tm_year + 1900;
-    if (year < 0 || year > 9999)
-        year = year < 0 ? 0 : 9999;
-    /* YYYY-MM-DDTHH:MM:SS.mmmZ */
-    put_digits(out, year, 4);
-    out[4] = '-';
-    put_digits(out + 5, tm.tm_mon + 1, 2);
-    out[7] = '-';
-    put_digits(out + 8, tm.tm_mday, 2);
-    out[10] = 'T';
-    put_digits(out + 11, tm.tm_hour, 2);
-    out[13] = ':';
-    put_digits(out + 14, tm.tm_min, 2);
-    out[16] = ':';
-    put_digits(out + 17, tm.tm_sec, 2);
-    out[19] = '.';
-    put_digits(out + 20, frac, 3);
-    out[23] = 'Z';
-    out[24] = '\0';
+    er_time_put(ms, out);
+    out[ER_TIME_LEN] = '\0';
 }
 
 static int digits(const char **p, int n, int *out)
@@ -166,20 +170,10 @@ int er_time_parse(const char *s, int64_t *ms)
     }
     if (*p != '\0')
         return ER_EINVAL;
-    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (Y < 1970 || Y > 9999 || M < 1 || M > 12 || D < 1 || D > mdays[M - 1] || h > 23 ||
-        m > 59 || sec > 60)
+    if (Y < 1970 || Y > 9999 || M < 1 || M > 12 || D < 1 || D > er_month_days(Y, M) ||
+        h > 23 || m > 59 || sec > 60)
         return ER_EINVAL;
-    int leap = (Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0;
-    if (M == 2 && D == 29 && !leap)
-        return ER_EINVAL;
-    /* days from civil (Howard Hinnant's algorithm) */
-    int y = Y - (M <= 2);
-    int era = y / 400;
-    int yoe = y - era * 400;
-    int doy = (153 * (M + (M > 2 ? -3 : 9)) + 2) / 5 + D - 1;
-    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    int64_t days = (int64_t)era * 146097 + doe - 719468;
+    int64_t days = er_days_from_civil(Y, M, D);
     int64_t t = days * 86400 + h * 3600 + m * 60 + (sec > 59 ? 59 : sec) - offset_min * 60;
     *ms = t * 1000 + frac;
     return 0;

@@ -31,8 +31,12 @@ double er_rand_unit(er_rand *r);
 void er_rand_token(er_rand *r, char out[33]);
 
 /* Formats ms-since-epoch as RFC 3339 UTC with milliseconds
- * ("2026-11-30T02:00:00.000Z") into out[32]. */
+ * ("2026-11-30T02:00:00.000Z") into out[32]; years outside 0..9999 are
+ * written as 0000 or 9999. */
 void er_time_format(int64_t ms, char out[32]);
+/* The same ER_TIME_LEN characters at out, without a NUL. */
+#define ER_TIME_LEN 24
+void er_time_put(int64_t ms, char *out);
 /* Parses an RFC 3339 timestamp (Z or +hh:mm offset, optional fraction).
  * Returns 0 and sets *ms, or ER_EINVAL. */
 int er_time_parse(const char *s, int64_t *ms);

@@ -6,73 +6,55 @@
  */
 #include "util/jsonw.h"
 #include "util/clock.h"
+#include "util/utf8.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The old field names alias out's. */
+_Static_assert(offsetof(er_jsonw, buf) == offsetof(er_jsonw, out.data) &&
+                   offsetof(er_jsonw, len) == offsetof(er_jsonw, out.len) &&
+                   offsetof(er_jsonw, cap) == offsetof(er_jsonw, out.cap) &&
+                   offsetof(er_jsonw, max) == offsetof(er_jsonw, out.max),
+               "er_jsonw aliases");
+
 void er_jsonw_init(er_jsonw *w, size_t max)
 {
     memset(w, 0, sizeof *w);
-    w->max = max;
+    er_buf_init(&w->out, max);
     w->first[0] = true;
 }
 
 void er_jsonw_init_buf(er_jsonw *w, size_t max, char *buf, size_t cap)
 {
-    er_jsonw_init(w, max);
-    w->buf = buf;
-    /* the cap check lives in grow(): never start above it */
-    w->cap = buf ? (cap < max + 1 ? cap : max + 1) : 0;
-    if (w->cap)
-        w->buf[0] = '\0';
+    memset(w, 0, sizeof *w);
+    er_buf_init_mem(&w->out, max, buf, cap);
+    w->first[0] = true;
 }
 
 void er_jsonw_fini(er_jsonw *w)
 {
-    free(w->buf);
+    er_buf_fini(&w->out);
     memset(w, 0, sizeof *w);
 }
 
-/* Makes room for n more bytes and the NUL; false (and failed) past the cap
- * or out of memory. */
-static bool grow(er_jsonw *w, size_t n)
-{
-    size_t cap = w->cap ? w->cap : 1024;
-    while (cap < w->len + n + 1)
-        cap *= 2;
-    if (cap > w->max + 1) {
-        if (w->len + n + 1 > w->max + 1) {
-            w->failed = true;
-            return false;
-        }
-        cap = w->max + 1;
-    }
-    char *b = realloc(w->buf, cap);
-    if (!b) {
-        w->failed = true;
-        return false;
-    }
-    w->buf = b;
-    w->cap = cap;
-    return true;
-}
-
-/* Where the next n bytes go, or NULL once failed. The caller adds n to len
- * and writes the NUL (through done()). */
+/* Where the next n bytes go, or NULL once failed (past the cap or out of
+ * memory). The caller writes them and ends with done(). */
 static inline char *reserve(er_jsonw *w, size_t n)
 {
     if (w->failed)
         return NULL;
-    if (w->len + n + 1 > w->cap && !grow(w, n))
-        return NULL;
-    return w->buf + w->len;
+    char *p = er_buf_reserve(&w->out, n);
+    if (!p)
+        w->failed = true;
+    return p;
 }
 
 static inline void done(er_jsonw *w, char *end)
 {
-    w->len = (size_t)(end - w->buf);
-    *end = '\0';
+    er_buf_commit(&w->out, (size_t)(end - (w->out.data + w->out.len)));
 }
 
 static void put(er_jsonw *w, const char *s, size_t n)
@@ -115,36 +97,56 @@ void er_jsonw_end_object(er_jsonw *w) { close_(w, '}'); }
 void er_jsonw_begin_array(er_jsonw *w) { open_(w, '['); }
 void er_jsonw_end_array(er_jsonw *w) { close_(w, ']'); }
 
-/* Bytes that need an escape: control characters, '"' and '\\'. */
-static const unsigned char needs_escape[256] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    ['"'] = 1, ['\\'] = 1,
+/* Byte classes: 1 needs an escape (control characters, '"', '\\'), 2 starts
+ * or continues a multi-byte sequence (checked before it is copied). */
+#define X16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+static const unsigned char byte_class[256] = {
+    X16(1), X16(1), ['"'] = 1, ['\\'] = 1,
+    [0x80] = X16(2), X16(2), X16(2), X16(2), X16(2), X16(2), X16(2), X16(2),
 };
+#undef X16
 
-/* Length of s, and whether any byte of it needs an escape. */
+/* Length of s, and whether it can be copied between quotes as it is. */
 static size_t scan(const char *s, bool *plain)
 {
     const unsigned char *p = (const unsigned char *)s;
     unsigned char any = 0;
     size_t n = 0;
     for (; p[n]; n++)
-        any |= needs_escape[p[n]];
-    *plain = !any;
+        any |= byte_class[p[n]];
+    *plain = any == 0 || (any == 2 && er_utf8_valid(s, n));
     return n;
 }
 
-static void escaped_slow(er_jsonw *w, const char *s)
+int er_json_str(er_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    put(w, "\"", 1);
-    const char *run = s;
-    for (const char *p = s; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (!needs_escape[c])
+    if (b->err)
+        return b->err;
+    size_t start = b->len, n = strlen(s), run = 0;
+    er_buf_add(b, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        if (!byte_class[c]) {
+            i++;
             continue;
-        put(w, run, (size_t)(p - run));
+        }
+        if (c >= 0x80) {
+            bool ok;
+            size_t k = er_utf8_seq(s + i, n - i, &ok);
+            if (ok) {
+                i += k;
+                continue;
+            }
+            er_buf_add(b, s + run, i - run);
+            er_buf_add(b, "\xef\xbf\xbd", 3); /* U+FFFD for the ill-formed bytes */
+            i += k;
+            run = i;
+            continue;
+        }
+        er_buf_add(b, s + run, i - run);
         char e[6] = {'\\', 0, 0, 0, 0, 0};
-        size_t n = 2;
+        size_t en = 2;
         switch (c) {
         case '"': e[1] = '"'; break;
         case '\\': e[1] = '\\'; break;
@@ -157,14 +159,26 @@ static void escaped_slow(er_jsonw *w, const char *s)
             e[3] = '0';
             e[4] = hex[c >> 4];
             e[5] = hex[c & 15];
-            n = 6;
+            en = 6;
             break;
         }
-        put(w, e, n);
-        run = p + 1;
+        er_buf_add(b, e, en);
+        i++;
+        run = i;
     }
-    put(w, run, strlen(run));
-    put(w, "\"", 1);
+    er_buf_add(b, s + run, n - run);
+    er_buf_add(b, "\"", 1);
+    if (b->err) {
+        er_buf_truncate(b, start); /* no half string */
+        return b->err;
+    }
+    return 0;
+}
+
+static void escaped_slow(er_jsonw *w, const char *s)
+{
+    if (!w->failed && er_json_str(&w->out, s) < 0)
+        w->failed = true;
 }
 
 /* Writes [comma]"s"[colon] in one piece when s needs no escapes. */
@@ -305,71 +319,21 @@ void er_jsonw_null(er_jsonw *w)
     put(w, "null", 4);
 }
 
-static void digits2(char *p, int v)
-{
-    p[0] = (char)('0' + v / 10);
-    p[1] = (char)('0' + v % 10);
-}
-
-/* Before year 10000: the same text as er_time_format, without gmtime_r. */
-#define TIME_FAST_MAX 253402300800000LL
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" for 0 <= ms < TIME_FAST_MAX, civil date from
- * days since the epoch (Howard Hinnant's algorithm). */
-static void time_fast(int64_t ms, char out[24])
-{
-    int64_t secs = ms / 1000;
-    int frac = (int)(ms % 1000);
-    int64_t days = secs / 86400;
-    int sod = (int)(secs % 86400);
-    int64_t z = days + 719468;
-    int64_t era = z / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    int m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    int y = (int)(yoe + era * 400) + (m <= 2);
-    digits2(out, y / 100);
-    digits2(out + 2, y % 100);
-    out[4] = '-';
-    digits2(out + 5, m);
-    out[7] = '-';
-    digits2(out + 8, d);
-    out[10] = 'T';
-    digits2(out + 11, sod / 3600);
-    out[13] = ':';
-    digits2(out + 14, sod / 60 % 60);
-    out[16] = ':';
-    digits2(out + 17, sod % 60);
-    out[19] = '.';
-    out[20] = (char)('0' + frac / 100);
-    digits2(out + 21, frac % 100);
-    out[23] = 'Z';
-}
-
 void er_jsonw_time(er_jsonw *w, int64_t ms)
 {
     if (ms == 0) {
         er_jsonw_null(w);
         return;
     }
-    if (ms < 0 || ms >= TIME_FAST_MAX) {
-        char b[32];
-        er_time_format(ms, b);
-        er_jsonw_str(w, b);
-        return;
-    }
     bool comma = value_comma(w);
-    char *p = reserve(w, 27);
+    char *p = reserve(w, ER_TIME_LEN + 3);
     if (!p)
         return;
     if (comma)
         *p++ = ',';
     *p++ = '"';
-    time_fast(ms, p);
-    p += 24;
+    er_time_put(ms, p);
+    p += ER_TIME_LEN;
     *p++ = '"';
     done(w, p);
 }
@@ -465,18 +429,12 @@ void er_jsonw_ktime(er_jsonw *w, const char *lit, size_t n, int64_t ms)
         er_jsonw_kstr(w, lit, n, NULL);
         return;
     }
-    if (ms < 0 || ms >= TIME_FAST_MAX) {
-        char b[32];
-        er_time_format(ms, b);
-        er_jsonw_kstr(w, lit, n, b);
-        return;
-    }
-    char *p = key_lit(w, lit, n, 26);
+    char *p = key_lit(w, lit, n, ER_TIME_LEN + 2);
     if (!p)
         return;
     *p++ = '"';
-    time_fast(ms, p);
-    p += 24;
+    er_time_put(ms, p);
+    p += ER_TIME_LEN;
     *p++ = '"';
     done(w, p);
 }

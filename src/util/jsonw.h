@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  *
- * A small JSON writer into one growable buffer, for the hot responses
- * (enqueue, fetch) where building a jansson tree and dumping it costs more
- * than the request itself. The caller places commas through the writer's
- * object/array nesting; a failed allocation or the size cap sets `failed`
- * and later calls do nothing.
+ * A small JSON writer into one bounded buffer (er_buf), for the hot
+ * responses (enqueue, fetch) where building a jansson tree and dumping it
+ * costs more than the request itself. The caller places commas through the
+ * writer's object/array nesting; a failed allocation or the size cap sets
+ * `failed` and later calls do nothing.
  */
 #ifndef ER_UTIL_JSONW_H
 #define ER_UTIL_JSONW_H
@@ -13,15 +13,47 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/buf.h"
+
 #define ER_JSONW_DEPTH 16
 
 typedef struct er_jsonw {
-    char *buf;        /* owned; NUL-terminated while not failed */
-    size_t len, cap, max;
+    union {
+        er_buf out; /* the text: owned, NUL-terminated while not failed */
+        /* out's first fields under their older names, for callers not yet
+         * moved to w->out (src/server/http/http.c, src/core/job.c) */
+        struct {
+            char *buf;
+            size_t len, cap, max;
+        };
+    };
     bool failed;
     int depth;
     bool first[ER_JSONW_DEPTH]; /* no member written yet at this depth */
 } er_jsonw;
+
+/* Appends s (NUL-terminated; copied) to b as a quoted JSON string: the one
+ * JSON string escaper of errand, used by the writer below and by liberrand.
+ * '"', '\\', \n, \r and \t get their short escapes, the other control
+ * characters \u00XX; everything else is copied.
+ *
+ * Invalid UTF-8 (stray continuation bytes, overlong forms, encoded
+ * surrogates, code points past U+10FFFF, truncated sequences) becomes
+ * U+FFFD, one for each maximal ill-formed subpart (Unicode's recommended
+ * practice), so the output is always valid JSON. Why not the others:
+ *  - copying the bytes makes invalid JSON, and jansson (the server's request
+ *    parser, liberrand's reply parser, most log pipelines) refuses the whole
+ *    document: one bad byte in a handler's error message would lose the
+ *    batch of outcomes it rides in, one in a log message the whole line;
+ *  - refusing the string loses the whole document just the same;
+ *  - escaping the bytes as \u00XX is valid JSON but silently turns them
+ *    into other, real-looking characters.
+ * U+FFFD loses only the bytes that were not text, and visibly. What must
+ * survive byte for byte (payloads, results) is JSON already, checked by
+ * jansson on the way in, and is written raw, not through here.
+ *
+ * Returns 0, or b's error (ER_ETOOBIG, ER_ENOMEM) with b as it was. */
+int er_json_str(er_buf *b, const char *s);
 
 /* max bounds the output size (bytes). */
 void er_jsonw_init(er_jsonw *w, size_t max);

@@ -7,6 +7,7 @@
  */
 #include "client/fetched.h"
 #include "errand/errand.h"
+#include "util/jsonw.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -192,26 +193,25 @@ Test(fetched, absent_payload_reads_as_null)
     er_jscan_fini(&s);
 }
 
-Test(fetched, writer_escapes_strings)
+Test(fetched, request_text_is_written_with_utils_escaper)
 {
-    er_wbuf b = {0};
-    er_wbuf_puts(&b, "[");
-    er_wbuf_str(&b, "q\"\\/\n\r\t\b\f\x01\x1f h\xc3\xa9 \xf0\x9f\x98\x80");
-    er_wbuf_puts(&b, ",");
-    er_wbuf_str(&b, "bad \xff\xc0\x80 end");
-    er_wbuf_puts(&b, ",");
-    er_wbuf_int(&b, -42);
-    er_wbuf_puts(&b, "]");
-    cr_assert_not(b.oom);
-    json_t *v = json_loads(b.p, 0, NULL);
-    cr_assert_not_null(v, "%s", b.p);
+    er_buf b;
+    er_buf_init(&b, 4096);
+    er_buf_adds(&b, "[");
+    er_json_str(&b, "q\"\\/\n\r\t\b\f\x01\x1f h\xc3\xa9 \xf0\x9f\x98\x80");
+    er_buf_adds(&b, ",");
+    er_json_str(&b, "bad \xff\xc0\x80 end");
+    er_buf_addf(&b, ",%ld]", -42L);
+    cr_assert_eq(b.err, 0);
+    json_t *v = json_loads(b.data, 0, NULL);
+    cr_assert_not_null(v, "%s", b.data);
     cr_expect_str_eq(json_string_value(json_array_get(v, 0)),
                      "q\"\\/\n\r\t\b\f\x01\x1f h\xc3\xa9 \xf0\x9f\x98\x80");
     cr_expect_str_eq(json_string_value(json_array_get(v, 1)),
                      "bad \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd end");
     cr_expect_eq(json_integer_value(json_array_get(v, 2)), -42);
     json_decref(v);
-    er_wbuf_fini(&b);
+    er_buf_fini(&b);
 }
 
 static void push(er_ackq *q, const char *s)
@@ -221,9 +221,10 @@ static void push(er_ackq *q, const char *s)
 
 static char *text_of(const er_ackq *q)
 {
-    er_wbuf b = {0};
-    er_ackq_write(q, &b);
-    return b.p ? b.p : strdup("");
+    er_buf b;
+    er_buf_init(&b, 4096);
+    cr_assert_eq(er_ackq_write(q, &b), 0);
+    return er_buf_take(&b, NULL);
 }
 
 Test(fetched, ack_queue_takes_and_restores_in_order)

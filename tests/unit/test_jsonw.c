@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  *
- * The JSON writer: commas and nesting, escaping, numbers, the size cap.
- * Each output is parsed back with jansson so "valid JSON" is checked by a
- * real parser.
+ * The JSON writer: commas and nesting, escaping, numbers, the size cap;
+ * and the one string escaper's UTF-8 policy (invalid sequences become
+ * U+FFFD). Each output is parsed back with jansson so "valid JSON" is
+ * checked by a real parser.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/err.h"
 #include "util/jsonw.h"
 
 static json_t *parse(const er_jsonw *w)
@@ -302,5 +304,139 @@ Test(jsonw, premade_keys_respect_the_cap)
     cr_assert(w.failed);
     er_jsonw_kint(&w, ER_JSONW_K("c"), 2);
     cr_assert(w.failed);
+    er_jsonw_fini(&w);
+}
+
+/* ---- the escaper's UTF-8 policy (er_json_str) ---- */
+
+#define FFFD "\xef\xbf\xbd"
+
+/* er_json_str(in) is valid JSON that jansson (default flags) reads back
+ * as want; the writer's str, key and kstr paths agree byte for byte. */
+static void escapes_to(const char *in, const char *want)
+{
+    er_buf b;
+    er_buf_init(&b, 4096);
+    cr_assert_eq(er_json_str(&b, in), 0);
+    json_error_t e;
+    json_t *v = json_loadb(b.data, b.len, JSON_DECODE_ANY, &e);
+    cr_assert_not_null(v, "not JSON: %s (%s)", b.data, e.text);
+    cr_assert_str_eq(json_string_value(v), want, "escaping %s", b.data);
+    json_decref(v);
+
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, in);
+    er_jsonw_str(&w, in);
+    er_jsonw_kstr(&w, ER_JSONW_K("k"), in);
+    er_jsonw_end_object(&w);
+    cr_assert(!w.failed);
+    er_buf want_obj;
+    er_buf_init(&want_obj, 8192);
+    er_buf_adds(&want_obj, "{");
+    er_buf_adds(&want_obj, b.data);
+    er_buf_adds(&want_obj, ":");
+    er_buf_adds(&want_obj, b.data);
+    er_buf_adds(&want_obj, ",\"k\":");
+    er_buf_adds(&want_obj, b.data);
+    er_buf_adds(&want_obj, "}");
+    cr_assert_str_eq(w.buf, want_obj.data);
+    er_buf_fini(&want_obj);
+    er_jsonw_fini(&w);
+    er_buf_fini(&b);
+}
+
+Test(escape, well_formed_utf8_is_copied)
+{
+    escapes_to("h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    escapes_to("\xc2\x80\xdf\xbf", "\xc2\x80\xdf\xbf");             /* U+0080, U+07FF */
+    escapes_to("\xe0\xa0\x80\xef\xbf\xbf", "\xe0\xa0\x80\xef\xbf\xbf"); /* U+0800, U+FFFF */
+    escapes_to("\xed\x9f\xbf\xee\x80\x80", "\xed\x9f\xbf\xee\x80\x80"); /* around the surrogates */
+    escapes_to("\xf0\x90\x80\x80\xf4\x8f\xbf\xbf", "\xf0\x90\x80\x80\xf4\x8f\xbf\xbf");
+    escapes_to(FFFD, FFFD);
+}
+
+Test(escape, bytes_that_never_start_a_sequence_become_one_fffd_each)
+{
+    escapes_to("a\x80z", "a" FFFD "z");
+    escapes_to("\xbf\xff\xfe", FFFD FFFD FFFD);
+    escapes_to("\xf5\x80\x80\x80", FFFD FFFD FFFD FFFD); /* F5 would be past U+10FFFF */
+}
+
+Test(escape, overlong_forms_are_replaced)
+{
+    escapes_to("\xc0\x80", FFFD FFFD);             /* NUL in two bytes */
+    escapes_to("\xc1\xbf", FFFD FFFD);             /* U+007F in two bytes */
+    escapes_to("\xe0\x80\xaf", FFFD FFFD FFFD);    /* '/' in three */
+    escapes_to("\xe0\x9f\xbf", FFFD FFFD FFFD);    /* U+07FF in three */
+    escapes_to("\xf0\x8f\xbf\xbf", FFFD FFFD FFFD FFFD); /* U+FFFF in four */
+}
+
+Test(escape, encoded_surrogates_and_past_10ffff_are_replaced)
+{
+    escapes_to("\xed\xa0\x80", FFFD FFFD FFFD);  /* U+D800 */
+    escapes_to("\xed\xbf\xbf", FFFD FFFD FFFD);  /* U+DFFF */
+    escapes_to("\xed\xa0\xbd\xed\xb8\x80", FFFD FFFD FFFD FFFD FFFD FFFD); /* CESU-8 pair */
+    escapes_to("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD); /* U+110000 */
+}
+
+Test(escape, a_truncated_sequence_is_one_fffd)
+{
+    escapes_to("\xc3", FFFD);
+    escapes_to("\xe2\x82", FFFD);
+    escapes_to("\xf0\x9f\x98", FFFD);
+    escapes_to("\xe2\x82x", FFFD "x");              /* cut by an ASCII byte */
+    escapes_to("\xf0\x9f\xc3\xa9", FFFD "\xc3\xa9"); /* cut by the next character */
+    escapes_to("ok \xe2\x82\xac\xe2\x82", "ok \xe2\x82\xac" FFFD);
+}
+
+Test(escape, control_characters_and_quotes)
+{
+    escapes_to("\"\\/\n\r\t\b\f\x01\x1f\x7f", "\"\\/\n\r\t\b\f\x01\x1f\x7f");
+    er_buf b;
+    er_buf_init(&b, 4096);
+    cr_assert_eq(er_json_str(&b, "\"\\\n\r\t\b\f\x01\x1f\x7f"), 0);
+    cr_assert_str_eq(b.data, "\"\\\"\\\\\\n\\r\\t\\u0008\\u000c\\u0001\\u001f\x7f\"");
+    er_buf_fini(&b);
+    escapes_to("bad \x01\xff mixed \"\xe2\x82\"", "bad \x01" FFFD " mixed \"" FFFD "\"");
+}
+
+Test(escape, a_nul_ends_the_string)
+{
+    er_buf b;
+    er_buf_init(&b, 64);
+    cr_assert_eq(er_json_str(&b, "a\0b"), 0);
+    cr_assert_str_eq(b.data, "\"a\"");
+    er_buf_reset(&b);
+    cr_assert_eq(er_json_str(&b, ""), 0);
+    cr_assert_str_eq(b.data, "\"\"");
+    er_buf_fini(&b);
+}
+
+Test(escape, past_the_limit_nothing_is_written)
+{
+    er_buf b;
+    er_buf_init(&b, 16);
+    er_buf_adds(&b, "[");
+    cr_assert_eq(er_json_str(&b, "ab"), 0);
+    cr_assert_eq(er_json_str(&b, "\x01\x02\x03"), ER_ETOOBIG); /* 20 bytes escaped */
+    cr_assert_str_eq(b.data, "[\"ab\"", "no half string");
+    cr_assert_eq(b.len, 5);
+    cr_assert_eq(er_json_str(&b, "c"), ER_ETOOBIG, "the failure is remembered");
+    er_buf_fini(&b);
+}
+
+Test(escape, the_writer_replaces_in_keys_and_values)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "k\xff");
+    er_jsonw_str(&w, "v\xed\xa0\x80");
+    er_jsonw_end_object(&w);
+    json_t *v = parse(&w);
+    cr_assert_str_eq(json_string_value(json_object_get(v, "k" FFFD)), "v" FFFD FFFD FFFD);
+    json_decref(v);
     er_jsonw_fini(&w);
 }

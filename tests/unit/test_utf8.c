@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  *
- * UTF-8 rules (util/utf8.h) and the error details built on them: an
+ * UTF-8 cuts and copies (util/utf8.h) and the error details built on them: an
  * er_error's field and message are always valid UTF-8, cut only at a
  * character boundary.
  */
@@ -12,29 +12,39 @@
 
 #define E_ACUTE "\xc3\xa9"
 
-Test(utf8, char_len_accepts_each_length)
+/* The length of the well-formed character at s, or 0. */
+static size_t char_len(const char *s, size_t n)
 {
-    cr_assert_eq(er_utf8_char_len("a", 1), 1);
-    cr_assert_eq(er_utf8_char_len(E_ACUTE, 2), 2);
-    cr_assert_eq(er_utf8_char_len("\xe2\x82\xac", 3), 3);     /* U+20AC */
-    cr_assert_eq(er_utf8_char_len("\xf0\x9f\x98\x80", 4), 4); /* U+1F600 */
-    cr_assert_eq(er_utf8_char_len("\xf4\x8f\xbf\xbf", 4), 4); /* U+10FFFF */
+    bool ok;
+    if (n == 0)
+        return 0;
+    size_t k = er_utf8_seq(s, n, &ok);
+    return ok ? k : 0;
 }
 
-Test(utf8, char_len_refuses_what_rfc3629_forbids)
+Test(utf8, seq_accepts_each_length)
 {
-    cr_assert_eq(er_utf8_char_len("", 0), 0);
-    cr_assert_eq(er_utf8_char_len("\x80", 1), 0);             /* lone continuation */
-    cr_assert_eq(er_utf8_char_len("\xc0\xaf", 2), 0);         /* overlong '/' */
-    cr_assert_eq(er_utf8_char_len("\xc1\xbf", 2), 0);         /* overlong */
-    cr_assert_eq(er_utf8_char_len("\xe0\x9f\xbf", 3), 0);     /* overlong below U+0800 */
-    cr_assert_eq(er_utf8_char_len("\xed\xa0\x80", 3), 0);     /* surrogate U+D800 */
-    cr_assert_eq(er_utf8_char_len("\xf0\x8f\xbf\xbf", 4), 0); /* overlong below U+10000 */
-    cr_assert_eq(er_utf8_char_len("\xf4\x90\x80\x80", 4), 0); /* above U+10FFFF */
-    cr_assert_eq(er_utf8_char_len("\xf5\x80\x80\x80", 4), 0);
-    cr_assert_eq(er_utf8_char_len(E_ACUTE, 1), 0);            /* truncated */
-    cr_assert_eq(er_utf8_char_len("\xe2\x82", 2), 0);
-    cr_assert_eq(er_utf8_char_len("\xc3\x28", 2), 0);         /* bad continuation */
+    cr_assert_eq(char_len("a", 1), 1);
+    cr_assert_eq(char_len(E_ACUTE, 2), 2);
+    cr_assert_eq(char_len("\xe2\x82\xac", 3), 3);     /* U+20AC */
+    cr_assert_eq(char_len("\xf0\x9f\x98\x80", 4), 4); /* U+1F600 */
+    cr_assert_eq(char_len("\xf4\x8f\xbf\xbf", 4), 4); /* U+10FFFF */
+}
+
+Test(utf8, seq_refuses_what_rfc3629_forbids)
+{
+    cr_assert_eq(char_len("", 0), 0);
+    cr_assert_eq(char_len("\x80", 1), 0);             /* lone continuation */
+    cr_assert_eq(char_len("\xc0\xaf", 2), 0);         /* overlong '/' */
+    cr_assert_eq(char_len("\xc1\xbf", 2), 0);         /* overlong */
+    cr_assert_eq(char_len("\xe0\x9f\xbf", 3), 0);     /* overlong below U+0800 */
+    cr_assert_eq(char_len("\xed\xa0\x80", 3), 0);     /* surrogate U+D800 */
+    cr_assert_eq(char_len("\xf0\x8f\xbf\xbf", 4), 0); /* overlong below U+10000 */
+    cr_assert_eq(char_len("\xf4\x90\x80\x80", 4), 0); /* above U+10FFFF */
+    cr_assert_eq(char_len("\xf5\x80\x80\x80", 4), 0);
+    cr_assert_eq(char_len(E_ACUTE, 1), 0);            /* truncated */
+    cr_assert_eq(char_len("\xe2\x82", 2), 0);
+    cr_assert_eq(char_len("\xc3\x28", 2), 0);         /* bad continuation */
 }
 
 Test(utf8, valid_checks_every_character)

@@ -24,8 +24,9 @@
 
 #include "core/job.h"
 #include "server/http/http_internal.h"
-#include "util/utf8.h"
+#include "util/calendar.h"
 #include "util/log.h"
+#include "util/utf8.h"
 
 #define HTTP_TIMEOUT_S 60
 #define HTTP_MAX_HEADERS 16384
@@ -185,7 +186,7 @@ static char *put_uint(char *p, uint64_t v)
  * snprintf for every reply. Loop thread only. */
 static const char *date_header(er_server *s)
 {
-    static const char days[7][4] = {"Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"};
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
     static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     int64_t secs = er_now_ms() / 1000;
@@ -194,16 +195,11 @@ static const char *date_header(er_server *s)
     s->date_secs = secs;
     if (secs < 0)
         secs = 0;
-    int64_t days_since = secs / 86400;
-    int sod = (int)(secs % 86400);
-    /* civil date from days since the epoch (Howard Hinnant's algorithm) */
-    int64_t z = days_since + 719468, era = z / 146097, doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
-    int d = (int)(doy - (153 * mp + 2) / 5 + 1), m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    int y = (int)(yoe + era * 400) + (m <= 2);
+    int64_t days_since = secs / 86400, y;
+    int sod = (int)(secs % 86400), m, d;
+    er_civil_from_days(days_since, &y, &m, &d);
     char *p = s->date;
-    memcpy(p, days[days_since % 7], 3);
+    memcpy(p, days[er_weekday(days_since)], 3);
     p[3] = ',';
     p[4] = ' ';
     p[5] = (char)('0' + d / 10);
@@ -313,11 +309,12 @@ static void put_escaped(char *out, size_t *o, const char *s)
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)s[i];
-        size_t k = er_utf8_char_len(s + i, n - i);
-        if (k == 0) {
+        bool ok;
+        size_t k = er_utf8_seq(s + i, n - i, &ok);
+        if (!ok) {
             memcpy(out + *o, "\\ufffd", 6);
             *o += 6;
-            i++;
+            i += k;
         } else if (ch == '"' || ch == '\\') {
             out[(*o)++] = '\\';
             out[(*o)++] = (char)ch;
