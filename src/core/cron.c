@@ -6,54 +6,13 @@
  * dates past it). No I/O, and never reads a clock.
  */
 #include "core/cron.h"
+#include "util/calendar.h"
 
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
-/* ---- calendar arithmetic (proleptic Gregorian, days since 1970-01-01) ---- */
-
-static int64_t floor_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = floor_div(y, 400);
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
-{
-    z += 719468;
-    int64_t era = floor_div(z, 146097);
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = yoe + era * 400 + (*m <= 2);
-}
-
-static bool is_leap(int64_t y)
-{
-    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static int month_days(int64_t y, int m)
-{
-    static const int n[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    return m == 2 && is_leap(y) ? 29 : n[m - 1];
-}
 
 /* ---- parsing ---- */
 
@@ -274,15 +233,15 @@ int er_cron_parse(const char *expr, er_cron *out, er_error *err)
 /* Day (days since the epoch) on which rule r falls in year y. */
 static int64_t rule_day(const er_tz_rule *r, int64_t y)
 {
-    int64_t jan1 = days_from_civil(y, 1, 1);
+    int64_t jan1 = er_days_from_civil(y, 1, 1);
     if (r->kind == 'J')
-        return jan1 + r->n - 1 + (is_leap(y) && r->n >= 60);
+        return jan1 + r->n - 1 + (er_is_leap_year(y) && r->n >= 60);
     if (r->kind == 'D')
         return jan1 + r->n;
-    int64_t first = days_from_civil(y, r->m, 1);
-    int wd1 = (int)(((first + 4) % 7 + 7) % 7);
+    int64_t first = er_days_from_civil(y, r->m, 1);
+    int wd1 = er_weekday(first);
     int64_t day = first + (r->d - wd1 + 7) % 7 + (int64_t)(r->w - 1) * 7;
-    while (day >= first + month_days(y, r->m))
+    while (day >= first + er_month_days(y, r->m))
         day -= 7;
     return day;
 }
@@ -296,7 +255,7 @@ static void rule_seg(const er_tz *tz, int64_t t, int32_t *off, int64_t *next)
         return;
     int64_t y;
     int m, d;
-    civil_from_days(floor_div(t + tz->std_off, 86400), &y, &m, &d);
+    er_civil_from_days(er_floor_div(t + tz->std_off, 86400), &y, &m, &d);
     struct {
         int64_t at;
         int32_t off;
@@ -388,7 +347,7 @@ static int next_bit(uint64_t bits, int from, int max)
 
 static bool day_ok(const er_cron *c, int64_t days, int d)
 {
-    int wd = (int)(((days + 4) % 7 + 7) % 7); /* 1970-01-01 was a Thursday */
+    int wd = er_weekday(days);
     bool dm = (c->dom >> d) & 1, wm = (c->dow >> wd) & 1;
     if (c->dom_restricted && c->dow_restricted)
         return dm || wm;
@@ -399,9 +358,9 @@ static bool day_ok(const er_cron *c, int64_t days, int d)
  * [lo, hi); skips whole months, days, hours and minutes. */
 static bool find_match(const er_cron *c, int64_t lo, int64_t hi, int64_t *out)
 {
-    int64_t days = floor_div(lo, 86400), y;
+    int64_t days = er_floor_div(lo, 86400), y;
     int sod = (int)(lo - days * 86400), m, d;
-    civil_from_days(days, &y, &m, &d);
+    er_civil_from_days(days, &y, &m, &d);
     int h = sod / 3600, mi = sod / 60 % 60, s = sod % 60;
     for (;;) {
         if (days * 86400 + h * 3600 + mi * 60 + s >= hi)
@@ -414,13 +373,13 @@ static bool find_match(const er_cron *c, int64_t lo, int64_t hi, int64_t *out)
             }
             m = nm;
             d = 1;
-            days = days_from_civil(y, m, 1);
+            days = er_days_from_civil(y, m, 1);
             h = mi = s = 0;
             continue;
         }
         int nh = day_ok(c, days, d) ? next_bit(c->hours, h, 23) : -1;
         if (nh < 0) {
-            civil_from_days(++days, &y, &m, &d);
+            er_civil_from_days(++days, &y, &m, &d);
             h = mi = s = 0;
             continue;
         }
@@ -485,7 +444,7 @@ int er_cron_next(const er_cron *c, const er_tz *tz, int64_t after_ms, int64_t *n
         !(c->hours & 0xFFFFFFu) || !(c->dom & 0xFFFFFFFEu) || !(c->months & 0x1FFEu) ||
         !(c->dow & 0x7Fu))
         return er_error_set(err, ER_EINVAL, "cron", "a field matches no value");
-    int64_t t = floor_div(after_ms, 1000) + 1; /* fires are whole seconds */
+    int64_t t = er_floor_div(after_ms, 1000) + 1; /* fires are whole seconds */
     int64_t limit = t + ER_CRON_HORIZON_S;
     bool wall = !c->hour_star;
     int64_t hw = wall ? highwater(tz, t - 1) : 0;
