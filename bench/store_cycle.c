@@ -196,11 +196,11 @@ int main(int argc, char **argv)
     long processed = 0;
     for (;;) {
         er_req *r = er_req_new(ER_REQ_FETCH);
-        r->queues = calloc(1, sizeof *r->queues);
-        r->queues[0] = strdup("bench");
-        r->nqueues = 1;
-        r->worker_id = strdup("bench-worker");
-        r->max = FETCH;
+        r->fetch.queues = calloc(1, sizeof *r->fetch.queues);
+        r->fetch.queues[0] = strdup("bench");
+        r->fetch.nqueues = 1;
+        r->fetch.worker_id = strdup("bench-worker");
+        r->fetch.max = FETCH;
         if (prev.len) {
             r->acks = calloc(prev.len, sizeof *r->acks);
             for (size_t i = 0; i < prev.len; i++) {

@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: MIT
  *
- * Failures reported by workers: parsing the "error" object of a fail request,
+ * Failures reported by workers: validating the error of a fail request,
  * the last_error text stored on the job, and the decision that moves a failed
  * or stalled active job to scheduled, waiting or dead. Pure logic: the time
  * and randomness are arguments; the stores call these and do not re-decide.
  */
-#include "core/job.h"
+#include "core/ack.h"
+#include "util/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MESSAGE_MAX 4096          /* longer messages are cut, not refused */
-#define BACKTRACE_MAX (16 * 1024) /* serialized size; larger is refused */
 
 static const char *const class_names[] = {
     [ER_ERR_TRANSIENT] = "transient",
@@ -30,108 +29,85 @@ void er_failure_fini(er_failure *f)
     memset(f, 0, sizeof *f);
 }
 
-static int get_delay(const json_t *v, const char *field, int64_t *out, er_error *err)
+/* A delay 0..ER_DELAY_MAX_MS, required when `required`; 1 when set. */
+static int check_delay(const er_spec_int *v, const char *field, bool required, const char *cls,
+                       int64_t *out, er_error *err)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-        json_integer_value(v) > ER_DELAY_MAX_MS)
+    if (v->kind == ER_SPEC_ABSENT) {
+        if (required)
+            return er_error_set(err, ER_EINVAL, field, "%s is required for %s", field, cls);
+        return 0;
+    }
+    if (v->kind == ER_SPEC_BAD_TYPE || v->v < 0 || v->v > ER_DELAY_MAX_MS)
         return er_error_set(err, ER_EINVAL, field, "%s must be an integer 0..%lld", field,
                             ER_DELAY_MAX_MS);
-    *out = json_integer_value(v);
-    return 0;
+    *out = v->v;
+    return 1;
 }
 
-/* Cuts at most MESSAGE_MAX bytes without splitting a UTF-8 sequence. */
-static char *cut_message(const char *s)
+static int validate(const er_failure_spec *sp, er_failure *f, er_error *err)
 {
-    size_t n = strlen(s);
-    if (n > MESSAGE_MAX) {
-        n = MESSAGE_MAX;
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-            n--;
-    }
-    char *m = malloc(n + 1);
-    if (m) {
-        memcpy(m, s, n);
-        m[n] = '\0';
-    }
-    return m;
-}
-
-static int parse(const json_t *obj, er_failure *f, er_error *err)
-{
-    if (!json_is_object(obj))
+    if (sp->kind == ER_SPEC_ABSENT)
+        return er_error_set(err, ER_EINVAL, "error", "error is required");
+    if (sp->kind == ER_SPEC_BAD_TYPE)
         return er_error_set(err, ER_EINVAL, "error",
                             "error must be an object {class, message, ...}");
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)obj, key, val) {
-        if (strcmp(key, "class") && strcmp(key, "message") && strcmp(key, "delay_ms") &&
-            strcmp(key, "retry_after_ms") && strcmp(key, "backtrace")) {
-            char field[64];
-            snprintf(field, sizeof field, "error.%s", key);
-            return er_error_set(err, ER_EINVAL, field, "%s is not a known field", field);
-        }
+    if (sp->unknown.kind != ER_SPEC_ABSENT) {
+        char field[ER_FIELD_MAX];
+        snprintf(field, sizeof field, "error.%.*s", (int)sp->unknown.n, sp->unknown.s);
+        return er_error_set(err, ER_EINVAL, field, "%s is not a known field", field);
     }
-
-    const json_t *v = json_object_get(obj, "class");
     int cls = -1;
-    for (int i = 0; v && json_is_string(v) && i < 4; i++)
-        if (strcmp(json_string_value(v), class_names[i]) == 0)
+    for (int i = 0; sp->cls.kind == ER_SPEC_SET && i < 4; i++)
+        if (strlen(class_names[i]) == sp->cls.n && memcmp(class_names[i], sp->cls.s, sp->cls.n) == 0)
             cls = i;
     if (cls < 0)
         return er_error_set(err, ER_EINVAL, "error.class",
                             "error.class must be \"transient\", \"permanent\", \"retry_later\" "
                             "or \"throttled\"");
     f->cls = (er_error_class)cls;
-
-    v = json_object_get(obj, "message");
-    if (v && !json_is_null(v)) {
-        if (!json_is_string(v))
-            return er_error_set(err, ER_EINVAL, "error.message", "error.message must be a string");
-        if (!(f->message = cut_message(json_string_value(v))))
-            return er_error_set(err, ER_ENOMEM, "", "out of memory");
-    }
-
+    if (sp->message.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "error.message", "error.message must be a string");
     /* Each delay is required by its class; given with another class it is
      * checked but has no effect (and stays 0). */
     int64_t n = 0;
-    v = json_object_get(obj, "delay_ms");
-    if (v && !json_is_null(v)) {
-        if (get_delay(v, "error.delay_ms", &n, err) < 0)
-            return ER_EINVAL;
-        if (f->cls == ER_ERR_RETRY_LATER)
-            f->delay_ms = n;
-    } else if (f->cls == ER_ERR_RETRY_LATER) {
-        return er_error_set(err, ER_EINVAL, "error.delay_ms",
-                            "error.delay_ms is required for retry_later");
-    }
-    v = json_object_get(obj, "retry_after_ms");
-    if (v && !json_is_null(v)) {
-        if (get_delay(v, "error.retry_after_ms", &n, err) < 0)
-            return ER_EINVAL;
-        if (f->cls == ER_ERR_THROTTLED)
-            f->retry_after_ms = n;
-    } else if (f->cls == ER_ERR_THROTTLED) {
-        return er_error_set(err, ER_EINVAL, "error.retry_after_ms",
-                            "error.retry_after_ms is required for throttled");
-    }
-
-    v = json_object_get(obj, "backtrace");
-    if (v && !json_is_null(v)) {
-        if (!(f->backtrace = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)))
+    int rc = check_delay(&sp->delay_ms, "error.delay_ms", f->cls == ER_ERR_RETRY_LATER,
+                         "retry_later", &n, err);
+    if (rc < 0)
+        return rc;
+    if (rc && f->cls == ER_ERR_RETRY_LATER)
+        f->delay_ms = n;
+    rc = check_delay(&sp->retry_after_ms, "error.retry_after_ms", f->cls == ER_ERR_THROTTLED,
+                     "throttled", &n, err);
+    if (rc < 0)
+        return rc;
+    if (rc && f->cls == ER_ERR_THROTTLED)
+        f->retry_after_ms = n;
+    if (sp->backtrace.kind == ER_SPEC_SET && sp->backtrace.n > ER_FAILURE_BACKTRACE_MAX)
+        return er_error_set(err, ER_ETOOBIG, "error.backtrace",
+                            "error.backtrace must be at most %d bytes as JSON",
+                            ER_FAILURE_BACKTRACE_MAX);
+    if (sp->message.kind == ER_SPEC_SET) {
+        /* cut at a character boundary, never refused */
+        size_t cap = (sp->message.n < ER_FAILURE_MESSAGE_MAX ? sp->message.n
+                                                              : ER_FAILURE_MESSAGE_MAX) + 1;
+        if (!(f->message = malloc(cap)))
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
-        if (strlen(f->backtrace) > BACKTRACE_MAX)
-            return er_error_set(err, ER_ETOOBIG, "error.backtrace",
-                                "error.backtrace must be at most %d bytes as JSON",
-                                BACKTRACE_MAX);
+        er_utf8_copy(f->message, cap, sp->message.s, sp->message.n);
+    }
+    if (sp->backtrace.kind == ER_SPEC_SET) {
+        if (!(f->backtrace = malloc(sp->backtrace.n + 1)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        memcpy(f->backtrace, sp->backtrace.s, sp->backtrace.n);
+        f->backtrace[sp->backtrace.n] = '\0';
     }
     return 0;
 }
 
-int er_failure_from_json(const json_t *obj, er_failure *f, er_error *err)
+int er_failure_validate(const er_failure_spec *spec, er_failure *f, er_error *err)
 {
     memset(f, 0, sizeof *f);
-    int rc = parse(obj, f, err);
+    int rc = validate(spec, f, err);
     if (rc < 0)
         er_failure_fini(f);
     return rc;

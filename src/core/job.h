@@ -204,8 +204,6 @@ typedef struct er_failure {
 } er_failure;
 
 void er_failure_fini(er_failure *f);
-/* Parses the "error" object of a fail request. */
-int er_failure_from_json(const json_t *obj, er_failure *f, er_error *err);
 /* The last_error JSON text stored on the job; returns owned string or NULL (ENOMEM). */
 char *er_failure_to_json_text(const er_failure *f, int attempt, int64_t now);
 

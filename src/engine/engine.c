@@ -125,9 +125,9 @@ static void fail_all(er_req *reqs, int rc, const er_error *cause)
 
 static bool wants_queue(const er_req *r, const er_wake *w)
 {
-    for (size_t i = 0; i < r->nqueues; i++)
+    for (size_t i = 0; i < r->fetch.nqueues; i++)
         for (size_t k = 0; k < w->len; k++)
-            if (strcmp(r->queues[i], w->names[k]) == 0)
+            if (strcmp(r->fetch.queues[i], w->names[k]) == 0)
                 return true;
     return false;
 }
@@ -224,7 +224,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         /* fetches of this batch that found nothing may still be served by
          * jobs this batch made ready */
         for (er_req *r = reqs; rc == 0 && x->wake.len && r; r = r->next)
-            if (r->type == ER_REQ_FETCH && r->rc == 0 && r->list.len == 0 && r->wait_ms > 0 &&
+            if (r->type == ER_REQ_FETCH && r->rc == 0 && r->list.len == 0 && r->fetch.wait_ms > 0 &&
                 wants_queue(r, &x->wake))
                 rc = er_exec_fetch_again(x, r, now);
         if (rc == 0 && w->parked)
@@ -579,7 +579,7 @@ void er_engine_submit(er_engine *e, er_req *req)
         return;
     }
     if (req->type == ER_REQ_FETCH && req->deadline_mono == 0)
-        req->deadline_mono = er_mono_ms() + req->wait_ms;
+        req->deadline_mono = er_mono_ms() + req->fetch.wait_ms;
     worker_push(er_req_is_read(req) ? &e->reader : &e->writer, req);
 }
 

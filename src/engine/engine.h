@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/ack.h"
+#include "core/fetch.h"
 #include "core/job.h"
 #include "core/queue.h"
 #include "store/store.h"
@@ -62,21 +64,6 @@ typedef enum er_req_type {
                                 (on ER_ECONFLICT: {"current"}) */
 } er_req_type;
 
-typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack_kind;
-
-/* One acknowledgement (complete, fail or release) of an active job. */
-typedef struct er_ack {
-    char *id;          /* owned */
-    char *token;       /* owned */
-    er_ack_kind kind;
-    char *result;      /* owned JSON text or NULL (complete) */
-    er_failure failure; /* fail */
-    /* out */
-    int rc;            /* 0 or ER_E* for this item alone */
-    er_error err;
-    er_fail_outcome outcome; /* fail: the decision */
-} er_ack;
-
 typedef struct er_req er_req;
 
 struct er_req {
@@ -89,14 +76,10 @@ struct er_req {
     /* inputs (owned by the request; er_req_free frees them) */
     er_job *jobs;              /* ENQUEUE: validated jobs, defaults not yet applied */
     size_t njobs;
-    er_ack *acks;              /* FETCH, ACKS */
+    er_ack *acks;              /* FETCH, ACKS: valid outcomes (er_ack_validate) */
     size_t nacks;
-    char **queues;             /* FETCH: queue names in order */
-    size_t nqueues;
-    char *worker_id;           /* FETCH */
-    int max;                   /* FETCH: jobs to lease; LIST_*: page size */
-    int64_t lease_ms;          /* FETCH: 0 = queue default */
-    int64_t wait_ms;           /* FETCH: long-poll budget */
+    er_fetch_args fetch;       /* FETCH: a valid request (er_fetch_validate) */
+    int max;                   /* LIST_*: page size */
     char *id;                  /* HEARTBEAT, GET_JOB, CANCEL, REDRIVE, DELETE_DEAD */
     char *token;               /* HEARTBEAT */
     int64_t extend_ms;         /* HEARTBEAT: 0 = the queue's lease_ms */

@@ -336,11 +336,11 @@ static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)
 int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
 {
     er_fetch_params p = {
-        .queues = (const char *const *)req->queues,
-        .nqueues = req->nqueues,
-        .worker_id = req->worker_id,
-        .max = req->max,
-        .lease_ms = req->lease_ms,
+        .queues = (const char *const *)req->fetch.queues,
+        .nqueues = req->fetch.nqueues,
+        .worker_id = req->fetch.worker_id,
+        .max = req->fetch.max,
+        .lease_ms = req->fetch.lease_ms,
         .now = now,
     };
     return x->ops->fetch(x->store, &p, &x->rand, &req->list, &req->err);

@@ -23,17 +23,10 @@ void er_req_free(er_req *req)
     for (size_t i = 0; i < req->njobs; i++)
         er_job_fini(&req->jobs[i]);
     free(req->jobs);
-    for (size_t i = 0; i < req->nacks; i++) {
-        free(req->acks[i].id);
-        free(req->acks[i].token);
-        free(req->acks[i].result);
-        er_failure_fini(&req->acks[i].failure);
-    }
+    for (size_t i = 0; i < req->nacks; i++)
+        er_ack_fini(&req->acks[i]);
     free(req->acks);
-    for (size_t i = 0; i < req->nqueues; i++)
-        free(req->queues[i]);
-    free(req->queues);
-    free(req->worker_id);
+    er_fetch_args_fini(&req->fetch);
     free(req->id);
     free(req->token);
     free(req->progress);

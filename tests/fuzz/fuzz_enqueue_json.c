@@ -2,7 +2,7 @@
  *
  * libFuzzer target for the enqueue and failure request decoders: bytes go
  * through json_loadb (as the HTTP frontend calls it) and then the job
- * reader and er_job_validate, er_failure_from_json and, for a
+ * reader and er_job_validate, er_failure_validate and, for a
  * {"jobs":[...]} body, every item. Checks the contracts the frontend relies
  * on: a rejected request names an error code and leaves the job empty; an
  * accepted job is complete and serializes; what the plain-text fast reader
@@ -16,6 +16,7 @@
 
 #include "core/job.h"
 #include "server/http/job_json.h"
+#include "server/http/work_json.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -54,9 +55,16 @@ static void check_job(const json_t *obj, er_rand *r)
 static void check_failure(const json_t *obj)
 {
     er_failure f;
+    memset(&f, 0, sizeof f);
     er_error err = {0};
-    if (er_failure_from_json(obj, &f, &err) < 0) {
-        if (f.message || f.backtrace)
+    er_failure_spec sp;
+    char *bt = NULL;
+    int rc = er_http_failure_spec(obj, &sp, &bt, &err);
+    if (rc == 0)
+        rc = er_failure_validate(&sp, &f, &err);
+    free(bt);
+    if (rc < 0) {
+        if (f.message || f.backtrace || err.code != rc)
             abort();
         return;
     }

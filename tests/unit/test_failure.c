@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
- * Unit tests for worker failures: the "error" object parser, the stored
+ * Unit tests for worker failures: the "error" object (read as the HTTP API
+ * reads it, judged by er_failure_validate), the stored
  * last_error text, er_fail_decide for every error class and er_stall_decide.
  */
 #include <criterion/criterion.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "core/job.h"
+#include "server/http/work_json.h"
 
 #define T0 1796004000000LL /* 2026-11-30T02:00:00.000Z */
 
@@ -27,13 +29,27 @@ static void teardown(void)
 
 TestSuite(failure, .init = setup, .fini = teardown);
 
+/* The HTTP frontend's reading of an "error" object, then core's check. */
+static int from_json(const json_t *o, er_failure *out, er_error *e)
+{
+    er_failure_spec sp;
+    char *bt = NULL;
+    int rc = er_http_failure_spec(o, &sp, &bt, e);
+    if (rc == 0)
+        rc = er_failure_validate(&sp, out, e);
+    else
+        memset(out, 0, sizeof *out);
+    free(bt);
+    return rc;
+}
+
 static int parse(const char *text)
 {
     json_error_t je;
     json_t *o = json_loads(text, JSON_DECODE_ANY, &je);
     cr_assert_not_null(o, "bad test JSON %s: %s", text, je.text);
     er_failure_fini(&f);
-    int rc = er_failure_from_json(o, &f, &err);
+    int rc = from_json(o, &f, &err);
     json_decref(o);
     return rc;
 }
@@ -127,7 +143,7 @@ Test(failure, long_message_is_cut_to_4096_bytes)
     memset(msg, 'm', n);
     msg[n] = '\0';
     json_t *o = json_pack("{s:s, s:s}", "class", "transient", "message", msg);
-    cr_assert_eq(er_failure_from_json(o, &f, &err), 0);
+    cr_assert_eq(from_json(o, &f, &err), 0);
     cr_assert_eq(strlen(f.message), 4096);
     cr_assert_eq(strncmp(f.message, msg, 4096), 0);
     json_decref(o);
@@ -141,7 +157,7 @@ Test(failure, cut_never_splits_a_utf8_character)
     memset(msg, 'a', 4095);
     memcpy(msg + 4095, "\xc3\xa9", 3);
     json_t *o = json_pack("{s:s, s:s}", "class", "transient", "message", msg);
-    cr_assert_eq(er_failure_from_json(o, &f, &err), 0);
+    cr_assert_eq(from_json(o, &f, &err), 0);
     cr_assert_eq(strlen(f.message), 4095);
     json_decref(o);
     free(msg);
@@ -161,13 +177,13 @@ Test(failure, backtrace_over_16k_is_too_big)
     memset(big, 'b', 16 * 1024 - 2); /* with its quotes: exactly 16 KiB */
     big[16 * 1024 - 2] = '\0';
     json_t *o = json_pack("{s:s, s:s}", "class", "transient", "backtrace", big);
-    cr_assert_eq(er_failure_from_json(o, &f, &err), 0);
+    cr_assert_eq(from_json(o, &f, &err), 0);
     er_failure_fini(&f);
     json_decref(o);
     big[16 * 1024 - 2] = 'b';
     big[16 * 1024 - 1] = '\0';
     o = json_pack("{s:s, s:s}", "class", "transient", "backtrace", big);
-    cr_assert_eq(er_failure_from_json(o, &f, &err), ER_ETOOBIG);
+    cr_assert_eq(from_json(o, &f, &err), ER_ETOOBIG);
     cr_assert_str_eq(err.field, "error.backtrace");
     cr_assert_null(f.backtrace);
     json_decref(o);

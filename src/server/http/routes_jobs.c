@@ -13,9 +13,9 @@
 #include "core/job.h"
 #include "server/http/http_internal.h"
 #include "server/http/job_json.h"
+#include "server/http/work_json.h"
 
 #define ACKS_MAX 1000
-#define FETCH_QUEUES_MAX 16
 
 static int dup_str(char **dst, const char *s, er_error *err)
 {
@@ -206,70 +206,20 @@ bad:
 
 /* ---- acks (shared by /v1/acks, /v1/fetch and the single-job endpoints) ---- */
 
-static int parse_result(const json_t *obj, const char *field, size_t max, char **out, er_error *err)
-{
-    json_t *v = json_object_get(obj, "result");
-    if (!v || json_is_null(v))
-        return 0;
-    return er_json_to_text(v, max, field, out, err);
-}
-
-static int parse_failure(const json_t *obj, er_failure *f, er_error *err)
-{
-    json_t *e = json_object_get(obj, "error");
-    if (!e)
-        return er_error_set(err, ER_EINVAL, "error", "error is required");
-    if (!json_is_object(e))
-        return er_error_set(err, ER_EINVAL, "error", "error must be an object");
-    /* Its errors already name "error.<field>". */
-    return er_failure_from_json(e, f, err);
-}
-
-/* One item of an "acks" array; errors name fields relative to the item. */
+/* One item of an "acks" array; errors name fields relative to the item
+ * ("complete.result", "fail.error.class"). */
 static int parse_ack(const json_t *item, size_t payload_max, er_ack *a, er_error *err)
 {
-    static const char *const keys[] = {"id", "lease_token", "complete", "fail", "release", NULL};
-    static const char *const complete_keys[] = {"result", NULL};
-    static const char *const fail_keys[] = {"error", NULL};
-    static const char *const release_keys[] = {NULL};
-    if (!json_is_object(item))
-        return er_error_set(err, ER_EINVAL, "", "must be an object");
-    int rc = er_json_check_keys(item, keys, "", err);
-    const char *id = NULL, *token = NULL;
-    if (rc == 0)
-        rc = er_json_get_id(item, "id", "", &id, err);
-    if (rc == 0)
-        rc = er_json_get_id(item, "lease_token", "", &token, err);
-    if (rc < 0)
-        return rc;
-    json_t *comp = json_object_get(item, "complete"), *fail = json_object_get(item, "fail"),
-           *rel = json_object_get(item, "release");
-    if ((comp != NULL) + (fail != NULL) + (rel != NULL) != 1)
-        return er_error_set(err, ER_EINVAL, "",
-                            "exactly one of complete, fail, release is required");
-    const char *kname = comp ? "complete" : fail ? "fail" : "release";
-    const char *prefix = comp ? "complete." : fail ? "fail." : "release.";
-    json_t *k = comp ? comp : fail ? fail : rel;
-    if (!json_is_object(k))
-        return er_error_set(err, ER_EINVAL, kname, "%s must be an object", kname);
-    if (comp) {
-        a->kind = ER_ACK_COMPLETE;
-        rc = er_json_check_keys(comp, complete_keys, prefix, err);
-        if (rc == 0)
-            rc = parse_result(comp, "complete.result", payload_max, &a->result, err);
-    } else if (fail) {
-        a->kind = ER_ACK_FAIL;
-        rc = er_json_check_keys(fail, fail_keys, prefix, err);
-        if (rc == 0 && (rc = parse_failure(fail, &a->failure, err)) < 0)
-            er_error_prefix(err, prefix);
-    } else {
-        a->kind = ER_ACK_RELEASE;
-        rc = er_json_check_keys(rel, release_keys, prefix, err);
+    er_ack_spec sp;
+    char *text = NULL;
+    int rc = er_http_ack_item_spec(item, &sp, &text, err);
+    if (rc == 0 && (rc = er_ack_validate(&sp, payload_max, a, err)) < 0 &&
+        (strcmp(err->field, "result") == 0 || strncmp(err->field, "error", 5) == 0)) {
+        char p[16];
+        snprintf(p, sizeof p, "%s.", er_ack_kind_name(sp.kind));
+        er_error_prefix(err, p);
     }
-    if (rc == 0)
-        rc = dup_str(&a->id, id, err);
-    if (rc == 0)
-        rc = dup_str(&a->token, token, err);
+    free(text);
     return rc;
 }
 
@@ -287,12 +237,12 @@ static int parse_acks(const json_t *arr, size_t payload_max, er_req *r, er_error
     if (!r->acks)
         return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        r->nacks = i + 1; /* so er_req_free releases a half-parsed item */
         int rc = parse_ack(json_array_get(arr, i), payload_max, &r->acks[i], err);
         if (rc < 0) {
             prefix_item(err, "acks", i);
             return rc;
         }
+        r->nacks = i + 1;
     }
     return 0;
 }
@@ -427,29 +377,27 @@ void er_route_ack_one(er_hctx *c)
     if (!r)
         return;
     er_error err = {0};
-    r->acks = calloc(1, sizeof *r->acks);
-    if (!r->acks) {
-        er_error_set(&err, ER_ENOMEM, "", "out of memory");
-        goto bad;
-    }
-    r->nacks = 1;
-    er_ack *a = &r->acks[0];
-    a->kind = kind;
-    const char *token = NULL;
+    char *text = NULL;
     const char *const *keys = kind == ER_ACK_COMPLETE ? complete_keys
                               : kind == ER_ACK_FAIL   ? fail_keys
                                                       : release_keys;
+    er_ack_spec sp = {.kind_given = 1, .kind = kind};
+    sp.id = (er_spec_str){ER_SPEC_SET, c->param, strlen(c->param)};
+    json_t *tok = json_object_get(body, "lease_token");
+    if (tok && !json_is_null(tok))
+        sp.lease_token = json_is_string(tok) ? (er_spec_str){ER_SPEC_SET, json_string_value(tok),
+                                                             json_string_length(tok)}
+                                             : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
     int rc = er_json_check_keys(body, keys, "", &err);
-    if (rc == 0)
-        rc = er_json_get_id(body, "lease_token", "", &token, &err);
     if (rc == 0 && kind == ER_ACK_COMPLETE)
-        rc = parse_result(body, "result", c->s->payload_max, &a->result, &err);
+        rc = er_http_json_text(json_object_get(body, "result"), &sp.result, &text, &err);
     if (rc == 0 && kind == ER_ACK_FAIL)
-        rc = parse_failure(body, &a->failure, &err);
-    if (rc == 0)
-        rc = dup_str(&a->id, c->param, &err);
-    if (rc == 0)
-        rc = dup_str(&a->token, token, &err);
+        rc = er_http_failure_spec(json_object_get(body, "error"), &sp.failure, &text, &err);
+    if (rc == 0 && (r->acks = calloc(1, sizeof *r->acks)) == NULL)
+        rc = er_error_set(&err, ER_ENOMEM, "", "out of memory");
+    if (rc == 0 && (rc = er_ack_validate(&sp, c->s->payload_max, &r->acks[0], &err)) == 0)
+        r->nacks = 1;
+    free(text);
     if (rc < 0)
         goto bad;
     json_decref(body);
@@ -480,24 +428,27 @@ void er_route_heartbeat(er_hctx *c)
     if (!r)
         return;
     er_error err = {0};
-    const char *token = NULL;
-    int64_t extend = 0;
+    char *text = NULL;
+    er_heartbeat_spec sp = {0};
+    json_t *tok = json_object_get(body, "lease_token"), *ext = json_object_get(body, "extend_ms");
+    if (tok && !json_is_null(tok))
+        sp.lease_token = json_is_string(tok) ? (er_spec_str){ER_SPEC_SET, json_string_value(tok),
+                                                             json_string_length(tok)}
+                                             : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+    if (ext && !json_is_null(ext))
+        sp.extend_ms = json_is_integer(ext) ? (er_spec_int){ER_SPEC_SET, json_integer_value(ext)}
+                                            : (er_spec_int){.kind = ER_SPEC_BAD_TYPE};
     int rc = er_json_check_keys(body, keys, "", &err);
     if (rc == 0)
-        rc = er_json_get_id(body, "lease_token", "", &token, &err);
+        rc = er_http_json_text(json_object_get(body, "progress"), &sp.progress, &text, &err);
     if (rc == 0)
-        rc =
-            er_json_get_int(body, "extend_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, "", &extend, &err);
-    json_t *progress = json_object_get(body, "progress");
-    if (rc >= 0 && progress && !json_is_null(progress))
-        rc = er_json_to_text(progress, c->s->payload_max, "progress", &r->progress, &err);
-    if (rc >= 0)
+        rc = er_heartbeat_validate(&sp, c->s->payload_max, &r->token, &r->extend_ms,
+                                   &r->progress, &err);
+    if (rc == 0)
         rc = dup_str(&r->id, c->param, &err);
-    if (rc >= 0)
-        rc = dup_str(&r->token, token, &err);
+    free(text);
     if (rc < 0)
         goto bad;
-    r->extend_ms = extend;
     json_decref(body);
     er_http_submit(c, r, finish_heartbeat);
     return;
@@ -540,57 +491,16 @@ void er_route_fetch(er_hctx *c)
     if (!r)
         return;
     er_error err = {0};
-    if (er_json_check_keys(body, keys, "", &err) < 0)
+    er_fetch_spec sp;
+    er_spec_str *queues = NULL;
+    int rc = er_json_check_keys(body, keys, "", &err);
+    if (rc == 0)
+        rc = er_http_fetch_spec(body, &sp, &queues, &err);
+    if (rc == 0)
+        rc = er_fetch_validate(&sp, &r->fetch, &err);
+    free(queues);
+    if (rc < 0)
         goto bad;
-
-    json_t *qs = json_object_get(body, "queues");
-    if (!qs) {
-        er_error_set(&err, ER_EINVAL, "queues", "queues is required");
-        goto bad;
-    }
-    size_t nq = json_array_size(qs);
-    if (!json_is_array(qs) || nq < 1 || nq > FETCH_QUEUES_MAX) {
-        er_error_set(&err, ER_EINVAL, "queues", "queues must be an array of 1..%d queue names",
-                     FETCH_QUEUES_MAX);
-        goto bad;
-    }
-    r->queues = calloc(nq, sizeof *r->queues);
-    if (!r->queues) {
-        er_error_set(&err, ER_ENOMEM, "", "out of memory");
-        goto bad;
-    }
-    for (size_t i = 0; i < nq; i++) {
-        json_t *q = json_array_get(qs, i);
-        char f[32];
-        snprintf(f, sizeof f, "queues[%zu]", i);
-        if (!json_is_string(q)) {
-            er_error_set(&err, ER_EINVAL, f, "%s must be a string", f);
-            goto bad;
-        }
-        if (er_name_validate(json_string_value(q), f, &err) < 0 ||
-            dup_str(&r->queues[i], json_string_value(q), &err) < 0)
-            goto bad;
-        r->nqueues = i + 1;
-    }
-
-    json_t *w = json_object_get(body, "worker_id");
-    if (!w || !json_is_string(w)) {
-        er_error_set(&err, ER_EINVAL, "worker_id", "worker_id is required (a string)");
-        goto bad;
-    }
-    if (er_name_validate(json_string_value(w), "worker_id", &err) < 0 ||
-        dup_str(&r->worker_id, json_string_value(w), &err) < 0)
-        goto bad;
-
-    int64_t max = 1, wait = 0, lease = 0;
-    if (er_json_get_int(body, "max", 1, ER_FETCH_MAX, "", &max, &err) < 0 ||
-        er_json_get_int(body, "wait_ms", 0, ER_WAIT_MAX_MS, "", &wait, &err) < 0 ||
-        er_json_get_int(body, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, "", &lease, &err) < 0)
-        goto bad;
-    r->max = (int)max;
-    r->wait_ms = wait;
-    r->lease_ms = lease;
-
     json_t *acks = json_object_get(body, "acks");
     c->flags = acks != NULL;
     if (acks && parse_acks(acks, c->s->payload_max, r, &err) < 0)

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Outcome and heartbeat requests (ack.h). The messages here are the API's
+ * (docs/api.md).
+ */
+#include "core/ack.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void er_ack_fini(er_ack *a)
+{
+    if (!a)
+        return;
+    free(a->id);
+    free(a->token);
+    free(a->result);
+    er_failure_fini(&a->failure);
+    memset(a, 0, sizeof *a);
+}
+
+const char *er_ack_kind_name(er_ack_kind k)
+{
+    switch (k) {
+    case ER_ACK_COMPLETE: return "complete";
+    case ER_ACK_FAIL: return "fail";
+    case ER_ACK_RELEASE:
+    default: return "release";
+    }
+}
+
+static char *dup_slice(const er_spec_str *v)
+{
+    char *s = malloc(v->n + 1);
+    if (s) {
+        memcpy(s, v->s, v->n);
+        s[v->n] = '\0';
+    }
+    return s;
+}
+
+/* A required id (job id or lease token) into *out (owned). */
+static int need_id(const er_spec_str *v, const char *field, char **out, er_error *err)
+{
+    if (v->kind == ER_SPEC_ABSENT)
+        return er_error_set(err, ER_EINVAL, field, "%s is required", field);
+    if (v->kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, field, "%s must be a string", field);
+    if (!er_id_ok(v->s, v->n))
+        return er_id_validate(NULL, field, err);
+    return (*out = dup_slice(v)) ? 0 : er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+/* Optional JSON text of at most max bytes into *out (owned; NULL when absent). */
+static int opt_text(const er_spec_str *v, const char *field, size_t max, char **out,
+                    er_error *err)
+{
+    if (v->kind != ER_SPEC_SET)
+        return 0;
+    if (v->n > max)
+        return er_error_set(err, ER_ETOOBIG, field, "%s exceeds %zu bytes", field, max);
+    return (*out = dup_slice(v)) ? 0 : er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+static int validate(const er_ack_spec *sp, size_t result_max, er_ack *a, er_error *err)
+{
+    int rc = need_id(&sp->id, "id", &a->id, err);
+    if (rc == 0)
+        rc = need_id(&sp->lease_token, "lease_token", &a->token, err);
+    if (rc < 0)
+        return rc;
+    if (sp->kind_given != 1)
+        return er_error_set(err, ER_EINVAL, "",
+                            "exactly one of complete, fail, release is required");
+    const char *kname = er_ack_kind_name(sp->kind);
+    if (sp->kind_bad_type)
+        return er_error_set(err, ER_EINVAL, kname, "%s must be an object", kname);
+    if (sp->unknown.kind != ER_SPEC_ABSENT) {
+        char f[ER_FIELD_MAX];
+        snprintf(f, sizeof f, "%s.%.*s", kname, (int)sp->unknown.n, sp->unknown.s);
+        return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
+    }
+    a->kind = sp->kind;
+    if (sp->kind == ER_ACK_COMPLETE)
+        return opt_text(&sp->result, "result", result_max, &a->result, err);
+    if (sp->kind == ER_ACK_FAIL)
+        return er_failure_validate(&sp->failure, &a->failure, err);
+    return 0;
+}
+
+int er_ack_validate(const er_ack_spec *spec, size_t result_max, er_ack *out, er_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = validate(spec, result_max, out, err);
+    if (rc < 0)
+        er_ack_fini(out);
+    return rc;
+}
+
+int er_heartbeat_validate(const er_heartbeat_spec *sp, size_t progress_max, char **token,
+                          int64_t *extend_ms, char **progress, er_error *err)
+{
+    *token = *progress = NULL;
+    *extend_ms = 0;
+    int rc = need_id(&sp->lease_token, "lease_token", token, err);
+    if (rc == 0 && sp->extend_ms.kind != ER_SPEC_ABSENT) {
+        if (sp->extend_ms.kind == ER_SPEC_BAD_TYPE || sp->extend_ms.v < ER_LEASE_MIN_MS ||
+            sp->extend_ms.v > ER_LEASE_MAX_MS)
+            rc = er_error_set(err, ER_EINVAL, "extend_ms", "extend_ms must be an integer %d..%lld",
+                              ER_LEASE_MIN_MS, ER_LEASE_MAX_MS);
+        else
+            *extend_ms = sp->extend_ms.v;
+    }
+    if (rc == 0)
+        rc = opt_text(&sp->progress, "progress", progress_max, progress, err);
+    if (rc < 0) {
+        free(*token);
+        *token = NULL;
+        *extend_ms = 0;
+    }
+    return rc;
+}

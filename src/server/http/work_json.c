@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Worker requests read from jansson objects into core's specs
+ * (work_json.h). A null member counts as absent (API.md).
+ */
+#include "server/http/work_json.h"
+#include "server/http/http_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void str_of(const json_t *v, er_spec_str *out)
+{
+    if (!v || json_is_null(v))
+        return;
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+        out->kind = ER_SPEC_BAD_TYPE;
+        return;
+    }
+    *out = (er_spec_str){ER_SPEC_SET, json_string_value(v), json_string_length(v)};
+}
+
+static void int_of(const json_t *v, er_spec_int *out)
+{
+    if (!v || json_is_null(v))
+        return;
+    if (!json_is_integer(v)) {
+        out->kind = ER_SPEC_BAD_TYPE;
+        return;
+    }
+    *out = (er_spec_int){ER_SPEC_SET, json_integer_value(v)};
+}
+
+int er_http_json_text(const json_t *v, er_spec_str *spec, char **out, er_error *err)
+{
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!(*out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)))
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    *spec = (er_spec_str){ER_SPEC_SET, *out, strlen(*out)};
+    return 0;
+}
+
+int er_http_fetch_spec(const json_t *obj, er_fetch_spec *sp, er_spec_str **queues,
+                       er_error *err)
+{
+    memset(sp, 0, sizeof *sp);
+    *queues = NULL;
+    const json_t *qs = json_object_get(obj, "queues");
+    if (qs && !json_is_null(qs)) {
+        sp->queues_kind = json_is_array(qs) ? ER_SPEC_SET : ER_SPEC_BAD_TYPE;
+        size_t n = json_is_array(qs) ? json_array_size(qs) : 0;
+        /* one past the limit is enough to be refused */
+        if (n > ER_FETCH_QUEUES_MAX + 1)
+            n = ER_FETCH_QUEUES_MAX + 1;
+        if (n && !(*queues = calloc(n, sizeof **queues)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            str_of(json_array_get(qs, i), &(*queues)[i]);
+            if ((*queues)[i].kind == ER_SPEC_ABSENT)
+                (*queues)[i].kind = ER_SPEC_BAD_TYPE; /* null is not a queue name */
+        }
+        sp->queues = *queues;
+        sp->nqueues = json_is_array(qs) ? json_array_size(qs) : 0;
+        if (sp->nqueues > n)
+            sp->nqueues = n;
+    }
+    str_of(json_object_get(obj, "worker_id"), &sp->worker_id);
+    int_of(json_object_get(obj, "max"), &sp->max);
+    int_of(json_object_get(obj, "wait_ms"), &sp->wait_ms);
+    int_of(json_object_get(obj, "lease_ms"), &sp->lease_ms);
+    return 0;
+}
+
+static bool failure_known(const char *k, size_t n)
+{
+    static const char *const keys[] = {"class", "message", "delay_ms", "retry_after_ms",
+                                       "backtrace"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strlen(keys[i]) == n && memcmp(keys[i], k, n) == 0)
+            return true;
+    return false;
+}
+
+int er_http_failure_spec(const json_t *v, er_failure_spec *sp, char **backtrace, er_error *err)
+{
+    memset(sp, 0, sizeof *sp);
+    *backtrace = NULL;
+    if (!v)
+        return 0;
+    if (!json_is_object(v)) {
+        sp->kind = ER_SPEC_BAD_TYPE;
+        return 0;
+    }
+    sp->kind = ER_SPEC_SET;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+        if (!failure_known(key, strlen(key))) {
+            sp->unknown = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+            break;
+        }
+    }
+    str_of(json_object_get(v, "class"), &sp->cls);
+    str_of(json_object_get(v, "message"), &sp->message);
+    int_of(json_object_get(v, "delay_ms"), &sp->delay_ms);
+    int_of(json_object_get(v, "retry_after_ms"), &sp->retry_after_ms);
+    return er_http_json_text(json_object_get(v, "backtrace"), &sp->backtrace, backtrace, err);
+}
+
+/* The first member of a kind's object besides `allowed` (NULL: none). */
+static void kind_unknown(const json_t *k, const char *allowed, er_spec_str *out)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)k, key, val) {
+        if (!allowed || strcmp(key, allowed) != 0) {
+            *out = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+            return;
+        }
+    }
+}
+
+int er_http_ack_item_spec(const json_t *item, er_ack_spec *sp, char **text, er_error *err)
+{
+    static const char *const keys[] = {"id", "lease_token", "complete", "fail", "release", NULL};
+    memset(sp, 0, sizeof *sp);
+    *text = NULL;
+    if (!json_is_object(item))
+        return er_error_set(err, ER_EINVAL, "", "must be an object");
+    int rc = er_json_check_keys(item, keys, "", err);
+    if (rc < 0)
+        return rc;
+    str_of(json_object_get(item, "id"), &sp->id);
+    str_of(json_object_get(item, "lease_token"), &sp->lease_token);
+    static const er_ack_kind kinds[] = {ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE};
+    static const char *const allowed[] = {"result", "error", NULL};
+    const json_t *k = NULL;
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(item, er_ack_kind_name(kinds[i]));
+        if (v) {
+            sp->kind_given++;
+            sp->kind = kinds[i];
+            k = v;
+        }
+    }
+    if (sp->kind_given != 1)
+        return 0;
+    if (!json_is_object(k)) {
+        sp->kind_bad_type = true;
+        return 0;
+    }
+    kind_unknown(k, allowed[sp->kind], &sp->unknown);
+    if (sp->kind == ER_ACK_COMPLETE)
+        return er_http_json_text(json_object_get(k, "result"), &sp->result, text, err);
+    if (sp->kind == ER_ACK_FAIL) {
+        const json_t *e = json_object_get(k, "error");
+        return er_http_failure_spec(e, &sp->failure, text, err);
+    }
+    return 0;
+}
