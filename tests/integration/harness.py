@@ -11,6 +11,7 @@ import glob
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -79,13 +80,21 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-def wait_until(fn, timeout=10.0, interval=0.05):
-    """Calls fn until it returns a truthy value (returned) or timeout (returns the last value)."""
+def wait_until(fn, timeout=10.0, interval=0.05, what=None):
+    """Calls fn until it returns a truthy value (returned) or timeout. On timeout
+    it returns the last value, or, when `what` names the condition, raises
+    AssertionError("... waiting for WHAT"). Tests wait with this for something
+    they can observe instead of sleeping for an order of events."""
     deadline = time.monotonic() + timeout
     while True:
         v = fn()
-        if v or time.monotonic() >= deadline:
+        if v:
             return v
+        if time.monotonic() >= deadline:
+            if what is None:
+                return v
+            raise AssertionError("timed out after %.1f s waiting for %s (last: %r)"
+                                 % (timeout, what, v))
         time.sleep(interval)
 
 
@@ -116,6 +125,9 @@ class Server:
         self.port = None
         self.host = "127.0.0.1"
         self.lines = collections.deque(maxlen=5000)
+        self._nlines = 0  # lines ever appended to self.lines (see log_mark)
+        self._lines_lock = threading.Lock()
+        self._drainers = []
         self._local = threading.local()
         self._conns = []  # every connection opened, closed by _drop_connections
         self._conns_lock = threading.Lock()
@@ -137,13 +149,15 @@ class Server:
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=clean_env(self.env))
-        for stream in (self.proc.stderr, self.proc.stdout):
-            threading.Thread(target=self._drain, args=(stream, self.proc, self._listening),
-                             daemon=True).start()
+        self._drainers = [threading.Thread(target=self._drain, daemon=True,
+                                           args=(stream, self.proc, self._listening))
+                          for stream in (self.proc.stderr, self.proc.stdout)]
+        for th in self._drainers:
+            th.start()
         deadline = time.monotonic() + self.start_timeout
         while not self._listening.wait(0.05):
             if self.proc.poll() is not None:
-                time.sleep(0.1)  # let the drain thread collect the last lines
+                self.join_drainers()  # the last lines are in self.lines
                 raise StartError("errand serve exited with %s before listening:\n%s"
                                  % (self.proc.returncode, self.log_text()))
             if time.monotonic() > deadline:
@@ -155,7 +169,9 @@ class Server:
     def _drain(self, stream, proc, listening):
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.lines.append(line)
+            with self._lines_lock:
+                self.lines.append(line)
+                self._nlines += 1
             if listening.is_set():
                 continue
             try:
@@ -170,8 +186,45 @@ class Server:
                 listening.set()
         stream.close()
 
+    def join_drainers(self, timeout=5.0):
+        """Waits until the output of an exited server is read to its end."""
+        for th in self._drainers:
+            th.join(timeout)
+
     def log_text(self, last=60):
         return "\n".join(list(self.lines)[-last:])
+
+    def log_mark(self):
+        """A position in the log: wait_log(after=mark) looks only at later lines."""
+        with self._lines_lock:
+            return self._nlines
+
+    def log_records(self, after=0):
+        """The JSON log lines (dicts) logged after the mark `after`."""
+        with self._lines_lock:
+            lines = list(self.lines)
+            first = self._nlines - len(lines)  # mark of lines[0]
+        out = []
+        for line in lines[max(0, after - first):]:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+        return out
+
+    def wait_log(self, msg, after=0, timeout=10.0):
+        """Waits for a JSON log line whose "msg" contains msg, logged after the
+        mark `after`; returns it, or fails with the log."""
+        def found():
+            return next((o for o in self.log_records(after) if msg in str(o.get("msg", ""))),
+                        None)
+        got = wait_until(found, timeout=timeout)
+        if not got:
+            raise AssertionError("the server did not log %r within %.0f s:\n%s"
+                                 % (msg, timeout, self.log_text()))
+        return got
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -361,6 +414,27 @@ class Server:
             if q["name"] == name:
                 return q
         return None
+
+    def metric(self, name):
+        """The value of the unlabelled metric `name` in /metrics (an int), None when absent."""
+        st, body, _ = self.get("/metrics", timeout=10)
+        if st != 200:
+            raise AssertionError("/metrics -> %s %r" % (st, body))
+        m = re.search(r"^%s (\d+)$" % re.escape(name), body, re.M)
+        return int(m.group(1)) if m else None
+
+    def wait_metric(self, name, at_least, timeout=10.0):
+        """Waits until the metric `name` is at least at_least; returns its value.
+        E.g. errand_fetches_parked_total counts fetches the writer has parked, so
+        a test knows a long-poll waits before it enqueues what should wake it."""
+        def reached():
+            v = self.metric(name)
+            return (v,) if v is not None and v >= at_least else None
+        got = wait_until(reached, timeout=timeout, interval=0.01)
+        if got is None:
+            raise AssertionError("%s did not reach %d within %.0f s (it is %r):\n%s"
+                                 % (name, at_least, timeout, self.metric(name), self.log_text()))
+        return got[0]
 
     # ---- the SQLite file ----
 

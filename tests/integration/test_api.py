@@ -14,6 +14,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Server, error_of, next_cursor, now_ms, parse_time, wait_until  # noqa: E402
 
+PARKED = "errand_fetches_parked_total"  # long-poll fetches the writer has parked
+WAKE_BOUND_S = 0.5  # a parked fetch woken by a commit beats the writer's 1 s re-poll
 SERVER_BACKOFF = {"type": "exponential", "delay_ms": 2000, "max_delay_ms": 900000, "jitter": 0.5}
 
 
@@ -145,7 +147,7 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(b["job"]["state"], "scheduled")
         self.assertGreater(parse_time(b["job"]["run_at"]), now_ms() + 500)
         self.assertEqual(self.s.fetch_jobs("api-delay"), [])
-        time.sleep(0.5)
+        time.sleep(0.5)  # a duration, not an order: half a second on it is still not due
         self.assertEqual(self.s.fetch_jobs("api-delay"), [])
         jobs = self.s.fetch_jobs("api-delay", wait_ms=3000)
         self.assertEqual([j["id"] for j in jobs], ["delay-1"])
@@ -191,19 +193,22 @@ class ApiTest(unittest.TestCase):
         out = {}
 
         def poll():
-            t = time.monotonic()
-            out["r"] = self.s.fetch("api-lp", wait_ms=2000)
-            out["t"] = time.monotonic() - t
+            out["r"] = self.s.fetch("api-lp", wait_ms=5000)
+            out["t"] = time.monotonic()
 
+        parked = self.s.metric(PARKED)
         th = threading.Thread(target=poll)
         th.start()
-        time.sleep(0.3)
+        self.s.wait_metric(PARKED, parked + 1)  # the fetch waits in the writer
+        t_enq = time.monotonic()
         self.enq("api-lp", {"name": "wake", "id": "lp-1"})
         th.join(10)
         st, b, _ = out["r"]
         self.assertEqual(st, 200, b)
         self.assertEqual([j["id"] for j in b["jobs"]], ["lp-1"])
-        self.assertLess(out["t"], 1.5, "long-poll took %.2fs" % out["t"])
+        # woken by the enqueue, not by the writer's re-poll or the wait running out
+        dt = out["t"] - t_enq
+        self.assertLess(dt, WAKE_BOUND_S, "long-poll answered %.2fs after the enqueue" % dt)
 
     def test_long_poll_on_empty_queue_returns_empty_after_wait(self):
         t = time.monotonic()
@@ -227,18 +232,20 @@ class ApiTest(unittest.TestCase):
         out = {}
 
         def poll():
-            t = time.monotonic()
-            out["jobs"] = self.s.fetch_jobs("api-lp-rel", worker_id="w2", wait_ms=3000)
-            out["t"] = time.monotonic() - t
+            out["jobs"] = self.s.fetch_jobs("api-lp-rel", worker_id="w2", wait_ms=5000)
+            out["t"] = time.monotonic()
 
+        parked = self.s.metric(PARKED)
         th = threading.Thread(target=poll)
         th.start()
-        time.sleep(0.3)
+        self.s.wait_metric(PARKED, parked + 1)  # the fetch waits in the writer
+        t_rel = time.monotonic()
         st, b, _ = self.s.post("/v1/jobs/lpr-1/release", {"lease_token": j["lease_token"]})
         self.assertEqual(st, 200, b)
         th.join(10)
         self.assertEqual([x["id"] for x in out["jobs"]], ["lpr-1"])
-        self.assertLess(out["t"], 1.5)
+        dt = out["t"] - t_rel
+        self.assertLess(dt, WAKE_BOUND_S, "long-poll answered %.2fs after the release" % dt)
 
     def test_concurrent_fetchers_never_lease_the_same_job(self):
         q = "api-race"
@@ -282,6 +289,10 @@ class ApiTest(unittest.TestCase):
     def test_heartbeat_extends_the_lease(self):
         self.enq("api-hb", {"name": "h", "id": "hb-1"})
         j = self.one("api-hb", lease_ms=2000)
+        # a canary leased after hb-1 for as long: once the reaper has taken it
+        # back, it has also passed the end of hb-1's first lease
+        self.enq("api-hb-canary", {"name": "h", "id": "hb-canary"})
+        self.one("api-hb-canary", lease_ms=2000)
         st, b, _ = self.s.post("/v1/jobs/hb-1/heartbeat",
                                {"lease_token": j["lease_token"], "extend_ms": 10000,
                                 "progress": {"pct": 50}})
@@ -292,8 +303,9 @@ class ApiTest(unittest.TestCase):
         full = self.s.job("hb-1")
         self.assertEqual(parse_time(full["lease_expires_at"]), exp)
         self.assertEqual(full["progress"], {"pct": 50})
-        time.sleep(2.3)  # past the first lease: still ours
-        self.assertEqual(self.state("hb-1"), "active")
+        wait_until(lambda: self.state("hb-canary") == "waiting", timeout=15,
+                   what="the reaper to take back the canary's lease")
+        self.assertEqual(self.state("hb-1"), "active")  # past the first lease: still ours
         st, b, _ = self.s.complete("hb-1", j["lease_token"])
         self.assertEqual(st, 200, b)
 
@@ -375,7 +387,7 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 200, b)
         self.assertEqual(b["state"], "scheduled")
         self.assertEqual(self.s.fetch_jobs("api-thr"), [], "queue should be paused")
-        time.sleep(0.5)
+        time.sleep(0.5)  # a duration, not an order: half a second into the 1.5 s pause
         self.assertEqual(self.s.fetch_jobs("api-thr"), [], "queue should still be paused")
         got = wait_until(lambda: self.s.fetch_jobs("api-thr", max=2), timeout=5)
         self.assertTrue(got)
@@ -489,11 +501,14 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(st, 409, b)
         self.assertEqual(error_of(b).get("code"), "conflict")
         self.assertEqual(self.state("del-2"), "active")
-        # a scheduled job is cancelled and never promoted
+        # a scheduled job is cancelled and never promoted; a canary due after
+        # it shows when promotion has passed its run_at
         self.enq("api-del", {"name": "d", "id": "del-3", "delay_ms": 300})
+        self.enq("api-del-canary", {"name": "d", "id": "del-canary", "delay_ms": 300})
         st, b, _ = self.s.request("DELETE", "/v1/jobs/del-3")
         self.assertEqual(st, 200, b)
-        time.sleep(0.6)
+        wait_until(lambda: self.state("del-canary") == "waiting", timeout=15,
+                   what="the canary scheduled with del-3 to be promoted")
         self.assertEqual(self.state("del-3"), "cancelled")
         self.assertEqual(self.s.fetch_jobs("api-del"), [])
         st, b, _ = self.s.get("/v1/jobs/no-such-job")

@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, error_of, parse_time, run_errand  # noqa: E402
+from harness import Server, error_of, now_ms, parse_time, run_errand, wait_until  # noqa: E402
 
 ADMIN = "admin-token-0123456789"
 WORKER = "worker-token-0123456789"
@@ -75,7 +75,8 @@ class LeasesTest(unittest.TestCase):
     def test_reclaim_rotates_token_raises_fence_keeps_key_and_refuses_the_old_owner(self):
         st, a, _ = self.acquire("reclaim-1", ttl_ms=1000)
         self.assertEqual(st, 200, a)
-        time.sleep(1.2)
+        wait_until(lambda: now_ms() > parse_time(a["expires_at"]), timeout=10,
+                   what="the clock to pass the lease's expires_at")
         st, b, _ = self.acquire("reclaim-1", ttl_ms=60000)
         self.assertEqual(st, 200, b)
         self.assertEqual(b["idempotency_key"], a["idempotency_key"])

@@ -12,6 +12,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Server  # noqa: E402
 
+# counts the long-poll fetches the writer has parked (waiting for jobs)
+PARKED = "errand_fetches_parked_total"
+
 
 class LongPollTest(unittest.TestCase):
     def test_the_fetcher_parked_first_gets_the_first_job(self):
@@ -22,12 +25,13 @@ class LongPollTest(unittest.TestCase):
                 st, body, _ = s.fetch(["lp"], worker_id=worker, max=1, wait_ms=8000)
                 got[worker] = (st, [j["id"] for j in body.get("jobs", [])], time.monotonic())
 
+            parked = s.metric(PARKED)
             first = threading.Thread(target=fetch, args=("first",))
             first.start()
-            time.sleep(0.3)
+            s.wait_metric(PARKED, parked + 1)  # "first" waits in the writer
             second = threading.Thread(target=fetch, args=("second",))
             second.start()
-            time.sleep(0.3)
+            s.wait_metric(PARKED, parked + 2)  # and "second" behind it
             self.assertEqual(s.enqueue("lp", {"name": "a", "id": "lp-1"})[0], 201)
             first.join(5)
             self.assertFalse(first.is_alive(), "the first fetcher was not served")

@@ -37,6 +37,7 @@ LEASE_MS = 6000          # also how long jobs lost with the killed server wait t
 TAKEOVER_BOUND_S = 3.0   # the killed leader's session ends with its socket; 50 ms ticks
 WAKE_BOUND_MS = 500      # a cross-node wake-up beats the 1000 ms re-poll
 QUEUE = "mn"
+PARKED = "errand_fetches_parked_total"  # long-poll fetches a node's writer has parked
 
 PG_URL = os.environ.get("ERRAND_TEST_PG_URL", "")
 
@@ -116,16 +117,17 @@ class Worker(threading.Thread):
             except OSError as ex:
                 for e in pending:
                     e["uncertain"] = True
-                time.sleep(0.2)  # a server being killed is reaped meanwhile
-                if srv.alive():
+                # a server being killed is reaped by the test's kill() meanwhile
+                # (alive() says True until then); one still running after that
+                # failed the fetch on its own
+                if not wait_until(lambda: not srv.alive(), timeout=5):
                     self.errors.append("fetch on %d: %r" % (self.cur, ex))
-                    time.sleep(0.05)
                 self.switch()
                 continue
             t1 = time.monotonic()
             if st != 200:
                 self.errors.append("fetch on %d -> %s %r" % (self.cur, st, body))
-                time.sleep(0.1)
+                time.sleep(0.1)  # a pause before retrying, not an order
                 continue
             results = body.get("acks", [])
             if len(results) != len(pending):
@@ -149,7 +151,7 @@ class Worker(threading.Thread):
             if self.servers[i].alive():
                 self.cur = i
                 return
-        time.sleep(0.1)
+        time.sleep(0.1)  # none alive: a pause before looking again, not an order
 
 
 @unittest.skipIf(not PG_URL and os.environ.get("ERRAND_TEST_PG_SKIP") == "1",
@@ -206,9 +208,11 @@ class MultiNodeTest(unittest.TestCase):
             got["jobs"] = self.servers[b].fetch_jobs(q, worker_id="parker", wait_ms=5000)
             got["t"] = time.monotonic()
 
+        parked = self.servers[b].metric(PARKED)
         th = threading.Thread(target=park)
         th.start()
-        time.sleep(0.3)  # parked well inside the writer's 1 s re-poll period
+        # parked on b: its writer's re-poll comes 1 s from now, after WAKE_BOUND_MS
+        self.servers[b].wait_metric(PARKED, parked + 1)
         t_enq = time.monotonic()
         st, body, _ = self.servers[a].enqueue(q, {"name": "w", "id": job_id})
         self.assertEqual(st, 201, body)
@@ -376,7 +380,7 @@ class MultiNodeTest(unittest.TestCase):
                                             "missed": "skip"})
         self.assertIn(st, (200, 201), body)
         t0 = time.time()
-        time.sleep(5.5)
+        time.sleep(5.5)  # a duration, not an order: the ticks of 5.5 s are counted
         st, body, _ = live[-1].request("DELETE", "/v1/schedulers/every-second")
         self.assertIn(st, (200, 204), body)
         t1 = time.time()

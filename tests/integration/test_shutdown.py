@@ -6,17 +6,21 @@
 # second signal during shutdown exits at once.
 
 import http.client
+import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server  # noqa: E402
+from harness import Server, wait_until  # noqa: E402
 
 NET_ERRORS = (OSError, http.client.HTTPException)
+PARKED = "errand_fetches_parked_total"  # long-poll fetches the writer has parked
+SHUTTING_DOWN = "shutting down"         # logged when the first signal is handled
 
 
 class ShutdownTest(unittest.TestCase):
@@ -27,12 +31,15 @@ class ShutdownTest(unittest.TestCase):
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.threads = []
+        self.socks = []
 
     def tearDown(self):
         self.stop.set()
         for th in self.threads:
             th.join(30)
         self.s.cleanup()
+        for sock in self.socks:
+            sock.close()
 
     def start_producers(self, n, tag):
         def run(t):
@@ -43,7 +50,7 @@ class ShutdownTest(unittest.TestCase):
                 try:
                     st, _, _ = self.s.enqueue("sd-q", {"name": "x", "id": jid}, retry=False)
                 except NET_ERRORS:
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # a pause before retrying, not an order
                     continue
                 with self.lock:
                     if 200 <= st < 300:
@@ -54,6 +61,38 @@ class ShutdownTest(unittest.TestCase):
             th = threading.Thread(target=run, args=(t,))
             th.start()
             self.threads.append(th)
+
+    def stalled_fetch(self, queue, n=20):
+        """Leases n jobs of 400 KB on a socket that is never read: the 8 MB
+        reply cannot be written, so the request stays in flight and a graceful
+        shutdown waits for it (up to --shutdown-grace, 30 s by default).
+        Returns once the server has the request (the jobs are active)."""
+        big = "x" * 400000
+        jobs = [{"name": "big", "id": "%s-%d" % (queue, i), "payload": {"s": big}}
+                for i in range(n)]
+        st, b, _ = self.s.enqueue(queue, {"jobs": jobs}, timeout=60)
+        self.assertEqual(st, 201, b)
+        sock = socket.socket()
+        self.socks.append(sock)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((self.s.host, self.s.port))
+        body = json.dumps({"queues": [queue], "worker_id": "stalled", "max": n}).encode()
+        auth = "Authorization: Bearer %s\r\n" % self.s.token if self.s.token else ""
+        sock.sendall(("POST /v1/fetch HTTP/1.1\r\nHost: errand\r\n%sContent-Type: "
+                      "application/json\r\nContent-Length: %d\r\n\r\n"
+                      % (auth, len(body))).encode() + body)
+        wait_until(lambda: self.s.queue_info(queue)["counts"]["active"] == n,
+                   timeout=30, what="the stalled fetch to lease its %d jobs" % n)
+
+    def wait_for_load(self, tag, n, parked):
+        """Waits until each of the n producers has had an enqueue answered 2xx
+        and the writer has parked `parked` long-poll fetches in all."""
+        def producing():
+            with self.lock:
+                return {jid.split("-")[1] for jid in self.acked if jid.startswith(tag + "-")}
+        wait_until(lambda: len(producing()) == n, timeout=15,
+                   what="an answered enqueue from each of %d producers" % n)
+        self.s.wait_metric(PARKED, parked, timeout=15)
 
     def test_sigterm_under_load_exits_0_answers_long_poll_and_keeps_every_2xx(self):
         self.start_producers(4, "term")
@@ -69,9 +108,7 @@ class ShutdownTest(unittest.TestCase):
         th = threading.Thread(target=long_poll)
         th.start()
         self.threads.append(th)
-        time.sleep(1.0)
-        with self.lock:
-            self.assertGreater(len(self.acked), 0, self.s.log_text())
+        self.wait_for_load("term", 4, 1)
         t0 = time.monotonic()
         self.s.signal(signal.SIGTERM)
         rc = self.s.wait(10)
@@ -106,8 +143,9 @@ class ShutdownTest(unittest.TestCase):
     def test_readyz_after_sigterm_is_503_or_refused(self):
         st, b, _ = self.s.get("/readyz")
         self.assertEqual(st, 200, b)
+        mark = self.s.log_mark()
         self.s.signal(signal.SIGTERM)
-        time.sleep(0.1)
+        self.s.wait_log(SHUTTING_DOWN, after=mark)
         seen = []
         end = time.monotonic() + 2.0
         while time.monotonic() < end:
@@ -121,7 +159,7 @@ class ShutdownTest(unittest.TestCase):
                     seen.append(type(e).__name__)
             if not self.s.alive():
                 break
-            time.sleep(0.02)
+            time.sleep(0.02)  # the pace of the probes
         self.assertNotIn(200, seen, seen)
         self.assertEqual(self.s.wait(10), 0, self.s.log_text())
 
@@ -139,15 +177,22 @@ class ShutdownTest(unittest.TestCase):
             th.start()
             parked.append(th)
             self.threads.append(th)
-        time.sleep(0.8)
-        t0 = time.monotonic()
+        self.stalled_fetch("sd-big")  # without a second signal shutdown waits for it
+        self.wait_for_load("twice", 4, 4)
+        mark = self.s.log_mark()
         self.s.signal(signal.SIGTERM)
-        time.sleep(0.01)
-        if self.s.alive():
-            self.s.signal(signal.SIGTERM)
+        self.s.wait_log(SHUTTING_DOWN, after=mark)
+        self.assertTrue(self.s.alive(), "shutdown did not wait for the stalled reply:\n"
+                        + self.s.log_text())
+        t0 = time.monotonic()
+        self.s.signal(signal.SIGTERM)  # during the shutdown
         rc = self.s.wait(2)
         self.assertIsNotNone(rc, "still running 2 s after a second SIGTERM:\n" + self.s.log_text())
         self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertEqual(rc, 1, self.s.log_text())  # _exit(1), not the graceful 0
+        self.s.join_drainers()
+        self.assertTrue(any("second signal" in o.get("msg", "")
+                            for o in self.s.log_records(after=mark)), self.s.log_text())
 
     def test_sigint_shuts_down_like_sigterm(self):
         st, _, _ = self.s.enqueue("sd-int", {"name": "x", "id": "int-1"})

@@ -166,8 +166,10 @@ class RuntimeTest(unittest.TestCase):
 
     def test_second_signal_exits_at_once(self):
         started = os.path.join(self.tmp, "twice.started")
-        script = write_script(self.tmp, "long.sh",
-                              "touch '%s'\ncat >/dev/null\nsleep 5\n" % started)
+        # stderr away from the worker's: the job outlives it and would keep
+        # the pipe the test reads the worker's lines from open
+        script = write_script(self.tmp, "long.sh", "exec 2>/dev/null\ntouch '%s'\n"
+                              "cat >/dev/null\nsleep 5\n" % started)
         self.enqueue("twice", "twice-1")
         w = Worker.work(self.s, "twice", [script], "--timeout", "8s", "--grace", "9s",
                         "--lease", "10s")
@@ -175,7 +177,10 @@ class RuntimeTest(unittest.TestCase):
             # running, not only leased (a leased job may still wait in the prefetch)
             self.assertTrue(wait_until(lambda: os.path.exists(started), 10))
             w.signal(signal.SIGTERM)
-            time.sleep(0.3)
+            wait_until(lambda: any(l.get("msg", "").startswith("stopping")
+                                   for l in w.logs()),
+                       timeout=10, what="the worker to log that the first signal stops it")
+            time.sleep(0.3)  # a duration, not an order: the worker keeps waiting meanwhile
             self.assertIsNone(w.proc.poll(), "the first signal waits for the running job")
             t0 = time.monotonic()
             w.signal(signal.SIGTERM)
@@ -210,7 +215,7 @@ class RuntimeTest(unittest.TestCase):
         w = Worker.example(self.s, "x", "--timeout-ms", "5000", "--grace-ms", "4000",
                            "--lease-ms", "10000")
         self.assertEqual(w.wait(5), 2)
-        time.sleep(0.05)
+        w.join_drainer()
         self.assertIn("timeout (5000 ms) must be shorter than grace (4000 ms)", w.text())
 
 

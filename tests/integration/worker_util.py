@@ -12,7 +12,6 @@ import signal
 import stat
 import subprocess
 import threading
-import time
 
 from harness import REPO_ROOT, clean_env, errand_bin
 
@@ -46,7 +45,8 @@ class Worker:
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=clean_env(env))
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     @classmethod
     def work(cls, server, queues, cmd, *opts, env=None):
@@ -85,6 +85,10 @@ class Worker:
         with self._lock:
             return "\n".join(self.lines[-80:])
 
+    def join_drainer(self, timeout=5.0):
+        """Waits until the stderr of an exited worker is read to its end."""
+        self._drainer.join(timeout)
+
     def signal(self, sig):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -102,7 +106,7 @@ class Worker:
         if rc is None:
             self.proc.kill()
             self.proc.wait()
-        time.sleep(0.05)  # let the drain thread take the last lines
+        self.join_drainer()  # its last lines are in self.lines
         return rc
 
     def kill(self):
