@@ -59,6 +59,7 @@ typedef struct worker {
     er_wake ext_wake; /* writer: queues other nodes made ready (under mu) */
     bool ext_all;     /* writer: wake-ups may have been lost, retry every parked fetch (under mu) */
     bool leader;      /* writer thread only: holds the maintenance lease */
+    bool poke;        /* writer: look at the parked fetches now (under mu) */
 } worker;
 
 struct er_engine {
@@ -79,7 +80,7 @@ struct er_engine {
     struct event *drained_ev;
 
     _Atomic uint64_t commits, commit_requests, commit_failures, promoted, reaped;
-    _Atomic uint64_t parked;
+    _Atomic uint64_t parked, waiting;
     _Atomic bool leader;  /* the writer runs maintenance */
     er_notify *notify;    /* PostgreSQL: wake-ups from other nodes */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
@@ -190,7 +191,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         er_wake_add(&x->wake, w->ext_wake.names[i], w->ext_wake.counts[i]);
     er_wake_fini(&w->ext_wake);
     all = w->ext_all;
-    w->ext_all = false;
+    w->ext_all = w->poke = false;
     pthread_mutex_unlock(&w->mu);
     if (all)
         for (er_req *r = w->parked; r; r = r->next)
@@ -200,7 +201,8 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
     er_req *out = NULL, **out_tail = &out;
     for (er_req **pp = &w->parked; *pp;) {
         er_req *r = *pp;
-        if (draining || mono >= r->deadline_mono) {
+        if (draining || mono >= r->deadline_mono || atomic_load(&r->abandoned)) {
+            atomic_fetch_sub(&e->waiting, 1);
             *pp = r->next;
             r->next = NULL;
             *out_tail = r;
@@ -253,6 +255,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
     for (er_req **pp = &w->parked; *pp;) {
         er_req *r = *pp;
         if (r->list.len) {
+            atomic_fetch_sub(&e->waiting, 1);
             *pp = r->next;
             r->next = NULL;
             *out_tail = r;
@@ -271,11 +274,13 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         r->next = NULL;
         if (r->type == ER_REQ_FETCH && rc == 0) {
             r->acks_applied = true;
-            if (r->rc == 0 && r->list.len == 0 && !draining && mono < r->deadline_mono) {
+            if (r->rc == 0 && r->list.len == 0 && !draining && mono < r->deadline_mono &&
+                !atomic_load(&r->abandoned)) {
                 r->repoll_mono = mono + REPOLL_MS;
                 *park_tail = r;
                 park_tail = &r->next;
                 atomic_fetch_add(&e->parked, 1);
+                atomic_fetch_add(&e->waiting, 1);
                 continue;
             }
         }
@@ -319,7 +324,7 @@ static void *worker_main(void *arg)
             int64_t now = er_mono_ms();
             int64_t wake_at = writer_wake_at(w, next_maint);
             if (now >= wake_at || (w->draining && w->parked) ||
-                (w->parked && (w->ext_wake.len || w->ext_all)))
+                (w->parked && (w->ext_wake.len || w->ext_all || w->poke)))
                 break;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -583,6 +588,18 @@ void er_engine_submit(er_engine *e, er_req *req)
     worker_push(er_req_is_read(req) ? &e->reader : &e->writer, req);
 }
 
+void er_engine_abandon(er_engine *e, er_req *req)
+{
+    atomic_store(&req->abandoned, true);
+    if (req->type != ER_REQ_FETCH)
+        return;
+    /* a parked fetch is answered by the writer's next pass */
+    pthread_mutex_lock(&e->writer.mu);
+    e->writer.poke = true;
+    pthread_cond_signal(&e->writer.cv);
+    pthread_mutex_unlock(&e->writer.mu);
+}
+
 bool er_engine_ready(const er_engine *e)
 {
     return e && e->ready && !e->draining;
@@ -639,5 +656,6 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     out->reaped = atomic_load(&e->reaped);
     out->dead = e->dead;
     out->parked_fetches = atomic_load(&e->parked);
+    out->waiting_fetches = atomic_load(&e->waiting);
     out->maintenance_leader = atomic_load(&e->leader);
 }

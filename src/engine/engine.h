@@ -12,6 +12,7 @@
 #ifndef ER_ENGINE_ENGINE_H
 #define ER_ENGINE_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -115,6 +116,7 @@ struct er_req {
     int64_t deadline_mono;     /* FETCH long-poll */
     int64_t repoll_mono;       /* FETCH: parked; next unconditional retry */
     bool acks_applied;         /* FETCH: acks are applied on the first pass only */
+    _Atomic bool abandoned;    /* FETCH: nobody waits for the answer (er_engine_abandon) */
 };
 
 /* A zeroed request of `type`; NULL on ENOMEM. */
@@ -133,6 +135,12 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
  * answered at once with ER_EUNAVAIL. */
 void er_engine_submit(er_engine *e, er_req *req);
 
+/* Tells the engine nobody waits for req's answer any more (its client went
+ * away): a fetch leases nothing more and stops waiting; outcomes it carries
+ * are still applied, and req->done still runs. Loop thread; req is still
+ * the engine's. */
+void er_engine_abandon(er_engine *e, er_req *req);
+
 /* True once the store is open and the threads are running, false while
  * draining. */
 bool er_engine_ready(const er_engine *e);
@@ -150,7 +158,8 @@ void er_engine_free(er_engine *e);
 typedef struct er_engine_stats {
     uint64_t commits, commit_requests, commit_failures;
     uint64_t enqueued, fetched, completed, failed, released, promoted, reaped, dead;
-    uint64_t parked_fetches;
+    uint64_t parked_fetches;   /* long-polls parked so far */
+    uint64_t waiting_fetches;  /* long-polls parked now */
     bool maintenance_leader; /* this node runs promotion, reaping, retention */
 } er_engine_stats;
 

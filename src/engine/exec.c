@@ -335,6 +335,8 @@ static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)
 
 int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
 {
+    if (atomic_load(&req->abandoned))
+        return 0; /* the client is gone: a job leased now would wait out its lease */
     er_fetch_params p = {
         .queues = (const char *const *)req->fetch.queues,
         .nqueues = req->fetch.nqueues,

@@ -3,14 +3,16 @@
 # Long-poll order: parked fetches are served oldest first, so a worker that
 # keeps coming back cannot starve one that has waited longer.
 
+import json
 import os
+import socket
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server  # noqa: E402
+from harness import Server, wait_until  # noqa: E402
 
 # counts the long-poll fetches the writer has parked (waiting for jobs)
 PARKED = "errand_fetches_parked_total"
@@ -40,6 +42,26 @@ class LongPollTest(unittest.TestCase):
             self.assertEqual(s.enqueue("lp", {"name": "a", "id": "lp-2"})[0], 201)
             second.join(5)
             self.assertEqual(got["second"][:2], (200, ["lp-2"]))
+
+    def test_a_fetch_whose_client_went_away_leases_nothing(self):
+        """A long-poll whose connection closed must not take the next job: it
+        would hold it for a whole lease while a live worker waits."""
+        with Server() as s:
+            parked = s.metric(PARKED)
+            body = json.dumps({"queues": ["gone"], "worker_id": "ghost", "max": 1,
+                               "wait_ms": 20000, "lease_ms": 600000}).encode()
+            sock = socket.create_connection((s.host, s.port))
+            sock.sendall(b"POST /v1/fetch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                         b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            s.wait_metric(PARKED, parked + 1)  # the ghost waits in the writer
+            sock.close()
+            # once the server saw the close, the ghost is gone from the writer
+            wait_until(lambda: s.metric("errand_fetches_waiting") == 0,
+                       what="the abandoned long-poll to leave the writer")
+            self.assertEqual(s.enqueue("gone", {"name": "a", "id": "g-1"})[0], 201)
+            st, b, _ = s.fetch(["gone"], worker_id="live", max=1, wait_ms=2000)
+            self.assertEqual((st, [j["id"] for j in b["jobs"]]), (200, ["g-1"]))
+            self.assertEqual(b["jobs"][0]["attempt"], 1, "the job was leased once")
 
 
 if __name__ == "__main__":

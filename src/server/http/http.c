@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -107,6 +108,8 @@ static er_hctx *ctx_get(er_server *s)
     c->param[0] = '\0';
     c->query = NULL;
     c->finish = NULL;
+    c->ereq = NULL;
+    c->closed_ev = NULL;
     c->orphan = false;
     c->parked = false;
     c->sending = false;
@@ -414,12 +417,52 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
         c->orphan = true; /* detached from the connection: ours to free */
     else
         c->req = NULL; /* freed together with the connection */
+    if (c->parked && c->ereq) /* a long-poll must not lease jobs for nobody */
+        er_engine_abandon(c->s->engine, c->ereq);
+    if (c->closed_ev) { /* before libevent closes the socket */
+        event_free(c->closed_ev);
+        c->closed_ev = NULL;
+    }
+}
+
+/* evhttp reads nothing while a request waits for its reply, so it cannot
+ * see a client hang up; a parked long-poll watches for that itself
+ * (EV_CLOSED: epoll's EPOLLRDHUP), so the engine stops leasing jobs for it. */
+static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_hctx *c = arg;
+    if (c->parked && c->ereq)
+        er_engine_abandon(c->s->engine, c->ereq);
+    event_free(c->closed_ev);
+    c->closed_ev = NULL;
+}
+
+static void watch_hangup(er_hctx *c, struct evhttp_connection *evcon)
+{
+    struct event_base *base = c->s->base;
+    if (!(event_base_get_features(base) & EV_FEATURE_EARLY_CLOSE))
+        return;
+    evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
+    if (fd < 0)
+        return;
+    c->closed_ev = event_new(base, fd, EV_CLOSED, on_peer_closed, c);
+    if (c->closed_ev && event_add(c->closed_ev, NULL) < 0) {
+        event_free(c->closed_ev);
+        c->closed_ev = NULL;
+    }
 }
 
 static void on_engine_done(er_req *r)
 {
     er_hctx *c = r->arg;
     c->parked = false;
+    c->ereq = NULL;
+    if (c->closed_ev) {
+        event_free(c->closed_ev);
+        c->closed_ev = NULL;
+    }
     if (!c->req || c->orphan) {
         if (c->req)
             evhttp_request_free(c->req);
@@ -435,11 +478,15 @@ void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish)
 {
     c->finish = finish;
     c->parked = true;
+    c->ereq = r;
     r->done = on_engine_done;
     r->arg = c;
     struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-    if (evcon)
+    if (evcon) {
         evhttp_connection_set_closecb(evcon, on_conn_close, c);
+        if (r->type == ER_REQ_FETCH && r->fetch.wait_ms > 0)
+            watch_hangup(c, evcon);
+    }
     er_engine_submit(c->s->engine, r);
 }
 

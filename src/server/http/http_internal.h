@@ -62,6 +62,8 @@ struct er_hctx {
     char param[ER_PARAM_MAX + 1]; /* decoded {queue}, {key}, {name} or {id} */
     const char *query;          /* raw query string or NULL; handler only */
     er_finish_fn finish;
+    er_req *ereq;               /* while parked: the engine's request (not ours) */
+    struct event *closed_ev;    /* a parked long-poll: fires when the client hangs up */
     bool orphan;                /* connection gone, request detached: free it ourselves */
     bool parked;                /* waiting for the engine */
     bool sending;               /* reply handed to libevent, not yet written */

@@ -64,6 +64,8 @@ void er_route_metrics(er_hctx *c)
     metric(b, "errand_jobs_dead_total", "counter", "Jobs a failure report sent to the dead letters.", st.dead);
     metric(b, "errand_fetches_parked_total", "counter", "Fetches that long-polled for jobs.",
            st.parked_fetches);
+    metric(b, "errand_fetches_waiting", "gauge", "Long-poll fetches waiting for jobs now.",
+           st.waiting_fetches);
     metric(b, "errand_maintenance_leader", "gauge",
            "1 while this node runs promotion, reaping and retention (one node per store).",
            st.maintenance_leader);
