@@ -451,6 +451,8 @@ Test(conformance, concurrency_limits_active_jobs_per_queue)
     er_job_list_fini(&l2);
 }
 
+#include "fetch_policy_cases.h"
+
 /* ---- leases ---- */
 
 Test(conformance, lease_token_is_required_for_every_ack)

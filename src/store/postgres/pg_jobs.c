@@ -6,6 +6,7 @@
  * from the same statement that would have written. Decisions (backoff,
  * dead or retry) come from src/core; this file only persists them.
  */
+#include "core/fetch.h"
 #include "store/postgres/pg_int.h"
 
 #include <errno.h>
@@ -164,38 +165,81 @@ static int leased_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Leases with one call of fetch_jobs (every queue in one round trip). */
+/* The fetch policy's answer for each queue (core/fetch.h), from their
+ * states: one round trip, which also locks the queues with a concurrency
+ * limit so fetchers on every node count their active jobs one at a time.
+ * caps[i] and leases[i] are appended to the two arrays. */
+static int plan(er_store *s, const er_fetch_params *fp, const char *queues, int64_t now,
+                er_pg_array *caps, er_pg_array *leases, bool *any, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_str(&p, queues);
+    PGresult *res;
+    int rc = er_pg_exec(s, ER_PG_QUEUE_STATES, &p, &res, err);
+    if (rc < 0)
+        return rc;
+    *any = false;
+    for (int i = 0; i < PQntuples(res) && (size_t)i < fp->nqueues; i++) {
+        er_queue_state q = {
+            .paused = PQgetvalue(res, i, 0)[0] == 't',
+            .throttled_until = er_pg_i64(res, i, 1),
+            .concurrency = (int)er_pg_i64(res, i, 2),
+            .active = er_pg_i64(res, i, 3),
+            .lease_ms = er_pg_i64(res, i, 4),
+        };
+        int64_t cap = er_fetch_cap(&q, now);
+        if (cap > fp->max)
+            cap = fp->max;
+        *any |= cap > 0;
+        er_pg_array_i64(caps, cap);
+        er_pg_array_i64(leases, er_fetch_lease_ms(&q, fp->lease_ms));
+    }
+    PQclear(res);
+    return 0;
+}
+
+/* Leases per the policy: queue states, then the row work (lease_jobs). */
 static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_rand *r, er_job_list *out,
                        er_error *err)
 {
     if (fp->max < 1 || fp->nqueues == 0)
         return 0;
-    er_pg_array qa = {0}, ta = {0};
+    int64_t now = er_pg_now(s, fp->now);
+    er_pg_array qa = {0}, ta = {0}, ca = {0}, la = {0};
     for (size_t i = 0; i < fp->nqueues; i++)
         er_pg_array_str(&qa, fp->queues[i]);
-    for (int i = 0; i < fp->max; i++) {
+    const char *queues = er_pg_array_done(&qa);
+    bool any = false;
+    int rc = queues ? plan(s, fp, queues, now, &ca, &la, &any, err) : nomem(err);
+    for (int i = 0; rc == 0 && any && i < fp->max; i++) {
         char tok[33];
         er_rand_token(r, tok);
         er_pg_array_str(&ta, tok);
     }
-    const char *queues = er_pg_array_done(&qa), *tokens = er_pg_array_done(&ta);
-    int rc = 0;
     PGresult *res = NULL;
-    if (!queues || !tokens) {
-        rc = nomem(err);
-    } else {
-        er_pg_params p = {0};
-        er_pg_p_str(&p, queues);
-        er_pg_p_str(&p, fp->worker_id ? fp->worker_id : "");
-        er_pg_p_i64(&p, fp->max);
-        er_pg_p_i64(&p, fp->lease_ms > 0 ? fp->lease_ms : 0);
-        er_pg_p_i64(&p, er_pg_now(s, fp->now));
-        er_pg_p_str(&p, tokens);
-        er_pg_p_i64(&p, ER_DEFAULT_LEASE_MS);
-        rc = er_pg_exec(s, ER_PG_FETCH, &p, &res, err);
+    if (rc == 0 && any) {
+        const char *caps = er_pg_array_done(&ca), *leases = er_pg_array_done(&la),
+                   *tokens = er_pg_array_done(&ta);
+        if (!caps || !leases || !tokens) {
+            rc = nomem(err);
+        } else {
+            er_pg_params p = {0};
+            er_pg_p_str(&p, queues);
+            er_pg_p_str(&p, caps);
+            er_pg_p_str(&p, leases);
+            er_pg_p_str(&p, fp->worker_id ? fp->worker_id : "");
+            er_pg_p_i64(&p, fp->max);
+            er_pg_p_i64(&p, now);
+            er_pg_p_str(&p, tokens);
+            rc = er_pg_exec(s, ER_PG_FETCH, &p, &res, err);
+        }
     }
     er_pg_array_fini(&qa);
     er_pg_array_fini(&ta);
+    er_pg_array_fini(&ca);
+    er_pg_array_fini(&la);
+    if (rc < 0 || !any)
+        return rc;
     if (rc < 0)
         return rc;
     int n = PQntuples(res);

@@ -305,7 +305,7 @@ const char *const er_pg_migrations[] = {
     " value text NOT NULL,"
     " updated_at bigint NOT NULL);",
 
-    /* 4: the limits row and errand.enqueue_job (pg_enqueue_sql.c) */
+    /* 4: the limits row, errand.enqueue_job, the fetch row work (pg_migration_4.c) */
     er_pg_migration_4,
 };
 
@@ -400,7 +400,10 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 5),"
         " (SELECT min(j.run_at) FROM jobs j WHERE j.queue = q.name AND j.state = 1)"
         " FROM queues q ORDER BY q.name COLLATE \"C\"",
-    [ER_PG_FETCH] = "SELECT " COLS " FROM fetch_jobs($1::text[], $2, $3, $4, $5, $6::text[], $7) j",
+    /* the fetch policy's inputs (core/fetch.h) and its row work, in order */
+    [ER_PG_QUEUE_STATES] = "SELECT * FROM queue_states($1::text[])",
+    [ER_PG_FETCH] = "SELECT " COLS " FROM lease_jobs($1::text[], $2::bigint[], $3::bigint[], $4,"
+                    " $5, $6, $7::text[]) j",
     [ER_PG_HEARTBEAT] = "WITH u AS (UPDATE jobs SET lease_expires_at = $1,"
                         " progress = coalesce($2, progress), updated_at = $3"
                         " WHERE id = $4 AND state = 2 AND lease_token = $5 RETURNING 1)"

@@ -6,6 +6,7 @@
  * logical error leaves the transaction as it was. Decisions (backoff,
  * dead or retry) come from src/core; this file only persists them.
  */
+#include "core/fetch.h"
 #include "store/sqlite/sqlite_int.h"
 
 #include <errno.h>
@@ -256,31 +257,32 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_li
         rc = er_sqlite_queue_get(s, p->queues[i], &q, err);
         if (rc < 0)
             break;
-        if (q->settings.paused || q->throttled_until > p->now)
-            continue;
-        int take = remaining;
-        int concurrency = q->settings.concurrency;
-        int64_t lease_ms = p->lease_ms > 0 ? p->lease_ms
-                           : q->settings.lease_ms > 0 ? q->settings.lease_ms
-                                                      : ER_DEFAULT_LEASE_MS;
-        if (concurrency > 0) {
+        /* the fetch policy is core's (core/fetch.h): this reads its inputs */
+        er_queue_state qs = {
+            .paused = q->settings.paused,
+            .throttled_until = q->throttled_until,
+            .concurrency = q->settings.concurrency,
+            .lease_ms = q->settings.lease_ms,
+        };
+        if (qs.concurrency > 0 && !qs.paused && qs.throttled_until <= p->now) {
             sqlite3_stmt *st = NULL;
             rc = er_sqlite_prep(s, ER_SQ_COUNT_ACTIVE, &st, err);
             if (rc < 0)
                 break;
             sqlite3_bind_text(st, 1, p->queues[i], -1, SQLITE_STATIC);
             int src = sqlite3_step(st);
-            int64_t active = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+            qs.active = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
             if (src != SQLITE_ROW)
                 rc = er_sqlite_error(s->db, src, "count active", err);
             sqlite3_reset(st);
             if (rc < 0)
                 break;
-            if (active >= concurrency)
-                continue;
-            if (concurrency - active < take)
-                take = (int)(concurrency - active);
         }
+        int64_t cap = er_fetch_cap(&qs, p->now);
+        if (cap <= 0)
+            continue;
+        int take = cap < remaining ? (int)cap : remaining;
+        int64_t lease_ms = er_fetch_lease_ms(&qs, p->lease_ms);
         int got = 0;
         rc = fetch_queue(s, p, p->queues[i], take, lease_ms, r, out, &got, err);
         remaining -= got;

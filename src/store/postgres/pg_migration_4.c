@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT
  *
- * PostgreSQL migration 4: the limits row the servers write, and the
- * application's enqueue functions rebuilt on it. errand.enqueue_job takes a
+ * PostgreSQL migration 4. The limits row the servers write, and the
+ * application's enqueue functions rebuilt on it: errand.enqueue_job takes a
  * whole request, as the HTTP API does, and is pinned to core's
- * er_job_validate by tests/store/enqueue_corpus.jsonl: the same checks in
- * the same order with the same messages, the field in the error's COLUMN.
+ * er_job_validate by tests/store/enqueue_corpus.jsonl (the same checks in
+ * the same order with the same messages, the field in the error's COLUMN).
  * The functions are SECURITY DEFINER (their search_path pinned), so an
- * application needs only USAGE on the schema and EXECUTE on them.
+ * application needs only USAGE on the schema and EXECUTE on them. And the
+ * row work of a fetch whose policy is core's (core/fetch.h): queue_states
+ * reads (and, for a queue with a concurrency limit, locks) what the policy
+ * needs; lease_jobs leases up to each queue's cap, in order. fetch_jobs of
+ * migration 1 stays for servers of the previous version during an upgrade.
  */
 #include "store/postgres/pg_int.h"
 
@@ -287,4 +291,44 @@ const char er_pg_migration_4[] =
     "DROP FUNCTION _int(jsonb, text, text, bigint, bigint);\n"
     "DROP FUNCTION _str(jsonb, text);\n"
     "REVOKE EXECUTE ON FUNCTION enqueue_job(text, jsonb), enqueue(text, text, jsonb, jsonb),\n"
-    " enqueue_bulk(text, jsonb) FROM PUBLIC;\n";
+    " enqueue_bulk(text, jsonb) FROM PUBLIC;\n"
+    "CREATE FUNCTION queue_states(p_queues text[])\n"
+    " RETURNS TABLE (paused boolean, throttled_until bigint, concurrency integer, active bigint, lease_ms bigint)\n"
+    " LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$\n"
+    "DECLARE v_q text; v_r record;\n"
+    "BEGIN\n"
+    " FOREACH v_q IN ARRAY p_queues LOOP\n"
+    "  SELECT q.paused, q.throttled_until, q.concurrency, q.lease_ms INTO v_r FROM queues q WHERE q.name = v_q;\n"
+    "  IF NOT FOUND THEN\n"
+    "   paused := false; throttled_until := 0; concurrency := 0; active := 0; lease_ms := 0;\n"
+    "  ELSE\n"
+    "   paused := v_r.paused; throttled_until := v_r.throttled_until; concurrency := v_r.concurrency;\n"
+    "   lease_ms := v_r.lease_ms; active := 0;\n"
+    "   IF v_r.concurrency > 0 THEN\n"
+    "    PERFORM 1 FROM queues q WHERE q.name = v_q FOR UPDATE;\n"
+    "    SELECT count(*) INTO active FROM jobs j WHERE j.queue = v_q AND j.state = 2;\n"
+    "   END IF;\n"
+    "  END IF;\n"
+    "  RETURN NEXT;\n"
+    " END LOOP;\n"
+    "END $f$;\n"
+    "CREATE FUNCTION lease_jobs(p_queues text[], p_caps bigint[], p_leases bigint[], p_worker text,\n"
+    " p_max integer, p_now bigint, p_tokens text[])\n"
+    " RETURNS SETOF jobs LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$\n"
+    "DECLARE v_i integer; v_take bigint; v_got integer; v_used integer := 0;\n"
+    "BEGIN\n"
+    " FOR v_i IN 1 .. coalesce(array_length(p_queues, 1), 0) LOOP\n"
+    "  EXIT WHEN v_used >= p_max;\n"
+    "  v_take := least(p_caps[v_i], p_max - v_used);\n"
+    "  CONTINUE WHEN v_take <= 0;\n"
+    "  RETURN QUERY UPDATE jobs j SET state = 2, attempts = j.attempts + 1,\n"
+    "   started = j.started + 1, lease_owner = p_worker, lease_token = p_tokens[v_used + x.rn],\n"
+    "   lease_expires_at = p_now + p_leases[v_i], started_at = p_now, updated_at = p_now\n"
+    "   FROM (SELECT s.seq, row_number() OVER () AS rn FROM (SELECT w.seq FROM jobs w\n"
+    "    WHERE w.queue = p_queues[v_i] AND w.state = 1 ORDER BY w.priority DESC, w.run_at, w.seq\n"
+    "    LIMIT v_take FOR UPDATE SKIP LOCKED) s) x\n"
+    "   WHERE j.seq = x.seq RETURNING j.*;\n"
+    "  GET DIAGNOSTICS v_got = ROW_COUNT;\n"
+    "  v_used := v_used + v_got;\n"
+    " END LOOP;\n"
+    "END $f$;\n";
