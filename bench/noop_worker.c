@@ -63,7 +63,7 @@ int main(int argc, char **argv)
     const char *server = "http://127.0.0.1:7400", *queue = "bench", *token = NULL, *label = "";
     int conc = 10, prefetch = -1;
     long long jobs = 20000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             usage();
@@ -87,7 +87,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     const char *queues[] = {queue};
     errand_worker_config cfg;

@@ -88,15 +88,22 @@ static void run(er_exec_ctx *x, er_req *r, int64_t now)
 }
 
 /* One transaction of each phase; separate functions so callgrind's
- * inclusive cost of each is the phase's writer work. */
-__attribute__((noipa)) static void tx_bulk(er_exec_ctx *x, er_req *r, int64_t now)
+ * inclusive cost of each is the phase's writer work. clang has no noipa;
+ * noinline keeps the functions apart there. */
+#if defined(__has_attribute) && __has_attribute(noipa)
+#define NOIPA __attribute__((noipa))
+#else
+#define NOIPA __attribute__((noinline))
+#endif
+
+NOIPA static void tx_bulk(er_exec_ctx *x, er_req *r, int64_t now)
 {
     begin(x);
     run(x, r, now);
     commit(x);
 }
 
-__attribute__((noipa)) static void tx_process(er_exec_ctx *x, er_req *r, int64_t now)
+NOIPA static void tx_process(er_exec_ctx *x, er_req *r, int64_t now)
 {
     begin(x);
     run(x, r, now);
@@ -104,7 +111,7 @@ __attribute__((noipa)) static void tx_process(er_exec_ctx *x, er_req *r, int64_t
 }
 
 /* The batch as writer_batch runs it: a chain, runs of enqueues together. */
-__attribute__((noipa)) static void tx_single(er_exec_ctx *x, er_req **rs, int k, int64_t now)
+NOIPA static void tx_single(er_exec_ctx *x, er_req **rs, int k, int64_t now)
 {
     for (int i = 0; i < k; i++)
         rs[i]->next = i + 1 < k ? rs[i + 1] : NULL;

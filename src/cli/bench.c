@@ -281,9 +281,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
             return;
         }
         c->inlen += (size_t)n;
-        int st;
-        size_t body, blen;
-        bool close_after;
+        int st = 0; /* set when total > 0; gcc -O1 cannot tell */
+        size_t body = 0, blen = 0;
+        bool close_after = false;
         long total = parse_reply(c, &st, &body, &blen, &close_after);
         if (total < 0 || (total > 0 && !c->busy)) {
             conn_fail(c);
