@@ -38,7 +38,7 @@ case "$payload" in
   *'"do":"garbage-fail"'*) echo '{"errand": {"retry_later_ms": "soon"}}' >&3; exit 75;;
   *'"do":"hang"'*) trap '' TERM; echo $$ > "$PIDFILE"; while :; do sleep 1; done;;
   *'"do":"signal"'*) kill -9 $$;;
-  *'"do":"big"'*) python3 -c 'print(chr(34) + "x" * 600000 + chr(34))'; exit 0;;
+  *'"do":"big"'*) printf '"'; head -c 600000 /dev/zero | tr '\0' x; printf '"'; exit 0;;
   *'"email"'*) echo '{"sent": true}'; exit 0;;
   *) echo "payload has no email field" >&2; exit 65;;
 esac
