@@ -433,3 +433,49 @@ int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now)
     job->redrive_count = 0;
     return 0;
 }
+
+int er_job_redrive_plan(const er_job *dead, int64_t now, er_job *copy, int *count,
+                        er_error *err)
+{
+    er_job_init(copy);
+    if (dead->state != ER_STATE_DEAD) {
+        const char *name = er_state_name(dead->state);
+        return er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s' (it is %s)", dead->id,
+                            name ? name : "?");
+    }
+    int n = dead->redrive_count + 1;
+    char new_id[ER_ID_MAX + 32];
+    snprintf(new_id, sizeof new_id, "%s-redrive-%d", dead->id, n);
+    if (er_job_copy(copy, dead) < 0 || er_job_reset_for_redrive(copy, new_id, now) < 0) {
+        er_job_fini(copy);
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    *count = n;
+    return 0;
+}
+
+int er_job_lease_refused(bool found, er_state state, const char *id, er_error *err)
+{
+    if (!found)
+        return er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+    if (state != ER_STATE_ACTIVE) {
+        const char *name = er_state_name(state);
+        return er_error_set(err, ER_ESTALE, "lease_token",
+                            "job '%s' is not active (it is %s): the lease was lost", id,
+                            name ? name : "?");
+    }
+    return er_error_set(err, ER_ESTALE, "lease_token",
+                        "the lease token does not match the current lease of job '%s' (it is "
+                        "from an earlier lease, or not one of the job's tokens)",
+                        id);
+}
+
+int er_job_lease_check(const er_job *job, const char *id, const char *token, er_error *err)
+{
+    if (!job)
+        return er_job_lease_refused(false, 0, id, err);
+    if (job->state == ER_STATE_ACTIVE && job->lease_token && token &&
+        strcmp(job->lease_token, token) == 0)
+        return 0;
+    return er_job_lease_refused(true, job->state, id, err);
+}

@@ -184,6 +184,23 @@ int er_id_validate(const char *s, const char *field, er_error *err);
  * error or result. Returns 0, or ER_ENOMEM with *job unchanged. */
 int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now);
 
+/* The redrive of `dead`: *copy (er_job_init'd by this call) becomes its
+ * fresh waiting copy with id "{id}-redrive-{n}", n = redrive_count + 1 (in
+ * *count; the store records it on the dead job). ER_ENOTFOUND (field id)
+ * when `dead` is not dead, ER_ENOMEM; *copy then holds nothing. */
+int er_job_redrive_plan(const er_job *dead, int64_t now, er_job *copy, int *count,
+                        er_error *err);
+
+/* Why a lease-checked change (heartbeat, complete, fail, release) of job id
+ * was refused, from what the store found: no such job (ER_ENOTFOUND), a job
+ * not active, or an active job whose lease token is another (ER_ESTALE,
+ * field lease_token). */
+int er_job_lease_refused(bool found, er_state state, const char *id, er_error *err);
+
+/* The lease check itself: 0 when `job` (NULL: not found) is active under
+ * `token`, else er_job_lease_refused's answer. */
+int er_job_lease_check(const er_job *job, const char *id, const char *token, er_error *err);
+
 /* Generates a job id: time-ordered, 26 chars, into out[32]. */
 void er_job_new_id(int64_t now, er_rand *r, char out[32]);
 

@@ -668,3 +668,35 @@ Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
     cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
     PQfinish(c);
 }
+
+/* The job row (store/job_row.h) is the jobs table: every column it lists,
+ * with its type, and nothing else but seq. */
+Test(postgres, the_job_row_list_matches_the_jobs_table)
+{
+    PGconn *c = raw();
+    char q[512];
+    snprintf(q, sizeof q,
+             "SELECT column_name, data_type FROM information_schema.columns"
+             " WHERE table_schema = '%s' AND table_name = 'jobs' ORDER BY ordinal_position",
+             g_schema);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    bool in_table[ER_JOB_NCOLS] = {false};
+    cr_assert_eq(PQntuples(r), ER_JOB_NCOLS + 1);
+    for (int row = 0; row < PQntuples(r); row++) {
+        const char *name = PQgetvalue(r, row, 0), *type = PQgetvalue(r, row, 1);
+        if (strcmp(name, "seq") == 0)
+            continue;
+        int k = -1;
+        for (int i = 0; i < ER_JOB_NCOLS; i++)
+            if (strcmp(er_job_cols[i].name, name) == 0)
+                k = i;
+        cr_assert_geq(k, 0, "column %s is not in the job row list", name);
+        cr_assert_str_eq(type, er_job_cols[k].pg_type, "type of %s", name);
+        in_table[k] = true;
+    }
+    PQclear(r);
+    for (int i = 0; i < ER_JOB_NCOLS; i++)
+        cr_assert(in_table[i], "%s is not a column of jobs", er_job_cols[i].name);
+    PQfinish(c);
+}

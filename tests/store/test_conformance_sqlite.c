@@ -207,7 +207,8 @@ Test(sqlite, complete_many_refuses_items_as_complete_does_and_applies_the_rest)
     cr_assert_eq(it[0].rc, 0);
     cr_assert_eq(it[1].rc, ER_ESTALE);
     cr_assert_str_eq(e[1].field, "lease_token");
-    cr_assert_not_null(strstr(e[1].message, "leased again"), "%s", e[1].message);
+    cr_assert_not_null(strstr(e[1].message, "does not match the current lease of job 'c1'"),
+                       "%s", e[1].message);
     cr_assert_eq(it[2].rc, ER_ENOTFOUND);
     cr_assert_str_eq(e[2].field, "id");
     cr_assert_eq(it[3].rc, ER_ESTALE);
@@ -455,4 +456,34 @@ Test(sqlite, checkpoints_run_between_transactions_with_a_backstop_in_commits)
     cr_assert_eq(l.len, 1000);
     er_job_list_fini(&l);
     free(cur);
+}
+
+/* The job row (store/job_row.h) is the jobs table: every column it lists,
+ * with its type, and nothing else but seq. */
+Test(sqlite, the_job_row_list_matches_the_jobs_table)
+{
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(er_sqlite_handle(S), "PRAGMA table_info(jobs)", -1, &st,
+                                    NULL),
+                 SQLITE_OK);
+    int n = 0;
+    bool in_table[ER_JOB_NCOLS] = {false};
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        const char *type = (const char *)sqlite3_column_text(st, 2);
+        n++;
+        if (strcmp(name, "seq") == 0)
+            continue;
+        int k = -1;
+        for (int i = 0; i < ER_JOB_NCOLS; i++)
+            if (strcmp(er_job_cols[i].name, name) == 0)
+                k = i;
+        cr_assert_geq(k, 0, "column %s is not in the job row list", name);
+        cr_assert_str_eq(type, er_job_cols[k].sqlite_type, "type of %s", name);
+        in_table[k] = true;
+    }
+    sqlite3_finalize(st);
+    cr_assert_eq(n, ER_JOB_NCOLS + 1);
+    for (int i = 0; i < ER_JOB_NCOLS; i++)
+        cr_assert(in_table[i], "%s is not a column of jobs", er_job_cols[i].name);
 }

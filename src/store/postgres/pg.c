@@ -406,95 +406,54 @@ int er_pg_settings_parse(const char *text, bool paused, er_queue_settings *out, 
 
 /* ---- rows ---- */
 
-void er_pg_p_job(er_pg_params *p, const er_job *j)
+void er_pg_job_json(const er_job *j, er_jsonw *w)
 {
-    er_pg_p_str(p, j->id);
-    er_pg_p_str(p, j->queue);
-    er_pg_p_str(p, j->name ? j->name : "");
-    er_pg_p_str(p, j->payload ? j->payload : "null");
-    er_pg_p_i64(p, (int64_t)j->state);
-    er_pg_p_i64(p, j->priority);
-    er_pg_p_str(p, j->group);
-    er_pg_p_i64(p, j->run_at);
-    er_pg_p_i64(p, j->max_attempts);
-    er_pg_p_i64(p, (int64_t)j->backoff.type);
-    er_pg_p_i64(p, j->backoff.delay_ms);
-    er_pg_p_i64(p, j->backoff.max_delay_ms);
-    er_pg_p_f64(p, j->backoff.jitter);
-    er_pg_p_i64(p, j->timeout_ms);
-    er_pg_p_str(p, j->trace_id);
-    er_pg_p_str(p, j->idempotency_key);
-    er_pg_p_i64(p, j->attempts);
-    er_pg_p_i64(p, j->started);
-    er_pg_p_i64(p, j->stalled);
-    er_pg_p_str(p, j->lease_owner);
-    er_pg_p_str(p, j->lease_token);
-    er_pg_p_i64(p, j->lease_expires_at);
-    er_pg_p_str(p, j->last_error);
-    er_pg_p_str(p, j->result);
-    er_pg_p_str(p, j->progress);
-    er_pg_p_i64(p, j->created_at);
-    er_pg_p_i64(p, j->updated_at);
-    er_pg_p_i64(p, j->started_at);
-    er_pg_p_i64(p, j->finished_at);
-    er_pg_p_i64(p, j->redriven_at);
-    er_pg_p_i64(p, j->redrive_count);
-    er_pg_p_i64(p, er_job_set_flags(j));
+    er_jsonw_begin_object(w);
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        size_t n;
+        const char *t;
+        er_jsonw_key(w, c->name);
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD:
+            t = er_job_col_text(j, c, &n);
+            er_jsonw_str(w, t);
+            break;
+        case ER_COL_F64:
+            er_jsonw_double(w, er_job_col_f64(j, c));
+            break;
+        default:
+            er_jsonw_int(w, er_job_col_int(j, c));
+            break;
+        }
+    }
+    er_jsonw_end_object(w);
 }
 
-/* Copies text column col into *dst (NULL for SQL NULL); -1 on ENOMEM. */
-static int col_dup(const PGresult *res, int row, int col, char **dst, size_t *len)
-{
-    *dst = NULL;
-    if (PQgetisnull(res, row, col))
-        return 0;
-    size_t n = (size_t)PQgetlength(res, row, col);
-    char *p = malloc(n + 1);
-    if (!p)
-        return -1;
-    memcpy(p, PQgetvalue(res, row, col), n);
-    p[n] = '\0';
-    *dst = p;
-    if (len)
-        *len = n;
-    return 0;
-}
-
-int er_pg_row_job(const PGresult *res, int row, int c, er_job *j, er_error *err)
+int er_pg_row_job(const PGresult *res, int row, int c0, er_job *j, er_error *err)
 {
     int bad = 0;
-    bad |= col_dup(res, row, c + 0, &j->id, NULL);
-    bad |= col_dup(res, row, c + 1, &j->queue, NULL);
-    bad |= col_dup(res, row, c + 2, &j->name, NULL);
-    bad |= col_dup(res, row, c + 3, &j->payload, &j->payload_len);
-    j->state = (er_state)er_pg_i64(res, row, c + 4);
-    j->priority = (int)er_pg_i64(res, row, c + 5);
-    bad |= col_dup(res, row, c + 6, &j->group, NULL);
-    j->run_at = er_pg_i64(res, row, c + 7);
-    j->max_attempts = (int)er_pg_i64(res, row, c + 8);
-    j->backoff.type = (er_backoff_type)er_pg_i64(res, row, c + 9);
-    j->backoff.delay_ms = er_pg_i64(res, row, c + 10);
-    j->backoff.max_delay_ms = er_pg_i64(res, row, c + 11);
-    j->backoff.jitter = strtod(PQgetvalue(res, row, c + 12), NULL);
-    j->timeout_ms = er_pg_i64(res, row, c + 13);
-    bad |= col_dup(res, row, c + 14, &j->trace_id, NULL);
-    bad |= col_dup(res, row, c + 15, &j->idempotency_key, NULL);
-    j->attempts = (int)er_pg_i64(res, row, c + 16);
-    j->started = (int)er_pg_i64(res, row, c + 17);
-    j->stalled = (int)er_pg_i64(res, row, c + 18);
-    bad |= col_dup(res, row, c + 19, &j->lease_owner, NULL);
-    bad |= col_dup(res, row, c + 20, &j->lease_token, NULL);
-    j->lease_expires_at = er_pg_i64(res, row, c + 21);
-    bad |= col_dup(res, row, c + 22, &j->last_error, NULL);
-    bad |= col_dup(res, row, c + 23, &j->result, NULL);
-    bad |= col_dup(res, row, c + 24, &j->progress, NULL);
-    j->created_at = er_pg_i64(res, row, c + 25);
-    j->updated_at = er_pg_i64(res, row, c + 26);
-    j->started_at = er_pg_i64(res, row, c + 27);
-    j->finished_at = er_pg_i64(res, row, c + 28);
-    j->redriven_at = er_pg_i64(res, row, c + 29);
-    j->redrive_count = (int)er_pg_i64(res, row, c + 30);
-    er_job_set_flags_apply(j, (int)er_pg_i64(res, row, c + 31));
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        int k = c0 + i;
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD:
+            if (er_job_col_set_text(j, c, PQgetisnull(res, row, k) ? NULL : PQgetvalue(res, row, k),
+                                    (size_t)PQgetlength(res, row, k)) < 0)
+                bad = 1;
+            break;
+        case ER_COL_F64:
+            er_job_col_set_f64(j, c, strtod(PQgetvalue(res, row, k), NULL));
+            break;
+        default:
+            er_job_col_set_int(j, c, er_pg_i64(res, row, k));
+            break;
+        }
+    }
     if (bad)
         return nomem(err);
     return 0;

@@ -172,34 +172,25 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
     if (rc < 0)
         return rc == ER_ENOTFOUND ? er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s'", id)
                                   : rc;
-    if (dead.state != ER_STATE_DEAD) {
-        rc = er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s' (it is %s)", id,
-                          er_state_name(dead.state) ? er_state_name(dead.state) : "?");
+    int n = 0;
+    if ((rc = er_job_redrive_plan(&dead, now, &nj, &n, err)) < 0)
         goto out;
-    }
-    int n = dead.redrive_count + 1;
-    size_t len = strlen(id) + 32;
-    char *new_id = malloc(len);
-    if (!new_id) {
-        rc = nomem(err);
-        goto out;
-    }
-    snprintf(new_id, len, "%s-redrive-%d", id, n);
-    rc = er_job_copy(&nj, &dead);
-    if (rc == 0 && er_job_reset_for_redrive(&nj, new_id, now) < 0)
-        rc = ER_ENOMEM;
-    free(new_id);
-    if (rc < 0) {
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    er_pg_job_json(&nj, &w);
+    if (w.failed) {
+        er_jsonw_fini(&w);
         rc = nomem(err);
         goto out;
     }
     er_pg_params p = {0};
-    er_pg_p_job(&p, &nj);
+    er_pg_p_str(&p, w.buf);
     er_pg_p_i64(&p, now);
     er_pg_p_i64(&p, n);
     er_pg_p_str(&p, id);
     PGresult *r;
     rc = er_pg_exec(s, ER_PG_REDRIVE_APPLY, &p, &r, err);
+    er_jsonw_fini(&w);
     if (rc == 0) {
         if (er_pg_i64(r, 0, 0) == 0)
             rc = er_error_set(err, ER_ECONFLICT, "id", "job '%s' already exists", nj.id);

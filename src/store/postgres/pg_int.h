@@ -11,7 +11,9 @@
 #include <libpq-fe.h>
 
 #include "store/postgres/postgres.h"
+#include "store/job_row.h"
 #include "store/store.h"
+#include "util/jsonw.h"
 
 /* Statement ids; er_pg_sql[id] is the text, prepared as "e<id>". */
 enum {
@@ -64,8 +66,9 @@ extern const char er_pg_migration_4[];
 extern const char *const er_pg_migrations[];
 extern const int er_pg_schema_version;
 
-/* Columns of every job SELECT/RETURNING (er_pg_row_job); seq is last. */
-enum { ER_PG_COL_SEQ = 32, ER_PG_NCOLS = 33 };
+/* Columns of every job SELECT/RETURNING: the job row (store/job_row.h),
+ * then seq. */
+enum { ER_PG_COL_SEQ = ER_JOB_NCOLS, ER_PG_NCOLS = ER_JOB_NCOLS + 1 };
 
 /* One physical connection; lives in a pool between er_store uses. */
 typedef struct er_pg_conn {
@@ -142,8 +145,9 @@ int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs);
 /* Parses stored settings text (NULL = defaults) and the paused column. */
 int er_pg_settings_parse(const char *text, bool paused, er_queue_settings *out, er_error *err);
 
-/* Appends a job's 32 columns (ER_PG_INSERT_JOB order) to p. */
-void er_pg_p_job(er_pg_params *p, const er_job *j);
+/* Writes a job as the JSON object of its row (keys: the job row's columns),
+ * which json_populate_record(NULL::jobs, ...) reads. */
+void er_pg_job_json(const er_job *j, er_jsonw *w);
 /* Reads row `row` from column `col0` on (ER_PG col order) into *j
  * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled. */
 int er_pg_row_job(const PGresult *res, int row, int col0, er_job *j, er_error *err);

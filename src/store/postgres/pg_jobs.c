@@ -26,11 +26,19 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
     *duplicate = false;
     /* one NOTIFY per queue and transaction is enough: listeners wake once */
     bool notify = job->state == ER_STATE_WAITING && !er_pg_notified(s, job->queue);
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    er_pg_job_json(job, &w);
+    if (w.failed) {
+        er_jsonw_fini(&w);
+        return nomem(err);
+    }
     er_pg_params p = {0};
-    er_pg_p_job(&p, job);
+    er_pg_p_str(&p, w.buf);
     er_pg_p_bool(&p, notify);
     PGresult *r;
     int rc = er_pg_exec(s, ER_PG_INSERT_JOB, &p, &r, err);
+    er_jsonw_fini(&w);
     if (rc < 0)
         return rc;
     if (er_pg_i64(r, 0, 0) > 0) {
@@ -53,86 +61,26 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
     return rc;
 }
 
-static int jset(json_t *o, const char *k, json_t *v)
-{
-    return json_object_set_new(o, k, v ? v : json_null());
-}
-
-static json_t *opt_str(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
-
-/* Job i as an object of ER_PG_INSERT_MANY's record columns. */
-static json_t *job_json(const er_job *j, size_t i)
-{
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    int bad = 0;
-    bad |= jset(o, "i", json_integer((json_int_t)i));
-    bad |= jset(o, "id", json_string(j->id));
-    bad |= jset(o, "queue", json_string(j->queue));
-    bad |= jset(o, "name", json_string(j->name ? j->name : ""));
-    bad |= jset(o, "payload", j->payload ? json_stringn(j->payload, j->payload_len)
-                                         : json_string("null"));
-    bad |= jset(o, "state", json_integer(j->state));
-    bad |= jset(o, "priority", json_integer(j->priority));
-    bad |= jset(o, "grp", opt_str(j->group));
-    bad |= jset(o, "run_at", json_integer(j->run_at));
-    bad |= jset(o, "max_attempts", json_integer(j->max_attempts));
-    bad |= jset(o, "backoff_type", json_integer(j->backoff.type));
-    bad |= jset(o, "backoff_delay_ms", json_integer(j->backoff.delay_ms));
-    bad |= jset(o, "backoff_max_ms", json_integer(j->backoff.max_delay_ms));
-    bad |= jset(o, "backoff_jitter", json_real(j->backoff.jitter));
-    bad |= jset(o, "timeout_ms", json_integer(j->timeout_ms));
-    bad |= jset(o, "trace_id", opt_str(j->trace_id));
-    bad |= jset(o, "idempotency_key", opt_str(j->idempotency_key));
-    bad |= jset(o, "attempts", json_integer(j->attempts));
-    bad |= jset(o, "started", json_integer(j->started));
-    bad |= jset(o, "stalled", json_integer(j->stalled));
-    bad |= jset(o, "lease_owner", opt_str(j->lease_owner));
-    bad |= jset(o, "lease_token", opt_str(j->lease_token));
-    bad |= jset(o, "lease_expires_at", json_integer(j->lease_expires_at));
-    bad |= jset(o, "last_error", opt_str(j->last_error));
-    bad |= jset(o, "result", opt_str(j->result));
-    bad |= jset(o, "progress", opt_str(j->progress));
-    bad |= jset(o, "created_at", json_integer(j->created_at));
-    bad |= jset(o, "updated_at", json_integer(j->updated_at));
-    bad |= jset(o, "started_at", json_integer(j->started_at));
-    bad |= jset(o, "finished_at", json_integer(j->finished_at));
-    bad |= jset(o, "redriven_at", json_integer(j->redriven_at));
-    bad |= jset(o, "redrive_count", json_integer(j->redrive_count));
-    bad |= jset(o, "set_flags", json_integer(er_job_set_flags(j)));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
 int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                        er_error *err)
 {
     if (n == 0)
         return 0;
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < n; i++) {
-        json_t *o = job_json(&jobs[i], i);
-        if (!o || json_array_append_new(arr, o) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
-    char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
-    json_decref(arr);
-    if (!text)
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    er_jsonw_begin_array(&w);
+    for (size_t i = 0; i < n; i++)
+        er_pg_job_json(&jobs[i], &w);
+    er_jsonw_end_array(&w);
+    if (w.failed) {
+        er_jsonw_fini(&w);
         return nomem(err);
+    }
     er_pg_params p = {0};
-    er_pg_p_str(&p, text);
+    er_pg_p_str(&p, w.buf);
     PGresult *r;
     int rc = er_pg_exec(s, ER_PG_INSERT_MANY, &p, &r, err);
-    free(text);
+    er_jsonw_fini(&w);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -301,17 +249,7 @@ static int lease_result(const PGresult *r, const char *id, er_error *err)
 {
     if (er_pg_i64(r, 0, 0) > 0)
         return 0;
-    if (PQgetisnull(r, 0, 1))
-        return er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
-    er_state st = (er_state)er_pg_i64(r, 0, 1);
-    if (st != ER_STATE_ACTIVE) {
-        const char *name = er_state_name(st);
-        return er_error_set(err, ER_ESTALE, "lease_token",
-                            "job '%s' is not active (it is %s): the lease was lost", id,
-                            name ? name : "?");
-    }
-    return er_error_set(err, ER_ESTALE, "lease_token",
-                        "lease token does not match job '%s': the job was leased again", id);
+    return er_job_lease_refused(!PQgetisnull(r, 0, 1), (er_state)er_pg_i64(r, 0, 1), id, err);
 }
 
 /* Runs a lease-checked statement (LEASE_REPORT) and explains a refusal. */
@@ -389,7 +327,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
         return rc;
     if (PQntuples(res) == 0) {
         PQclear(res);
-        return er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+        return er_job_lease_check(NULL, id, token, err);
     }
     er_job job;
     er_job_init(&job);
@@ -403,18 +341,8 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     PQclear(res);
     if (rc < 0)
         goto out;
-    if (job.state != ER_STATE_ACTIVE) {
-        const char *name = er_state_name(job.state);
-        rc = er_error_set(err, ER_ESTALE, "lease_token",
-                          "job '%s' is not active (it is %s): the lease was lost", id,
-                          name ? name : "?");
+    if ((rc = er_job_lease_check(&job, id, token, err)) < 0)
         goto out;
-    }
-    if (!job.lease_token || !token || strcmp(job.lease_token, token) != 0) {
-        rc = er_error_set(err, ER_ESTALE, "lease_token",
-                          "lease token does not match job '%s': the job was leased again", id);
-        goto out;
-    }
     er_fail_outcome o;
     memset(&o, 0, sizeof o);
     int max_started = qs.max_started > 0 ? qs.max_started : ER_DEFAULT_MAX_STARTED;

@@ -8,6 +8,7 @@
  * read, so two servers never both win. Every `now` is the store clock
  * (er_pg_now): PostgreSQL's now() unless the URL says clock=caller.
  */
+#include "store/lease_rows.h"
 #include "store/postgres/pg_int.h"
 
 #include <stdio.h>
@@ -16,7 +17,6 @@
 
 /* Attempts of an acquire that lost an insert race (the next one sees the
  * winner's row, so two are enough; one more for safety). */
-#define ACQUIRE_TRIES 3
 
 static int nomem(er_error *err)
 {
@@ -252,130 +252,46 @@ static int lease_put(er_store *s, const er_lease *l, int64_t fence, const char *
     return rc;
 }
 
-static int acquire_in_tx(er_store *s, const char *type, const char *code, const char *run_key,
-                         const char *key, int64_t ttl_ms, int64_t now, er_rand *r, er_lease *l,
-                         er_error *err)
+static int lease_read(er_store *s, bool by_token, const char *arg, er_lease *out, er_error *err)
 {
-    for (int attempt = 0; attempt < ACQUIRE_TRIES; attempt++) {
-        int rc = lease_lock(s, ER_PG_LEASE_LOCK, key, l, err);
-        if (rc == ER_ENOTFOUND) {
-            er_lease_init(l, key);
-            rc = 0;
-        }
-        if (rc < 0)
-            return rc;
-        int64_t fence = l->fence;
-        if (er_lease_acquire(l, now, ttl_ms, r) != 0) {
-            l->state = er_lease_state_at(l, now);
-            return er_error_set(err, ER_ECONFLICT, "run_key", "the run key is %s",
-                                l->state == ER_LEASE_DONE ? "done" : "held by another owner");
-        }
-        bool applied;
-        rc = lease_put(s, l, fence, type, code, run_key, now, &applied, err);
-        if (rc < 0 || applied)
-            return rc;
-        /* another transaction inserted the key after our read: read again */
-    }
-    return er_error_set(err, ER_EUNAVAIL, "run_key", "store: lease '%s' is contended", key);
+    return lease_lock(s, by_token ? ER_PG_LEASE_BY_TOKEN : ER_PG_LEASE_LOCK, arg, out, err);
 }
+
+static const er_lease_rows lease_rows = {
+    .read = lease_read,
+    .put = lease_put,
+    .begin = er_pg_op_begin,
+    .end = er_pg_op_end,
+    .now = er_pg_now,
+};
 
 int er_pg_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
                         const char *key, int64_t ttl_ms, int64_t now, er_rand *r, er_lease *out,
                         er_error *err)
 {
-    bool own;
-    int rc = er_pg_op_begin(s, &own, err);
-    if (rc < 0)
-        return rc;
-    er_lease l;
-    rc = acquire_in_tx(s, type, code, run_key, key, ttl_ms, er_pg_now(s, now), r, &l, err);
-    int end = er_pg_op_end(s, own, rc == ER_ECONFLICT ? 0 : rc, err);
-    if (end < 0)
-        return end;
-    if (rc == 0 || rc == ER_ECONFLICT)
-        *out = l;
-    return rc;
-}
-
-typedef int (*lease_fn)(er_lease *l, const char *token, int64_t now, int64_t ttl_ms);
-
-/* Locks the lease of owner_token, applies fn, writes it back when changed. */
-static int by_owner_in_tx(er_store *s, const char *owner_token, int64_t now, lease_fn fn,
-                          int64_t ttl_ms, er_lease *l, er_error *err)
-{
-    int rc = lease_lock(s, ER_PG_LEASE_BY_TOKEN, owner_token, l, err);
-    if (rc == ER_ENOTFOUND)
-        return er_error_set(err, ER_ESTALE, "owner_token",
-                            "no lease has this owner token (reclaimed, released or never issued)");
-    if (rc < 0)
-        return rc;
-    er_lease before = *l;
-    rc = fn(l, owner_token, now, ttl_ms);
-    if (rc == ER_ESTALE)
-        return er_error_set(err, ER_ESTALE, "owner_token",
-                            before.state == ER_LEASE_DONE ? "the lease is done"
-                                                          : "the lease expired");
-    if (rc < 0 || memcmp(&before, l, sizeof *l) == 0)
-        return rc;
-    bool applied;
-    rc = lease_put(s, l, before.fence, NULL, NULL, NULL, now, &applied, err);
-    if (rc == 0 && !applied) /* the row is locked: only a bug gets here */
-        rc = er_error_set(err, ER_EINTERNAL, "owner_token", "store: lease changed while locked");
-    return rc;
-}
-
-static int by_owner(er_store *s, const char *owner_token, int64_t now, lease_fn fn,
-                    int64_t ttl_ms, er_lease *out, er_error *err)
-{
-    if (!owner_token || !*owner_token)
-        return er_error_set(err, ER_ESTALE, "owner_token", "no lease has this owner token");
-    bool own;
-    int rc = er_pg_op_begin(s, &own, err);
-    if (rc < 0)
-        return rc;
-    er_lease l;
-    rc = by_owner_in_tx(s, owner_token, er_pg_now(s, now), fn, ttl_ms, &l, err);
-    int end = er_pg_op_end(s, own, rc == ER_ESTALE ? 0 : rc, err);
-    if (end < 0)
-        return end;
-    if (rc == 0)
-        *out = l;
-    return rc;
-}
-
-static int do_renew(er_lease *l, const char *tok, int64_t now, int64_t ttl)
-{
-    return er_lease_renew(l, tok, now, ttl);
-}
-
-static int do_complete(er_lease *l, const char *tok, int64_t now, int64_t ttl)
-{
-    (void)ttl;
-    return er_lease_complete(l, tok, now);
-}
-
-static int do_release(er_lease *l, const char *tok, int64_t now, int64_t ttl)
-{
-    (void)ttl;
-    return er_lease_release(l, tok, now);
+    return er_lease_rows_acquire(&lease_rows, s, type, code, run_key, key, ttl_ms, now, r, out,
+                                 err);
 }
 
 int er_pg_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
                       er_lease *out, er_error *err)
 {
-    return by_owner(s, owner_token, now, do_renew, ttl_ms, out, err);
+    return er_lease_rows_by_owner(&lease_rows, s, ER_LEASE_OP_RENEW, owner_token, ttl_ms, now,
+                                  out, err);
 }
 
 int er_pg_lease_complete(er_store *s, const char *owner_token, int64_t now, er_lease *out,
                          er_error *err)
 {
-    return by_owner(s, owner_token, now, do_complete, 0, out, err);
+    return er_lease_rows_by_owner(&lease_rows, s, ER_LEASE_OP_COMPLETE, owner_token, 0, now, out,
+                                  err);
 }
 
 int er_pg_lease_release(er_store *s, const char *owner_token, int64_t now, er_lease *out,
                         er_error *err)
 {
-    return by_owner(s, owner_token, now, do_release, 0, out, err);
+    return er_lease_rows_by_owner(&lease_rows, s, ER_LEASE_OP_RELEASE, owner_token, 0, now, out,
+                                  err);
 }
 
 /* ---- cursors ---- */

@@ -6,6 +6,7 @@
  * round trips are single statements with data-modifying CTEs, or call a
  * PL/pgSQL function, so each store operation is one round trip.
  */
+#include "store/job_row.h"
 #include "store/postgres/pg_int.h"
 
 /* Migrations. Each step runs, in order, in the one transaction that holds
@@ -311,24 +312,16 @@ const char *const er_pg_migrations[] = {
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
 
-/* Every job SELECT/RETURNING lists these, in this order (er_pg_row_job),
- * with the jobs table aliased j; ER_PG_COL_SEQ is the index of seq. */
-#define COLS                                                                                   \
-    "j.id, j.queue, j.name, j.payload, j.state, j.priority, j.grp, j.run_at, j.max_attempts,"  \
-    " j.backoff_type, j.backoff_delay_ms, j.backoff_max_ms, j.backoff_jitter, j.timeout_ms,"   \
-    " j.trace_id, j.idempotency_key, j.attempts, j.started, j.stalled, j.lease_owner,"         \
-    " j.lease_token, j.lease_expires_at, j.last_error, j.result, j.progress, j.created_at,"    \
-    " j.updated_at, j.started_at, j.finished_at, j.redriven_at, j.redrive_count, j.set_flags," \
-    " j.seq"
+/* Every job SELECT/RETURNING lists the job row (store/job_row.h) and then
+ * seq (ER_PG_COL_SEQ), with the jobs table aliased j: er_pg_row_job reads
+ * them in that order. */
+#define COL_J_(c, k, st, pt, m) "j." #c ", "
+#define COLS ER_JOB_ROW(COL_J_, COL_J_) "j.seq"
 
-#define INSERT_COLS                                                                          \
-    "(id, queue, name, payload, state, priority, grp, run_at, max_attempts, backoff_type,"   \
-    " backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"               \
-    " idempotency_key, attempts, started, stalled, lease_owner, lease_token,"                \
-    " lease_expires_at, last_error, result, progress, created_at, updated_at, started_at,"   \
-    " finished_at, redriven_at, redrive_count, set_flags)"                                   \
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"   \
-    " $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)"
+/* A job is sent as one JSON object whose keys are the job row's columns
+ * (er_pg_job_json); json_populate_record turns it into a jobs row. */
+#define INSERT_COLS "(" ER_JOB_ROW_NAMES ")"
+#define INSERT_FROM_JSON(p) " SELECT " ER_JOB_ROW_NAMES " FROM json_populate_record(NULL::jobs, " p ")"
 
 #define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
 
@@ -340,43 +333,28 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
     idp
 
 const char *const er_pg_sql[ER_PG_NSTMT] = {
-    /* $33: notify (the job is waiting and its queue was not notified yet in
-     * this transaction). Columns: inserted, then the existing job when not. */
+    /* $1: the job (er_pg_job_json), $2: notify (the job is waiting and its
+     * queue was not notified yet in this transaction). Columns: inserted,
+     * then the existing job when not. */
     [ER_PG_INSERT_JOB] =
-        "WITH ins AS (INSERT INTO jobs " INSERT_COLS
+        "WITH ins AS (INSERT INTO jobs " INSERT_COLS INSERT_FROM_JSON("$1::json")
         " ON CONFLICT (id) DO NOTHING RETURNING queue, state),"
         " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
         " SELECT n.c, " COLS " FROM (SELECT count(*) AS c,"
-        " count(CASE WHEN state = 1 AND $33::boolean THEN notify_ready(queue) END) AS w"
-        " FROM ins) n LEFT JOIN jobs j ON j.id = $1 AND n.c = 0",
-    /* $1: a JSON array of jobs (columns as keys, i = position). Returns the
-     * positions inserted: the first of each id that did not exist. */
+        " count(CASE WHEN state = 1 AND $2::boolean THEN notify_ready(queue) END) AS w"
+        " FROM ins) n LEFT JOIN jobs j ON j.id = ($1::json ->> 'id') AND n.c = 0",
+    /* $1: a JSON array of jobs (er_pg_job_json each). Returns the positions
+     * (from 0) inserted: the first of each id that did not exist. */
     [ER_PG_INSERT_MANY] =
-        "WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(i integer, id text,"
-        " queue text, name text, payload text, state smallint, priority integer, grp text,"
-        " run_at bigint, max_attempts integer, backoff_type smallint, backoff_delay_ms bigint,"
-        " backoff_max_ms bigint, backoff_jitter double precision, timeout_ms bigint,"
-        " trace_id text, idempotency_key text, attempts integer, started integer,"
-        " stalled integer, lease_owner text, lease_token text, lease_expires_at bigint,"
-        " last_error text, result text, progress text, created_at bigint, updated_at bigint,"
-        " started_at bigint, finished_at bigint, redriven_at bigint, redrive_count integer,"
-        " set_flags integer)),"
-        " ins AS (INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at,"
-        " max_attempts, backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter,"
-        " timeout_ms, trace_id, idempotency_key, attempts, started, stalled, lease_owner,"
-        " lease_token, lease_expires_at, last_error, result, progress, created_at, updated_at,"
-        " started_at, finished_at, redriven_at, redrive_count, set_flags)"
-        " SELECT id, queue, name, payload, state, priority, grp, run_at, max_attempts,"
-        " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"
-        " idempotency_key, attempts, started, stalled, lease_owner, lease_token,"
-        " lease_expires_at, last_error, result, progress, created_at, updated_at, started_at,"
-        " finished_at, redriven_at, redrive_count, set_flags FROM x ORDER BY i"
-        " ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
+        "WITH x AS (SELECT * FROM json_populate_recordset(NULL::jobs, $1::json)"
+        " WITH ORDINALITY AS x),"
+        " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
+        " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
         " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
         " ON CONFLICT (name) DO NOTHING),"
         " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
         " WHERE state = 1) w)"
-        " SELECT f.i FROM (SELECT min(x.i) AS i FROM x JOIN ins ON ins.id = x.id"
+        " SELECT f.i FROM (SELECT min(x.ordinality) - 1 AS i FROM x JOIN ins ON ins.id = x.id"
         " GROUP BY x.id) f, (SELECT count(*) FROM nt) n",
     [ER_PG_GET_JOB] = "SELECT " COLS " FROM jobs j WHERE j.id = $1",
     [ER_PG_GET_JOB_LOCK] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
@@ -436,13 +414,13 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_LIST_DEAD_QUEUE] = "SELECT " COLS " FROM jobs j WHERE j.state = 4 AND j.queue = $4"
                               " AND (j.finished_at, j.seq) < ($1, $2)"
                               " ORDER BY j.finished_at DESC, j.seq DESC LIMIT $3",
-    /* $1..$32 the copy, $33 now, $34 redrive_count, $35 the dead job's id;
-     * returns how many were inserted (0: the id exists) */
+    /* $1 the copy (er_pg_job_json), $2 now, $3 redrive_count, $4 the dead
+     * job's id; returns how many were inserted (0: the id exists) */
     [ER_PG_REDRIVE_APPLY] =
-        "WITH ins AS (INSERT INTO jobs " INSERT_COLS
+        "WITH ins AS (INSERT INTO jobs " INSERT_COLS INSERT_FROM_JSON("$1::json")
         " ON CONFLICT (id) DO NOTHING RETURNING queue),"
-        " m AS (UPDATE jobs SET redriven_at = $33, redrive_count = $34, updated_at = $33"
-        " WHERE id = $35 AND EXISTS (SELECT 1 FROM ins)),"
+        " m AS (UPDATE jobs SET redriven_at = $2, redrive_count = $3, updated_at = $2"
+        " WHERE id = $4 AND EXISTS (SELECT 1 FROM ins)),"
         " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
         " SELECT count(notify_ready(queue)) FROM ins",
     [ER_PG_DELETE_DEAD] = "DELETE FROM jobs WHERE id = $1 AND state = 4",

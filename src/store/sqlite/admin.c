@@ -249,27 +249,9 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
         return rc == ER_ENOTFOUND
                    ? er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s'", id)
                    : rc;
-    if (dead.state != ER_STATE_DEAD) {
-        rc = er_error_set(err, ER_ENOTFOUND, "id", "no dead job '%s' (it is %s)", id,
-                          er_state_name(dead.state) ? er_state_name(dead.state) : "?");
+    int n = 0;
+    if ((rc = er_job_redrive_plan(&dead, now, &nj, &n, err)) < 0)
         goto out;
-    }
-    int n = dead.redrive_count + 1;
-    size_t len = strlen(id) + 32;
-    char *new_id = malloc(len);
-    if (!new_id) {
-        rc = nomem(err);
-        goto out;
-    }
-    snprintf(new_id, len, "%s-redrive-%d", id, n);
-    rc = er_job_copy(&nj, &dead);
-    if (rc == 0 && er_job_reset_for_redrive(&nj, new_id, now) < 0)
-        rc = ER_ENOMEM;
-    free(new_id);
-    if (rc < 0) {
-        rc = nomem(err);
-        goto out;
-    }
     sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
     if (rc == 0)
@@ -304,8 +286,11 @@ int er_sqlite_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    rc = redrive_in_tx(s, id, now, out, err);
-    return er_sqlite_op_end(s, own, rc, err);
+    int rrc = redrive_in_tx(s, id, now, out, err);
+    rc = er_sqlite_op_end(s, own, rrc, err);
+    if (rrc == 0 && rc < 0 && out)
+        er_job_fini(out); /* the commit failed: nothing was redriven */
+    return rc;
 }
 
 int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err)

@@ -305,19 +305,12 @@ static int lease_refused(er_store *s, const char *id, er_error *err)
         return rc;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int src = sqlite3_step(st);
-    if (src == SQLITE_DONE) {
-        rc = er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
-    } else if (src != SQLITE_ROW) {
+    if (src == SQLITE_DONE || src == SQLITE_ROW)
+        rc = er_job_lease_refused(src == SQLITE_ROW,
+                                  src == SQLITE_ROW ? (er_state)sqlite3_column_int(st, 0) : 0, id,
+                                  err);
+    else
         rc = er_sqlite_error(s->db, src, "read job", err);
-    } else if (sqlite3_column_int(st, 0) != ER_STATE_ACTIVE) {
-        const char *name = er_state_name((er_state)sqlite3_column_int(st, 0));
-        rc = er_error_set(err, ER_ESTALE, "lease_token",
-                          "job '%s' is not active (it is %s): the lease was lost", id,
-                          name ? name : "?");
-    } else {
-        rc = er_error_set(err, ER_ESTALE, "lease_token",
-                          "lease token does not match job '%s': the job was leased again", id);
-    }
     sqlite3_reset(st);
     return rc;
 }
@@ -481,10 +474,9 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     int rc = er_sqlite_load_job(s, id, &job, err);
     if (rc < 0)
         return rc;
-    if (job.state != ER_STATE_ACTIVE || !job.lease_token || !token ||
-        strcmp(job.lease_token, token) != 0) {
+    if ((rc = er_job_lease_check(&job, id, token, err)) < 0) {
         er_job_fini(&job);
-        return lease_refused(s, id, err);
+        return rc;
     }
     er_sqlite_queue *q;
     rc = er_sqlite_queue_get(s, job.queue, &q, err);

@@ -5,6 +5,7 @@
  * decisions are core/lease.h's; this file only reads and writes rows, and
  * judges expiry by the `now` it is given (the engine's server clock).
  */
+#include "store/lease_rows.h"
 #include "store/sqlite/sqlite_int.h"
 
 #include <stdio.h>
@@ -177,14 +178,12 @@ int er_sqlite_scheduler_advance(er_store *s, const char *key, int64_t expected_n
     return rc;
 }
 
-/* ---- leases ---- */
+/* ---- leases (the rules: store/lease_rows.c over these rows) ---- */
 
-/* Reads the lease selected by statement `id` bound to `arg`. Returns 0,
- * ER_ENOTFOUND (no row, err untouched) or a storage error. */
-static int lease_read(er_store *s, int id, const char *arg, er_lease *out, er_error *err)
+static int lease_read(er_store *s, bool by_token, const char *arg, er_lease *out, er_error *err)
 {
     sqlite3_stmt *st = NULL;
-    int rc = er_sqlite_prep(s, id, &st, err);
+    int rc = er_sqlite_prep(s, by_token ? ER_SQ_LEASE_BY_TOKEN : ER_SQ_LEASE_GET, &st, err);
     if (rc < 0)
         return rc;
     sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
@@ -206,8 +205,9 @@ static int lease_read(er_store *s, int id, const char *arg, er_lease *out, er_er
     return rc;
 }
 
-static int lease_write(er_store *s, const er_lease *l, const char *type, const char *code,
-                       const char *run_key, int64_t now, er_error *err)
+static int lease_put(er_store *s, const er_lease *l, int64_t fence, const char *type,
+                     const char *code, const char *run_key, int64_t now, bool *applied,
+                     er_error *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_LEASE_PUT, &st, err);
@@ -227,108 +227,53 @@ static int lease_write(er_store *s, const er_lease *l, const char *type, const c
     sqlite3_bind_int64(st, 8, l->expires_at);
     sqlite3_bind_int64(st, 9, l->completed_at);
     sqlite3_bind_int64(st, 10, now);
-    return er_sqlite_run(s, st, err);
+    sqlite3_bind_int64(st, 11, fence);
+    rc = er_sqlite_run(s, st, err);
+    *applied = rc == 0 && sqlite3_changes(s->db) > 0;
+    return rc;
 }
+
+static int64_t lease_now(const er_store *s, int64_t now)
+{
+    (void)s;
+    return now;
+}
+
+static const er_lease_rows lease_rows = {
+    .read = lease_read,
+    .put = lease_put,
+    .begin = er_sqlite_op_begin,
+    .end = er_sqlite_op_end,
+    .now = lease_now,
+};
 
 int er_sqlite_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
                             const char *key, int64_t ttl_ms, int64_t now, er_rand *r,
                             er_lease *out, er_error *err)
 {
-    bool own;
-    int rc = er_sqlite_op_begin(s, &own, err);
-    if (rc < 0)
-        return rc;
-    er_lease l;
-    rc = lease_read(s, ER_SQ_LEASE_GET, key, &l, err);
-    if (rc == ER_ENOTFOUND) {
-        er_lease_init(&l, key);
-        rc = 0;
-    }
-    if (rc == 0) {
-        rc = er_lease_acquire(&l, now, ttl_ms, r);
-        if (rc == 0) {
-            rc = lease_write(s, &l, type, code, run_key, now, err);
-        } else {
-            l.state = er_lease_state_at(&l, now);
-            er_error_set(err, ER_ECONFLICT, "run_key", "the run key is %s",
-                         l.state == ER_LEASE_DONE ? "done" : "held by another owner");
-        }
-    }
-    int end = er_sqlite_op_end(s, own, rc == ER_ECONFLICT ? 0 : rc, err);
-    if (end < 0)
-        return end;
-    if (rc == 0 || rc == ER_ECONFLICT)
-        *out = l;
-    return rc;
-}
-
-/* Loads the lease of owner_token, applies fn, writes it back. */
-static int lease_by_owner(er_store *s, const char *owner_token, int64_t now, er_lease *out,
-                          int (*fn)(er_lease *, const char *, int64_t, int64_t), int64_t ttl_ms,
-                          er_error *err)
-{
-    if (!owner_token || !*owner_token)
-        return er_error_set(err, ER_ESTALE, "owner_token", "no lease has this owner token");
-    bool own;
-    int rc = er_sqlite_op_begin(s, &own, err);
-    if (rc < 0)
-        return rc;
-    er_lease l;
-    rc = lease_read(s, ER_SQ_LEASE_BY_TOKEN, owner_token, &l, err);
-    if (rc == ER_ENOTFOUND)
-        rc = er_error_set(err, ER_ESTALE, "owner_token",
-                          "no lease has this owner token (reclaimed, released or never issued)");
-    if (rc == 0) {
-        er_lease before = l;
-        rc = fn(&l, owner_token, now, ttl_ms);
-        if (rc == ER_ESTALE)
-            er_error_set(err, ER_ESTALE, "owner_token",
-                         before.state == ER_LEASE_DONE ? "the lease is done"
-                                                       : "the lease expired");
-        else if (rc == 0 && memcmp(&before, &l, sizeof l) != 0)
-            rc = lease_write(s, &l, NULL, NULL, NULL, now, err);
-    }
-    int end = er_sqlite_op_end(s, own, rc == ER_ESTALE ? 0 : rc, err);
-    if (end < 0)
-        return end;
-    if (rc == 0)
-        *out = l;
-    return rc;
-}
-
-static int do_renew(er_lease *l, const char *tok, int64_t now, int64_t ttl)
-{
-    return er_lease_renew(l, tok, now, ttl);
-}
-
-static int do_complete(er_lease *l, const char *tok, int64_t now, int64_t ttl)
-{
-    (void)ttl;
-    return er_lease_complete(l, tok, now);
-}
-
-static int do_release(er_lease *l, const char *tok, int64_t now, int64_t ttl)
-{
-    (void)ttl;
-    return er_lease_release(l, tok, now);
+    return er_lease_rows_acquire(&lease_rows, s, type, code, run_key, key, ttl_ms, now, r, out,
+                                 err);
 }
 
 int er_sqlite_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
                           er_lease *out, er_error *err)
 {
-    return lease_by_owner(s, owner_token, now, out, do_renew, ttl_ms, err);
+    return er_lease_rows_by_owner(&lease_rows, s, ER_LEASE_OP_RENEW, owner_token, ttl_ms, now,
+                                  out, err);
 }
 
 int er_sqlite_lease_complete(er_store *s, const char *owner_token, int64_t now, er_lease *out,
                              er_error *err)
 {
-    return lease_by_owner(s, owner_token, now, out, do_complete, 0, err);
+    return er_lease_rows_by_owner(&lease_rows, s, ER_LEASE_OP_COMPLETE, owner_token, 0, now,
+                                  out, err);
 }
 
 int er_sqlite_lease_release(er_store *s, const char *owner_token, int64_t now, er_lease *out,
                             er_error *err)
 {
-    return lease_by_owner(s, owner_token, now, out, do_release, 0, err);
+    return er_lease_rows_by_owner(&lease_rows, s, ER_LEASE_OP_RELEASE, owner_token, 0, now,
+                                  out, err);
 }
 
 /* ---- cursors ---- */

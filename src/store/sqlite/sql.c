@@ -5,6 +5,7 @@
  * jobs in the state they look at, not to the finished jobs kept by retention.
  * Only text lives here; sqlite.c runs it.
  */
+#include "store/job_row.h"
 #include "store/sqlite/sqlite_int.h"
 
 /* Schema migrations. Each step runs, in order, inside the transaction that
@@ -106,23 +107,14 @@ const char *const er_sqlite_migrations[] = {
 const int er_sqlite_schema_version =
     (int)(sizeof er_sqlite_migrations / sizeof er_sqlite_migrations[0]);
 
-/* Every job SELECT/RETURNING lists these, in this order (er_sqlite_row_job);
- * ER_SQ_COL_SEQ is the index of seq. */
-#define COLS                                                                          \
-    "id, queue, name, payload, state, priority, grp, run_at, max_attempts,"          \
-    " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms,"    \
-    " trace_id, idempotency_key, attempts, started, stalled, lease_owner, lease_token," \
-    " lease_expires_at, last_error, result, progress, created_at, updated_at,"       \
-    " started_at, finished_at, redriven_at, redrive_count, set_flags, seq"
-
-/* The columns an insert sets, in ER_SQ_INSERT_JOB's order (?1..?32) and
+/* Every job SELECT/RETURNING lists the job row (store/job_row.h) and then
+ * seq (ER_SQ_COL_SEQ): er_sqlite_row_job reads them in that order. */
+#define COLS ER_JOB_ROW_NAMES ", seq"
+/* The columns an insert sets: the job row, in ER_SQ_INSERT_JOB's order and
  * er_newjobs' column order. */
-#define INSERT_COLS                                                                     \
-    "id, queue, name, payload, state, priority, grp, run_at, max_attempts, backoff_type," \
-    " backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms, trace_id,"            \
-    " idempotency_key, attempts, started, stalled, lease_owner, lease_token,"             \
-    " lease_expires_at, last_error, result, progress, created_at, updated_at, started_at," \
-    " finished_at, redriven_at, redrive_count, set_flags"
+#define INSERT_COLS ER_JOB_ROW_NAMES
+#define QMARK_(c, k, st, pt, m) "?, "
+#define QMARK_LAST_(c, k, st, pt, m) "?"
 
 #define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
 
@@ -130,15 +122,9 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
     [ER_SQ_COMMIT] = "COMMIT",
     [ER_SQ_ROLLBACK] = "ROLLBACK",
-    [ER_SQ_INSERT_JOB] =
-        "INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at,"
-        " max_attempts, backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter,"
-        " timeout_ms, trace_id, idempotency_key, attempts, started, stalled, lease_owner,"
-        " lease_token, lease_expires_at, last_error, result, progress, created_at,"
-        " updated_at, started_at, finished_at, redriven_at, redrive_count, set_flags)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-        " ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
-        " ON CONFLICT(id) DO NOTHING",
+    /* ?s number themselves 1..ER_JOB_NCOLS in er_job_cols' order */
+    [ER_SQ_INSERT_JOB] = "INSERT INTO jobs (" INSERT_COLS ") VALUES ("
+                         ER_JOB_ROW(QMARK_, QMARK_LAST_) ") ON CONFLICT(id) DO NOTHING",
     /* er_newjobs: the jobs of the enqueue_many call running (sqlite.c), in
      * order. OR IGNORE (no constraint can abort it) spares the statement
      * journal; the rows it skipped are found after (jobs.c). */
@@ -256,7 +242,7 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
         " ?10, ?10) ON CONFLICT(key) DO UPDATE SET state = excluded.state,"
         " owner_token = excluded.owner_token, fence = excluded.fence,"
         " expires_at = excluded.expires_at, completed_at = excluded.completed_at,"
-        " updated_at = excluded.updated_at",
+        " updated_at = excluded.updated_at WHERE leases.fence = ?11",
     [ER_SQ_CURSOR_GET] = "SELECT value, updated_at FROM cursors WHERE name = ?1",
     [ER_SQ_CURSOR_PUT] = "INSERT INTO cursors (name, value, updated_at) VALUES (?1, ?2, ?3)"
                          " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"

@@ -305,48 +305,29 @@ int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err)
 
 /* ---- rows ---- */
 
-static int bind_opt_text(sqlite3_stmt *st, int i, const char *v)
-{
-    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
-
 int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error *err)
 {
-    int flags = er_job_set_flags(j);
     int rc = SQLITE_OK;
-    rc |= sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
-    rc |= sqlite3_bind_text(st, 2, j->queue, -1, SQLITE_STATIC);
-    rc |= sqlite3_bind_text(st, 3, j->name ? j->name : "", -1, SQLITE_STATIC);
-    rc |= sqlite3_bind_text(st, 4, j->payload ? j->payload : "null",
-                            j->payload ? (int)j->payload_len : 4, SQLITE_STATIC);
-    rc |= sqlite3_bind_int(st, 5, (int)j->state);
-    rc |= sqlite3_bind_int(st, 6, j->priority);
-    rc |= bind_opt_text(st, 7, j->group);
-    rc |= sqlite3_bind_int64(st, 8, j->run_at);
-    rc |= sqlite3_bind_int(st, 9, j->max_attempts);
-    rc |= sqlite3_bind_int(st, 10, (int)j->backoff.type);
-    rc |= sqlite3_bind_int64(st, 11, j->backoff.delay_ms);
-    rc |= sqlite3_bind_int64(st, 12, j->backoff.max_delay_ms);
-    rc |= sqlite3_bind_double(st, 13, j->backoff.jitter);
-    rc |= sqlite3_bind_int64(st, 14, j->timeout_ms);
-    rc |= bind_opt_text(st, 15, j->trace_id);
-    rc |= bind_opt_text(st, 16, j->idempotency_key);
-    rc |= sqlite3_bind_int(st, 17, j->attempts);
-    rc |= sqlite3_bind_int(st, 18, j->started);
-    rc |= sqlite3_bind_int(st, 19, j->stalled);
-    rc |= bind_opt_text(st, 20, j->lease_owner);
-    rc |= bind_opt_text(st, 21, j->lease_token);
-    rc |= sqlite3_bind_int64(st, 22, j->lease_expires_at);
-    rc |= bind_opt_text(st, 23, j->last_error);
-    rc |= bind_opt_text(st, 24, j->result);
-    rc |= bind_opt_text(st, 25, j->progress);
-    rc |= sqlite3_bind_int64(st, 26, j->created_at);
-    rc |= sqlite3_bind_int64(st, 27, j->updated_at);
-    rc |= sqlite3_bind_int64(st, 28, j->started_at);
-    rc |= sqlite3_bind_int64(st, 29, j->finished_at);
-    rc |= sqlite3_bind_int64(st, 30, j->redriven_at);
-    rc |= sqlite3_bind_int(st, 31, j->redrive_count);
-    rc |= sqlite3_bind_int(st, 32, flags);
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        size_t n;
+        const char *t;
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD:
+            t = er_job_col_text(j, c, &n);
+            rc |= t ? sqlite3_bind_text(st, i + 1, t, (int)n, SQLITE_STATIC)
+                    : sqlite3_bind_null(st, i + 1);
+            break;
+        case ER_COL_F64:
+            rc |= sqlite3_bind_double(st, i + 1, er_job_col_f64(j, c));
+            break;
+        default:
+            rc |= sqlite3_bind_int64(st, i + 1, er_job_col_int(j, c));
+            break;
+        }
+    }
     if (rc != SQLITE_OK)
         return er_sqlite_error(s->db, sqlite3_errcode(s->db), "bind", err);
     return 0;
@@ -375,38 +356,29 @@ int er_sqlite_col_text(sqlite3_stmt *st, int i, char **dst, size_t *len)
 int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err)
 {
     int bad = 0;
-    bad |= er_sqlite_col_text(st, 0, &j->id, NULL);
-    bad |= er_sqlite_col_text(st, 1, &j->queue, NULL);
-    bad |= er_sqlite_col_text(st, 2, &j->name, NULL);
-    bad |= er_sqlite_col_text(st, 3, &j->payload, &j->payload_len);
-    j->state = (er_state)sqlite3_column_int(st, 4);
-    j->priority = sqlite3_column_int(st, 5);
-    bad |= er_sqlite_col_text(st, 6, &j->group, NULL);
-    j->run_at = sqlite3_column_int64(st, 7);
-    j->max_attempts = sqlite3_column_int(st, 8);
-    j->backoff.type = (er_backoff_type)sqlite3_column_int(st, 9);
-    j->backoff.delay_ms = sqlite3_column_int64(st, 10);
-    j->backoff.max_delay_ms = sqlite3_column_int64(st, 11);
-    j->backoff.jitter = sqlite3_column_double(st, 12);
-    j->timeout_ms = sqlite3_column_int64(st, 13);
-    bad |= er_sqlite_col_text(st, 14, &j->trace_id, NULL);
-    bad |= er_sqlite_col_text(st, 15, &j->idempotency_key, NULL);
-    j->attempts = sqlite3_column_int(st, 16);
-    j->started = sqlite3_column_int(st, 17);
-    j->stalled = sqlite3_column_int(st, 18);
-    bad |= er_sqlite_col_text(st, 19, &j->lease_owner, NULL);
-    bad |= er_sqlite_col_text(st, 20, &j->lease_token, NULL);
-    j->lease_expires_at = sqlite3_column_int64(st, 21);
-    bad |= er_sqlite_col_text(st, 22, &j->last_error, NULL);
-    bad |= er_sqlite_col_text(st, 23, &j->result, NULL);
-    bad |= er_sqlite_col_text(st, 24, &j->progress, NULL);
-    j->created_at = sqlite3_column_int64(st, 25);
-    j->updated_at = sqlite3_column_int64(st, 26);
-    j->started_at = sqlite3_column_int64(st, 27);
-    j->finished_at = sqlite3_column_int64(st, 28);
-    j->redriven_at = sqlite3_column_int64(st, 29);
-    j->redrive_count = sqlite3_column_int(st, 30);
-    er_job_set_flags_apply(j, sqlite3_column_int(st, 31));
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD: {
+            const unsigned char *t = sqlite3_column_text(st, i);
+            /* NULL for a non-NULL value means sqlite ran out of memory */
+            if (!t && sqlite3_column_type(st, i) != SQLITE_NULL)
+                bad = 1;
+            else if (er_job_col_set_text(j, c, (const char *)t,
+                                         (size_t)sqlite3_column_bytes(st, i)) < 0)
+                bad = 1;
+            break;
+        }
+        case ER_COL_F64:
+            er_job_col_set_f64(j, c, sqlite3_column_double(st, i));
+            break;
+        default:
+            er_job_col_set_int(j, c, sqlite3_column_int64(st, i));
+            break;
+        }
+    }
     if (bad)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     return 0;
@@ -578,21 +550,12 @@ static const sqlite3_module acks_module = {
  * enqueue_many call running on this connection (s->newjobs), in order, with
  * ER_SQ_INSERT_MANY's columns, so one INSERT ... SELECT inserts a batch.
  * Empty outside such a call. */
+#define VT_COL_(c, k, st, pt, m) #c " " st ", "
+#define VT_COL_LAST_(c, k, st, pt, m) #c " " st
 static int newjobs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                            sqlite3_vtab **out, char **errmsg)
 {
-    return batch_connect(
-        db, aux,
-        "CREATE TABLE x(id TEXT, queue TEXT, name TEXT, payload TEXT, state INTEGER,"
-            " priority INTEGER, grp TEXT, run_at INTEGER, max_attempts INTEGER,"
-            " backoff_type INTEGER, backoff_delay_ms INTEGER, backoff_max_ms INTEGER,"
-            " backoff_jitter REAL, timeout_ms INTEGER, trace_id TEXT, idempotency_key TEXT,"
-            " attempts INTEGER, started INTEGER, stalled INTEGER, lease_owner TEXT,"
-            " lease_token TEXT, lease_expires_at INTEGER, last_error TEXT, result TEXT,"
-            " progress TEXT, created_at INTEGER, updated_at INTEGER, started_at INTEGER,"
-            " finished_at INTEGER, redriven_at INTEGER, redrive_count INTEGER,"
-            " set_flags INTEGER)",
-        out);
+    return batch_connect(db, aux, "CREATE TABLE x(" ER_JOB_ROW(VT_COL_, VT_COL_LAST_) ")", out);
 }
 
 static int newjobs_eof(sqlite3_vtab_cursor *cur)
@@ -606,43 +569,24 @@ static int newjobs_eof(sqlite3_vtab_cursor *cur)
 static int newjobs_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
 {
     const er_job *j = &acks_store(cur)->newjobs[((acks_cursor *)cur)->i];
-    switch (col) {
-    case 0: sqlite3_result_text(ctx, j->id, -1, SQLITE_STATIC); break;
-    case 1: sqlite3_result_text(ctx, j->queue, -1, SQLITE_STATIC); break;
-    case 2: sqlite3_result_text(ctx, j->name ? j->name : "", -1, SQLITE_STATIC); break;
-    case 3:
-        sqlite3_result_text(ctx, j->payload ? j->payload : "null",
-                            j->payload ? (int)j->payload_len : 4, SQLITE_STATIC);
+    const er_job_col *c = &er_job_cols[col];
+    size_t n;
+    const char *t;
+    switch (c->kind) {
+    case ER_COL_STR:
+    case ER_COL_TEXT:
+    case ER_COL_PAYLOAD:
+        t = er_job_col_text(j, c, &n);
+        if (t)
+            sqlite3_result_text(ctx, t, (int)n, SQLITE_STATIC);
+        else
+            sqlite3_result_null(ctx);
         break;
-    case 4: sqlite3_result_int(ctx, (int)j->state); break;
-    case 5: sqlite3_result_int(ctx, j->priority); break;
-    case 6: result_opt_text(ctx, j->group); break;
-    case 7: sqlite3_result_int64(ctx, j->run_at); break;
-    case 8: sqlite3_result_int(ctx, j->max_attempts); break;
-    case 9: sqlite3_result_int(ctx, (int)j->backoff.type); break;
-    case 10: sqlite3_result_int64(ctx, j->backoff.delay_ms); break;
-    case 11: sqlite3_result_int64(ctx, j->backoff.max_delay_ms); break;
-    case 12: sqlite3_result_double(ctx, j->backoff.jitter); break;
-    case 13: sqlite3_result_int64(ctx, j->timeout_ms); break;
-    case 14: result_opt_text(ctx, j->trace_id); break;
-    case 15: result_opt_text(ctx, j->idempotency_key); break;
-    case 16: sqlite3_result_int(ctx, j->attempts); break;
-    case 17: sqlite3_result_int(ctx, j->started); break;
-    case 18: sqlite3_result_int(ctx, j->stalled); break;
-    case 19: result_opt_text(ctx, j->lease_owner); break;
-    case 20: result_opt_text(ctx, j->lease_token); break;
-    case 21: sqlite3_result_int64(ctx, j->lease_expires_at); break;
-    case 22: result_opt_text(ctx, j->last_error); break;
-    case 23: result_opt_text(ctx, j->result); break;
-    case 24: result_opt_text(ctx, j->progress); break;
-    case 25: sqlite3_result_int64(ctx, j->created_at); break;
-    case 26: sqlite3_result_int64(ctx, j->updated_at); break;
-    case 27: sqlite3_result_int64(ctx, j->started_at); break;
-    case 28: sqlite3_result_int64(ctx, j->finished_at); break;
-    case 29: sqlite3_result_int64(ctx, j->redriven_at); break;
-    case 30: sqlite3_result_int(ctx, j->redrive_count); break;
+    case ER_COL_F64:
+        sqlite3_result_double(ctx, er_job_col_f64(j, c));
+        break;
     default:
-        sqlite3_result_int(ctx, er_job_set_flags(j));
+        sqlite3_result_int64(ctx, er_job_col_int(j, c));
         break;
     }
     return SQLITE_OK;

@@ -11,6 +11,7 @@
 
 #include <sqlite3.h>
 
+#include "store/job_row.h"
 #include "store/store.h"
 
 /* Statement ids; er_sqlite_sql[id] is the text. Prepared lazily, once per
@@ -78,8 +79,9 @@ extern const char *const er_sqlite_sql[ER_SQ_NSTMT];
 extern const char *const er_sqlite_migrations[];
 extern const int er_sqlite_schema_version;
 
-/* Column indexes of ER_SQ_JOB_COLS (the order every job SELECT/RETURNING uses). */
-enum { ER_SQ_COL_SEQ = 32, ER_SQ_NCOLS = 33 };
+/* The column of seq in a job SELECT/RETURNING: after the job row
+ * (store/job_row.h). */
+enum { ER_SQ_COL_SEQ = ER_JOB_NCOLS };
 
 /* One cached queue: its settings, pause and throttle state. */
 typedef struct er_sqlite_queue {
@@ -132,9 +134,10 @@ void er_sqlite_queue_cache_clear(er_store *s);
 int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *out,
                              er_error *err);
 
-/* Binds a job's columns to ?1..?32 of ER_SQ_INSERT_JOB. */
+/* Binds a job's columns (store/job_row.h) to ?1..?ER_JOB_NCOLS of
+ * ER_SQ_INSERT_JOB. */
 int er_sqlite_bind_job(er_store *s, sqlite3_stmt *st, const er_job *j, er_error *err);
-/* Reads the current row (ER_SQ_JOB_COLS order) into *j
+/* Reads the current row (the job row's order) into *j
  * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled: fini it. */
 int er_sqlite_row_job(sqlite3_stmt *st, er_job *j, er_error *err);
 /* Copies text column i into *dst (owned; NULL for SQL NULL) and its length
