@@ -20,12 +20,15 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-/* What a frontend found for one field. A null value counts as absent (the
- * API's "null means not given"), except a payload, which may be null. */
+/* What a frontend found for one field. In a job a null value counts as
+ * absent (the API's "null means not given"), except a payload, which may be
+ * null; where null means something else (a queue setting it clears) the
+ * frontend says ER_SPEC_NULL. */
 typedef enum er_spec_kind {
     ER_SPEC_ABSENT = 0,
     ER_SPEC_SET = 1,
     ER_SPEC_BAD_TYPE = 2, /* present with the wrong type (or a string holding NUL) */
+    ER_SPEC_NULL = 3,     /* present and null, where null is not "absent" */
 } er_spec_kind;
 
 /* A text value: borrowed bytes s[0..n), not NUL-terminated. */
