@@ -12,7 +12,6 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/notify.h"
-#include "store/postgres/postgres.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -82,7 +81,7 @@ struct er_engine {
     _Atomic uint64_t commits, commit_requests, commit_failures, promoted, reaped;
     _Atomic uint64_t parked, waiting;
     _Atomic bool leader;  /* the writer runs maintenance */
-    er_notify *notify;    /* PostgreSQL: wake-ups from other nodes */
+    er_notify *notify;    /* wake-ups from other nodes, when the store has them */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
 };
 
@@ -561,9 +560,9 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
     rc = worker_start(e, &e->reader, false, err);
     if (rc < 0)
         goto fail;
-    if (e->ops == &er_postgres_ops) {
+    if (e->ops->listener_open) {
         er_notify_cbs cbs = {.ready = remote_ready, .all = remote_all, .arg = &e->writer};
-        rc = er_notify_start(e->store_url, &cbs, &e->notify, err);
+        rc = er_notify_start(e->ops, e->store_url, &cbs, &e->notify, err);
         if (rc < 0)
             goto fail;
     }
@@ -624,8 +623,8 @@ void er_engine_free(er_engine *e)
     er_notify_stop(e->notify); /* it signals the writer: stopped first */
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
-    if (e->ops == &er_postgres_ops)
-        er_postgres_pool_drain();
+    if (e->ops && e->ops->release_idle)
+        e->ops->release_idle();
     /* requests answered after the loop stopped are dropped */
     for (er_req *r = e->done_head; r;) {
         er_req *nr = r->next;
