@@ -72,8 +72,11 @@ struct er_engine {
     er_req *done_head, *done_tail; /* answered requests for the loop */
     struct event *done_ev;
 
-    size_t pending;      /* submitted, not yet answered; loop thread only */
-    bool ready, draining;
+    /* submitted, not yet answered: counted before the draining check, so
+     * a submitter on another thread either sees draining or is waited for */
+    _Atomic size_t pending;
+    _Atomic bool draining;
+    bool ready;
     void (*on_drained)(void *);
     void *drained_arg;
     struct event *drained_ev;
@@ -438,7 +441,7 @@ static void worker_stop(er_engine *e, worker *w)
 
 static void finish(er_engine *e, er_req *r)
 {
-    e->pending--;
+    atomic_fetch_sub(&e->pending, 1);
     switch (r->type) {
     case ER_REQ_ENQUEUE:
         if (r->rc == 0)
@@ -486,7 +489,9 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     er_engine *e = arg;
-    if (e->on_drained) {
+    /* a request submitted from another thread since check_drained ran is
+     * waited for: its finish() checks again */
+    if (e->on_drained && atomic_load(&e->pending) == 0) {
         void (*cb)(void *) = e->on_drained;
         e->on_drained = NULL;
         cb(e->drained_arg);
@@ -495,7 +500,8 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
 
 static void check_drained(er_engine *e)
 {
-    if (e->draining && e->pending == 0 && e->on_drained && e->drained_ev)
+    if (atomic_load(&e->draining) && atomic_load(&e->pending) == 0 && e->on_drained &&
+        e->drained_ev)
         event_active(e->drained_ev, EV_TIMEOUT, 0);
 }
 
@@ -574,17 +580,33 @@ fail:
     return rc;
 }
 
-void er_engine_submit(er_engine *e, er_req *req)
+/* Counts req as pending and hands it to its worker; false (req answered
+ * with ER_EUNAVAIL but not yet finished) once draining began. Any thread. */
+static bool take(er_engine *e, er_req *req)
 {
-    e->pending++;
-    if (e->draining) {
+    atomic_fetch_add(&e->pending, 1);
+    if (atomic_load(&e->draining)) {
         req->rc = er_error_set(&req->err, ER_EUNAVAIL, "", "the server is shutting down");
-        finish(e, req);
-        return;
+        return false;
     }
     if (req->type == ER_REQ_FETCH && req->deadline_mono == 0)
         req->deadline_mono = er_mono_ms() + req->fetch.wait_ms;
     worker_push(er_req_is_read(req) ? &e->reader : &e->writer, req);
+    return true;
+}
+
+void er_engine_submit(er_engine *e, er_req *req)
+{
+    if (!take(e, req))
+        finish(e, req);
+}
+
+void er_engine_submit_from(er_engine *e, er_req *req)
+{
+    if (!take(e, req)) {
+        req->next = NULL;
+        post_batch(e, req); /* finished on the loop thread, like any answer */
+    }
 }
 
 void er_engine_abandon(er_engine *e, er_req *req)
@@ -601,14 +623,14 @@ void er_engine_abandon(er_engine *e, er_req *req)
 
 bool er_engine_ready(const er_engine *e)
 {
-    return e && e->ready && !e->draining;
+    return e && e->ready && !atomic_load(&e->draining);
 }
 
 void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg)
 {
-    e->draining = true;
     e->on_drained = on_drained;
     e->drained_arg = arg;
+    atomic_store(&e->draining, true);
     pthread_mutex_lock(&e->writer.mu);
     e->writer.draining = true; /* the writer answers its parked fetches */
     pthread_cond_signal(&e->writer.cv);
