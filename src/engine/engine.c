@@ -12,7 +12,6 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/notify.h"
-#include "store/postgres/postgres.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -73,8 +72,11 @@ struct er_engine {
     er_req *done_head, *done_tail; /* answered requests for the loop */
     struct event *done_ev;
 
-    size_t pending;      /* submitted, not yet answered; loop thread only */
-    bool ready, draining;
+    /* submitted, not yet answered: counted before the draining check, so
+     * a submitter on another thread either sees draining or is waited for */
+    _Atomic size_t pending;
+    _Atomic bool draining;
+    bool ready;
     void (*on_drained)(void *);
     void *drained_arg;
     struct event *drained_ev;
@@ -82,7 +84,7 @@ struct er_engine {
     _Atomic uint64_t commits, commit_requests, commit_failures, promoted, reaped;
     _Atomic uint64_t parked, waiting;
     _Atomic bool leader;  /* the writer runs maintenance */
-    er_notify *notify;    /* PostgreSQL: wake-ups from other nodes */
+    er_notify *notify;    /* wake-ups from other nodes, when the store has them */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
 };
 
@@ -439,7 +441,7 @@ static void worker_stop(er_engine *e, worker *w)
 
 static void finish(er_engine *e, er_req *r)
 {
-    e->pending--;
+    atomic_fetch_sub(&e->pending, 1);
     switch (r->type) {
     case ER_REQ_ENQUEUE:
         if (r->rc == 0)
@@ -487,7 +489,9 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     er_engine *e = arg;
-    if (e->on_drained) {
+    /* a request submitted from another thread since check_drained ran is
+     * waited for: its finish() checks again */
+    if (e->on_drained && atomic_load(&e->pending) == 0) {
         void (*cb)(void *) = e->on_drained;
         e->on_drained = NULL;
         cb(e->drained_arg);
@@ -496,7 +500,8 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
 
 static void check_drained(er_engine *e)
 {
-    if (e->draining && e->pending == 0 && e->on_drained && e->drained_ev)
+    if (atomic_load(&e->draining) && atomic_load(&e->pending) == 0 && e->on_drained &&
+        e->drained_ev)
         event_active(e->drained_ev, EV_TIMEOUT, 0);
 }
 
@@ -561,9 +566,9 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
     rc = worker_start(e, &e->reader, false, err);
     if (rc < 0)
         goto fail;
-    if (e->ops == &er_postgres_ops) {
+    if (e->ops->listener_open) {
         er_notify_cbs cbs = {.ready = remote_ready, .all = remote_all, .arg = &e->writer};
-        rc = er_notify_start(e->store_url, &cbs, &e->notify, err);
+        rc = er_notify_start(e->ops, e->store_url, &cbs, &e->notify, err);
         if (rc < 0)
             goto fail;
     }
@@ -575,17 +580,33 @@ fail:
     return rc;
 }
 
-void er_engine_submit(er_engine *e, er_req *req)
+/* Counts req as pending and hands it to its worker; false (req answered
+ * with ER_EUNAVAIL but not yet finished) once draining began. Any thread. */
+static bool take(er_engine *e, er_req *req)
 {
-    e->pending++;
-    if (e->draining) {
+    atomic_fetch_add(&e->pending, 1);
+    if (atomic_load(&e->draining)) {
         req->rc = er_error_set(&req->err, ER_EUNAVAIL, "", "the server is shutting down");
-        finish(e, req);
-        return;
+        return false;
     }
     if (req->type == ER_REQ_FETCH && req->deadline_mono == 0)
         req->deadline_mono = er_mono_ms() + req->fetch.wait_ms;
     worker_push(er_req_is_read(req) ? &e->reader : &e->writer, req);
+    return true;
+}
+
+void er_engine_submit(er_engine *e, er_req *req)
+{
+    if (!take(e, req))
+        finish(e, req);
+}
+
+void er_engine_submit_from(er_engine *e, er_req *req)
+{
+    if (!take(e, req)) {
+        req->next = NULL;
+        post_batch(e, req); /* finished on the loop thread, like any answer */
+    }
 }
 
 void er_engine_abandon(er_engine *e, er_req *req)
@@ -602,14 +623,14 @@ void er_engine_abandon(er_engine *e, er_req *req)
 
 bool er_engine_ready(const er_engine *e)
 {
-    return e && e->ready && !e->draining;
+    return e && e->ready && !atomic_load(&e->draining);
 }
 
 void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg)
 {
-    e->draining = true;
     e->on_drained = on_drained;
     e->drained_arg = arg;
+    atomic_store(&e->draining, true);
     pthread_mutex_lock(&e->writer.mu);
     e->writer.draining = true; /* the writer answers its parked fetches */
     pthread_cond_signal(&e->writer.cv);
@@ -624,8 +645,8 @@ void er_engine_free(er_engine *e)
     er_notify_stop(e->notify); /* it signals the writer: stopped first */
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
-    if (e->ops == &er_postgres_ops)
-        er_postgres_pool_drain();
+    if (e->ops && e->ops->release_idle)
+        e->ops->release_idle();
     /* requests answered after the loop stopped are dropped */
     for (er_req *r = e->done_head; r;) {
         er_req *nr = r->next;

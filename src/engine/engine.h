@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT
  *
  * The engine: runs store operations off the event loop. Requests are
- * submitted on the loop thread, executed by the writer thread in group
- * commits (many requests, one transaction, one fsync) or by the reader
- * thread (queries), and answered on the loop thread through req->done after
- * the commit. The writer also runs maintenance (promotion of due jobs, lease
- * reaping, retention) and holds long-poll fetches that found nothing: when a
- * later transaction makes jobs ready on one of their queues, it leases them
- * in that same transaction, so the enqueue and the pickup share one commit.
+ * submitted on the loop thread (or, with er_engine_submit_from, on any
+ * thread), executed by the writer thread in group commits (many requests,
+ * one transaction, one fsync) or by the reader thread (queries), and
+ * answered on the loop thread through req->done after the commit. The
+ * writer also runs maintenance (promotion of due jobs, lease reaping,
+ * retention) and holds long-poll fetches that found nothing: when a later
+ * transaction makes jobs ready on one of their queues, it leases them in
+ * that same transaction, so the enqueue and the pickup share one commit.
  */
 #ifndef ER_ENGINE_ENGINE_H
 #define ER_ENGINE_ENGINE_H
@@ -125,15 +126,26 @@ er_req *er_req_new(er_req_type type);
 void er_req_free(er_req *req);
 
 /* Opens the store (creating/migrating it), starts the writer and reader
- * threads and the maintenance timers on `base`. Blocking (opens files).
- * Returns 0 or a negative code with *err. */
+ * threads and the maintenance timers on `base`, and a wake-up listener
+ * thread when the store has listener ops (store.h). `base` must be
+ * notifiable from other threads (evthread_use_pthreads() before it was
+ * made). Blocking (opens files). Returns 0 or a negative code with *err. */
 int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_engine **out,
                     er_error *err);
 
 /* Hands req to the engine (takes ownership until req->done runs). Must be
  * called on the loop thread. After er_engine_drain began, requests are
- * answered at once with ER_EUNAVAIL. */
+ * answered at once with ER_EUNAVAIL: req->done runs before this returns. */
 void er_engine_submit(er_engine *e, er_req *req);
+
+/* er_engine_submit for any thread (the outbox relay, HTTP dispatch): takes
+ * ownership of req until req->done runs, and req->done always runs on the
+ * loop thread, never inside this call. A request submitted before
+ * er_engine_drain began is answered before on_drained runs; one submitted
+ * after gets ER_EUNAVAIL. Never blocks on the store (a mutex only).
+ * Callers must stop calling it before er_engine_free; requests the loop
+ * did not answer by then are freed without req->done. */
+void er_engine_submit_from(er_engine *e, er_req *req);
 
 /* Tells the engine nobody waits for req's answer any more (its client went
  * away): a fetch leases nothing more and stops waiting; outcomes it carries

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT
  *
- * The cross-node wake-up listener: one thread, one LISTEN connection
- * (er_postgres_listen), a pipe to stop it. It only forwards queue names to
+ * The cross-node wake-up listener: one thread, one store listener
+ * (ops->listener_open), a pipe to stop it. It only forwards queue names to
  * the engine's callbacks; the engine decides what to retry. A broken
  * connection is reopened with a backoff from 100 ms up to 5 s.
  */
 #include "engine/notify.h"
-#include "store/postgres/postgres.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -22,6 +21,7 @@
 #define BACKOFF_MAX_MS 5000
 
 struct er_notify {
+    const er_store_ops *ops;
     char *url;
     er_notify_cbs cbs;
     int stop_pipe[2]; /* [0] polled by the thread; closing [1] stops it */
@@ -46,14 +46,15 @@ static int wait_fd(er_notify *n, int fd, int timeout_ms)
 static void *notify_main(void *arg)
 {
     er_notify *n = arg;
-    er_postgres_listener *l = NULL;
+    const er_store_ops *ops = n->ops;
+    er_store_listener *l = NULL;
     int backoff = BACKOFF_MIN_MS;
     bool warned = false;
     for (;;) {
         if (!l) {
             er_error err;
             er_error_clear(&err);
-            if (er_postgres_listen(n->url, &l, &err) < 0) {
+            if (ops->listener_open(n->url, &l, &err) < 0) {
                 if (!warned)
                     ER_LOG(ER_LOG_WARN, NULL, "cross-node wake-ups: cannot listen (retrying): %s",
                            err.message);
@@ -69,24 +70,25 @@ static void *notify_main(void *arg)
             backoff = BACKOFF_MIN_MS;
             n->cbs.all(n->cbs.arg); /* what was sent while we were away is lost */
         }
-        int w = wait_fd(n, er_postgres_listener_fd(l), -1);
+        int w = wait_fd(n, ops->listener_fd(l), -1);
         if (w < 0)
             break;
         er_error err;
         er_error_clear(&err);
-        if (w > 0 && er_postgres_listener_poll(l, n->cbs.ready, n->cbs.arg, &err) < 0) {
+        if (w > 0 && ops->listener_poll(l, n->cbs.ready, n->cbs.arg, &err) < 0) {
             ER_LOG(ER_LOG_WARN, NULL, "cross-node wake-ups: connection lost (reconnecting): %s",
                    err.message);
             warned = true;
-            er_postgres_listener_close(l);
+            ops->listener_close(l);
             l = NULL;
         }
     }
-    er_postgres_listener_close(l);
+    ops->listener_close(l);
     return NULL;
 }
 
-int er_notify_start(const char *url, const er_notify_cbs *cbs, er_notify **out, er_error *err)
+int er_notify_start(const er_store_ops *ops, const char *url, const er_notify_cbs *cbs,
+                    er_notify **out, er_error *err)
 {
     *out = NULL;
     er_notify *n = calloc(1, sizeof *n);
@@ -94,6 +96,7 @@ int er_notify_start(const char *url, const er_notify_cbs *cbs, er_notify **out, 
         free(n);
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     }
+    n->ops = ops;
     n->cbs = *cbs;
     if (pipe(n->stop_pipe) != 0) {
         free(n->url);

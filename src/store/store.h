@@ -98,6 +98,14 @@ typedef struct er_complete_item {
     er_error *err;      /* borrowed: receives the item's error; may be NULL */
 } er_complete_item;
 
+/* A store's wake-up listener (ops->listener_open); opaque, one per store
+ * kind that has one. */
+typedef struct er_store_listener er_store_listener;
+
+/* Called once per wake-up with the queue that got ready jobs (borrowed,
+ * valid during the call). */
+typedef void (*er_store_ready_fn)(const char *queue, void *arg);
+
 typedef struct er_store_ops {
     const char *name; /* "sqlite", "postgres" */
 
@@ -290,6 +298,41 @@ typedef struct er_store_ops {
      * to do. Returns 0 or a storage error; nothing is rolled back, no
      * committed data is at risk either way. */
     int (*checkpoint)(er_store *s, er_error *err);
+
+    /* ---- wake-ups from other servers ----
+     * Optional, all four NULL when a store has none (SQLite: one server,
+     * whose own commits are the only news of ready jobs). A store shared by
+     * several servers tells each one when another (or an application's
+     * SQL) made jobs ready, so long-polling fetchers wake at once. The
+     * store owns the protocol (PostgreSQL: LISTEN on "<schema>_ready" on a
+     * connection outside the pool); the caller owns the thread, the wait
+     * and the reconnect policy. A listener is used by one thread at a time
+     * and is independent of every er_store. */
+
+    /* Opens a listener for the store at `url` (copied; as open() takes it)
+     * on its own connection. Blocking (connects). Returns 0 and *out
+     * (returns owned: free with listener_close), or a negative code
+     * (ER_EUNAVAIL when the store cannot be reached) with *err and *out
+     * NULL. */
+    int (*listener_open)(const char *url, er_store_listener **out, er_error *err);
+    /* The descriptor to wait on for reading before listener_poll (borrowed:
+     * valid until listener_close; do not read or close it). */
+    int (*listener_fd)(const er_store_listener *l);
+    /* Reads what arrived, without blocking, and calls fn(queue, arg) on
+     * this thread for each wake-up. ER_EUNAVAIL when the connection broke:
+     * close the listener, open another, and treat every queue as possibly
+     * ready, since wake-ups sent meanwhile are lost. */
+    int (*listener_poll)(er_store_listener *l, er_store_ready_fn fn, void *arg,
+                         er_error *err);
+    /* Closes the connection and frees l. NULL-safe. */
+    void (*listener_close)(er_store_listener *l);
+
+    /* Optional, NULL when a store keeps nothing between connections:
+     * releases what the store keeps process-wide (PostgreSQL: the idle
+     * pooled connections of every URL). Connections of open er_stores are
+     * not affected; they close with their stores. Thread-safe; for
+     * shutdown and tests. */
+    void (*release_idle)(void);
 } er_store_ops;
 
 extern const er_store_ops er_sqlite_ops;
@@ -299,8 +342,8 @@ extern const er_store_ops er_sqlite_ops;
  * SQLite before opening a store (a test registering a VFS) calls it first.
  * Thread-safe; later calls do nothing. */
 void er_sqlite_global_init(void);
-/* The PostgreSQL store (src/store/postgres/postgres.h: URL options, pool,
- * LISTEN). Unlike SQLite it reads the store's clock by default: with
+/* The PostgreSQL store (src/store/postgres/postgres.h: URL options, pool;
+ * it has the optional wake-up and release_idle ops). Unlike SQLite it reads the store's clock by default: with
  * clock=store (the default) every lease, schedule and maintenance decision
  * uses PostgreSQL's now() of the current transaction instead of the `now`
  * arguments, so servers on several hosts agree on time; clock=caller in the

@@ -919,4 +919,9 @@ const er_store_ops er_postgres_ops = {
     .cursor_get = er_pg_cursor_get,
     .cursor_cas = er_pg_cursor_cas,
     .maintenance_lease = pg_maintenance_lease,
+    .listener_open = er_pg_listener_open,
+    .listener_fd = er_pg_listener_fd,
+    .listener_poll = er_pg_listener_poll,
+    .listener_close = er_pg_listener_close,
+    .release_idle = er_postgres_pool_drain,
 };

@@ -224,5 +224,10 @@ int er_pg_cursor_get(er_store *s, const char *name, char **value, int64_t *updat
                      er_error *err);
 int er_pg_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
                      const char *value, int64_t now, char **current, er_error *err);
+/* Wake-up listeners (pg_listen.c), store.h's listener ops. */
+int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err);
+int er_pg_listener_fd(const er_store_listener *l);
+int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, void *arg, er_error *err);
+void er_pg_listener_close(er_store_listener *l);
 
 #endif

@@ -2,18 +2,16 @@
  *
  * The LISTEN side of the PostgreSQL store's wake-ups: a dedicated
  * connection (outside the pool) that listens on "<schema>_ready" and hands
- * each notification's queue to a callback. Non-blocking: the owner polls
- * its socket from an event loop or calls er_postgres_listener_wait.
+ * each notification's queue to a callback: store.h's listener ops.
+ * Non-blocking: the owner waits on its socket, then polls.
  */
 #include "store/postgres/pg_int.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct er_postgres_listener {
+struct er_store_listener {
     PGconn *pg;
 };
 
@@ -56,7 +54,7 @@ static int conn_error(PGconn *pg, const char *what, er_error *err)
     return er_error_set(err, ER_EUNAVAIL, "store", "store: %s: %.*s", what, n, m);
 }
 
-int er_postgres_listen(const char *url, er_postgres_listener **out, er_error *err)
+int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err)
 {
     *out = NULL;
     char *conninfo = NULL;
@@ -90,7 +88,7 @@ int er_postgres_listen(const char *url, er_postgres_listener **out, er_error *er
         PQfinish(pg);
         return rc;
     }
-    er_postgres_listener *l = calloc(1, sizeof *l);
+    er_store_listener *l = calloc(1, sizeof *l);
     if (!l) {
         PQfinish(pg);
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -100,52 +98,25 @@ int er_postgres_listen(const char *url, er_postgres_listener **out, er_error *er
     return 0;
 }
 
-int er_postgres_listener_fd(const er_postgres_listener *l)
+int er_pg_listener_fd(const er_store_listener *l)
 {
     return PQsocket(l->pg);
 }
 
-static int drain(er_postgres_listener *l, er_postgres_ready_fn fn, void *arg, er_error *err)
+int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, void *arg, er_error *err)
 {
     if (!PQconsumeInput(l->pg) || PQstatus(l->pg) != CONNECTION_OK)
         return conn_error(l->pg, "listen", err);
-    int n = 0;
     PGnotify *nt;
     while ((nt = PQnotifies(l->pg))) {
         if (fn)
             fn(nt->extra ? nt->extra : "", arg);
         PQfreemem(nt);
-        n++;
     }
-    return n;
+    return 0;
 }
 
-int er_postgres_listener_poll(er_postgres_listener *l, er_postgres_ready_fn fn, void *arg,
-                              er_error *err)
-{
-    int rc = drain(l, fn, arg, err);
-    return rc < 0 ? rc : 0;
-}
-
-int er_postgres_listener_wait(er_postgres_listener *l, int timeout_ms, er_postgres_ready_fn fn,
-                              void *arg, er_error *err)
-{
-    int n = drain(l, fn, arg, err);
-    if (n != 0)
-        return n;
-    struct pollfd pfd = {.fd = PQsocket(l->pg), .events = POLLIN};
-    int prc;
-    do {
-        prc = poll(&pfd, 1, timeout_ms);
-    } while (prc < 0 && errno == EINTR);
-    if (prc < 0)
-        return er_error_set(err, ER_EUNAVAIL, "store", "store: listen: poll failed");
-    if (prc == 0)
-        return 0;
-    return drain(l, fn, arg, err);
-}
-
-void er_postgres_listener_close(er_postgres_listener *l)
+void er_pg_listener_close(er_store_listener *l)
 {
     if (!l)
         return;
