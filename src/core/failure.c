@@ -20,6 +20,11 @@ static const char *const class_names[] = {
     [ER_ERR_THROTTLED] = "throttled",
 };
 
+const char *er_error_class_name(er_error_class c)
+{
+    return class_names[(int)c >= 0 && (int)c < 4 ? (int)c : ER_ERR_TRANSIENT];
+}
+
 void er_failure_fini(er_failure *f)
 {
     if (!f)
@@ -113,32 +118,6 @@ int er_failure_validate(const er_failure_spec *spec, er_failure *f, er_error *er
     return rc;
 }
 
-char *er_failure_to_json_text(const er_failure *f, int attempt, int64_t now)
-{
-    char at[32];
-    er_time_format(now, at);
-    int cls = (int)f->cls >= 0 && (int)f->cls < 4 ? (int)f->cls : ER_ERR_TRANSIENT;
-    /* A message that is not valid UTF-8 (only possible when built by hand,
-     * not parsed) is shown as null rather than failing the whole record. */
-    json_t *msg = f->message ? json_string(f->message) : NULL;
-    json_t *o = json_pack("{s:s, s:o, s:i, s:s}", "class", class_names[cls], "message",
-                          msg ? msg : json_null(), "attempt", attempt, "at", at);
-    if (!o)
-        return NULL;
-    int bad = 0;
-    if (f->cls == ER_ERR_RETRY_LATER)
-        bad |= json_object_set_new(o, "delay_ms", json_integer(f->delay_ms));
-    if (f->cls == ER_ERR_THROTTLED)
-        bad |= json_object_set_new(o, "retry_after_ms", json_integer(f->retry_after_ms));
-    if (f->backtrace) {
-        json_t *bt = json_loads(f->backtrace, JSON_DECODE_ANY, NULL);
-        bad |= json_object_set_new(o, "backtrace", bt ? bt : json_string(f->backtrace));
-    }
-    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    return text;
-}
-
 void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int64_t now,
                     er_rand *r, er_fail_outcome *out)
 {
@@ -182,16 +161,4 @@ void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int
 er_state er_stall_decide(const er_job *job, int max_stalled)
 {
     return job->stalled + 1 <= max_stalled ? ER_STATE_WAITING : ER_STATE_DEAD;
-}
-
-char *er_stall_error_text(const er_job *job, int64_t now)
-{
-    char at[32];
-    er_time_format(now, at);
-    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
-                          "the lease expired too many times (worker lost or too slow)",
-                          "attempt", job->attempts, "stalled", job->stalled + 1, "at", at);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return text;
 }

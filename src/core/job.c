@@ -208,25 +208,6 @@ void er_job_new_id(int64_t now, er_rand *r, char out[32])
     out[26] = '\0';
 }
 
-/* ---- JSON field helpers ---------------------------------------------- */
-
-/* "prefix.name", or "name" when prefix is empty. */
-static void field_name(char out[64], const char *prefix, const char *name)
-{
-    snprintf(out, 64, "%s%s%s", prefix, *prefix ? "." : "", name);
-}
-
-/* An integer in lo..hi. Booleans and reals are not integers. */
-static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
-                   er_error *err)
-{
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return er_error_set(err, ER_EINVAL, field, "%s must be an integer %lld..%lld", field,
-                            (long long)lo, (long long)hi);
-    *out = json_integer_value(v);
-    return 0;
-}
-
 /* ---- backoff and defaults -------------------------------------------- */
 
 static const char *const backoff_names[] = {
@@ -253,71 +234,6 @@ void er_job_defaults_server(er_job_defaults *d)
     d->priority = 0;
 }
 
-/* Parses a backoff object onto `base`: absent or null sub-fields keep the
- * base's value. When max_delay_ms is not given and the delay exceeds the
- * base's cap, the cap rises to the delay (an explicit smaller cap is an
- * error). */
-static int backoff_from_json(const json_t *v, const er_backoff *base, const char *field,
-                             bool strict, er_backoff *out, er_error *err)
-{
-    char f[64];
-    if (!json_is_object(v))
-        return er_error_set(err, ER_EINVAL, field,
-                            "%s must be an object {type, delay_ms, max_delay_ms, jitter}", field);
-    er_backoff b = *base;
-    bool has_max = false;
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)v, key, val) {
-        field_name(f, field, key);
-        int64_t n = 0;
-        if (strcmp(key, "type") == 0) {
-            if (json_is_null(val))
-                continue;
-            const char *s = json_is_string(val) ? json_string_value(val) : "";
-            int t = -1;
-            for (int i = 0; i < 3; i++)
-                if (strcmp(s, backoff_names[i]) == 0)
-                    t = i;
-            if (t < 0)
-                return er_error_set(err, ER_EINVAL, f,
-                                    "%s must be \"exponential\", \"fixed\" or \"capped\"", f);
-            b.type = (er_backoff_type)t;
-        } else if (strcmp(key, "delay_ms") == 0) {
-            if (json_is_null(val))
-                continue;
-            if (get_int(val, f, 0, ER_DELAY_MAX_MS, &n, err) < 0)
-                return ER_EINVAL;
-            b.delay_ms = n;
-        } else if (strcmp(key, "max_delay_ms") == 0) {
-            if (json_is_null(val))
-                continue;
-            if (get_int(val, f, 0, ER_DELAY_MAX_MS, &n, err) < 0)
-                return ER_EINVAL;
-            b.max_delay_ms = n;
-            has_max = true;
-        } else if (strcmp(key, "jitter") == 0) {
-            if (json_is_null(val))
-                continue;
-            double j = json_is_number(val) ? json_number_value(val) : -1.0;
-            if (!(j >= 0.0 && j <= 1.0))
-                return er_error_set(err, ER_EINVAL, f, "%s must be a number 0..1", f);
-            b.jitter = j;
-        } else if (strict) {
-            return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
-        }
-    }
-    if (b.max_delay_ms < b.delay_ms) {
-        if (has_max) {
-            field_name(f, field, "max_delay_ms");
-            return er_error_set(err, ER_EINVAL, f, "%s must be >= delay_ms", f);
-        }
-        b.max_delay_ms = b.delay_ms;
-    }
-    *out = b;
-    return 0;
-}
-
 const char *er_backoff_type_name(er_backoff_type t)
 {
     return backoff_names[(int)t >= 0 && (int)t < 3 ? (int)t : 0];
@@ -329,87 +245,6 @@ int er_backoff_type_parse(const char *s, size_t n)
         if (strlen(backoff_names[i]) == n && memcmp(backoff_names[i], s, n) == 0)
             return i;
     return -1;
-}
-
-static json_t *backoff_to_json(const er_backoff *b)
-{
-    int t = (int)b->type >= 0 && (int)b->type < 3 ? (int)b->type : 0;
-    return json_pack("{s:s, s:I, s:I, s:f}", "type", backoff_names[t], "delay_ms",
-                     (json_int_t)b->delay_ms, "max_delay_ms", (json_int_t)b->max_delay_ms,
-                     "jitter", b->jitter);
-}
-
-int er_job_defaults_merge(er_job_defaults *d, const json_t *obj, const char *prefix,
-                          bool strict, er_error *err)
-{
-    char f[64];
-    if (!json_is_object(obj))
-        return er_error_set(err, ER_EINVAL, prefix,
-                            "%s must be an object {max_attempts, backoff, timeout_ms, priority}",
-                            prefix);
-    er_job_defaults t = *d;
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)obj, key, val) {
-        field_name(f, prefix, key);
-        int64_t n = 0;
-        bool clear = json_is_null(val);
-        if (strcmp(key, "max_attempts") == 0) {
-            if (!clear && get_int(val, f, 1, ER_MAX_ATTEMPTS_MAX, &n, err) < 0)
-                return ER_EINVAL;
-            t.has_max_attempts = !clear;
-            t.max_attempts = clear ? 0 : (int)n;
-        } else if (strcmp(key, "backoff") == 0) {
-            er_backoff base;
-            if (t.has_backoff)
-                base = t.backoff;
-            else
-                backoff_server(&base);
-            if (clear) {
-                t.has_backoff = false;
-                memset(&t.backoff, 0, sizeof t.backoff);
-            } else {
-                if (backoff_from_json(val, &base, f, strict, &t.backoff, err) < 0)
-                    return ER_EINVAL;
-                t.has_backoff = true;
-            }
-        } else if (strcmp(key, "timeout_ms") == 0) {
-            if (!clear && get_int(val, f, 1, ER_TIMEOUT_MAX_MS, &n, err) < 0)
-                return ER_EINVAL;
-            t.has_timeout = !clear;
-            t.timeout_ms = clear ? 0 : n;
-        } else if (strcmp(key, "priority") == 0) {
-            if (!clear && get_int(val, f, 0, ER_PRIORITY_MAX, &n, err) < 0)
-                return ER_EINVAL;
-            t.has_priority = !clear;
-            t.priority = clear ? 0 : (int)n;
-        } else if (strict) {
-            return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
-        }
-    }
-    *d = t;
-    return 0;
-}
-
-json_t *er_job_defaults_to_json(const er_job_defaults *d)
-{
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    int bad = 0;
-    if (d->has_max_attempts)
-        bad |= json_object_set_new(o, "max_attempts", json_integer(d->max_attempts));
-    if (d->has_backoff)
-        bad |= json_object_set_new(o, "backoff", backoff_to_json(&d->backoff));
-    if (d->has_timeout)
-        bad |= json_object_set_new(o, "timeout_ms", json_integer(d->timeout_ms));
-    if (d->has_priority)
-        bad |= json_object_set_new(o, "priority", json_integer(d->priority));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
 }
 
 int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now)

@@ -10,7 +10,6 @@
 #ifndef ER_CORE_JOB_H
 #define ER_CORE_JOB_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -115,17 +114,6 @@ typedef struct er_job_defaults {
 /* The server's own defaults (ER_DEFAULT_*). */
 void er_job_defaults_server(er_job_defaults *d);
 
-/* Merges a "defaults" object of job options {max_attempts, backoff,
- * timeout_ms, priority} into *d, each validated as in enqueue; a null value
- * unsets that option, a backoff object merges onto the current backoff (or
- * the server's). `prefix` names the object in error fields ("defaults").
- * Unknown fields are an error when `strict`, else ignored. On error returns
- * ER_EINVAL and *d is unchanged. obj is borrowed. */
-int er_job_defaults_merge(er_job_defaults *d, const json_t *obj, const char *prefix,
-                          bool strict, er_error *err);
-/* The set options of *d as a JSON object (new reference, NULL on ENOMEM). */
-json_t *er_job_defaults_to_json(const er_job_defaults *d);
-
 /* A job as the store holds it. Strings are owned by the struct (heap) and
  * freed by er_job_fini. payload/result/progress are JSON texts. */
 typedef struct er_job {
@@ -221,8 +209,8 @@ typedef struct er_failure {
 } er_failure;
 
 void er_failure_fini(er_failure *f);
-/* The last_error JSON text stored on the job; returns owned string or NULL (ENOMEM). */
-char *er_failure_to_json_text(const er_failure *f, int attempt, int64_t now);
+/* "transient", "permanent", "retry_later", "throttled". */
+const char *er_error_class_name(er_error_class c);
 
 /* The decision for a failed active job. */
 typedef struct er_fail_outcome {
@@ -245,8 +233,5 @@ void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int
  * exceed max_stalled. */
 er_state er_stall_decide(const er_job *job, int max_stalled);
 
-/* The last_error JSON text of a job the reaper sends to the dead letters
- * ({"class":"stalled",...}); returns owned string or NULL (ENOMEM). */
-char *er_stall_error_text(const er_job *job, int64_t now);
 
 #endif

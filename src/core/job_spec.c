@@ -118,59 +118,77 @@ static int take_str(const er_spec_str *v, char **dst, er_error *err)
 
 /* ---- backoff ---- */
 
-/* The backoff of a request onto the server's: *out gets the server's values
- * with the given members over them, *given which members were given. */
-static int check_backoff(const er_backoff_spec *b, er_backoff *out, unsigned *given,
-                         er_error *err)
+int er_backoff_spec_check(const er_backoff_spec *b, const char *field, er_backoff *vals,
+                          unsigned *given, er_error *err)
 {
+    char f[ER_FIELD_MAX];
     *given = 0;
+    memset(vals, 0, sizeof *vals);
     if (b->kind == ER_SPEC_BAD_TYPE)
-        return er_error_set(err, ER_EINVAL, "backoff",
-                            "backoff must be an object {type, delay_ms, max_delay_ms, jitter}");
-    er_job_defaults srv;
-    er_job_defaults_server(&srv);
-    er_backoff t = srv.backoff;
-    if (b->unknown.kind != ER_SPEC_ABSENT)
-        return unknown_field(&b->unknown, "backoff.", err);
-    if (b->type.kind != ER_SPEC_ABSENT) {
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s must be an object {type, delay_ms, max_delay_ms, jitter}", field);
+    if (b->unknown.kind != ER_SPEC_ABSENT) {
+        snprintf(f, sizeof f, "%s.", field);
+        return unknown_field(&b->unknown, f, err);
+    }
+    if (b->type.kind != ER_SPEC_ABSENT && b->type.kind != ER_SPEC_NULL) {
         int ty = b->type.kind == ER_SPEC_SET ? er_backoff_type_parse(b->type.s, b->type.n) : -1;
-        if (ty < 0)
-            return er_error_set(err, ER_EINVAL, "backoff.type",
-                                "backoff.type must be \"exponential\", \"fixed\" or \"capped\"");
-        t.type = (er_backoff_type)ty;
+        if (ty < 0) {
+            snprintf(f, sizeof f, "%s.type", field);
+            return er_error_set(err, ER_EINVAL, f,
+                                "%s must be \"exponential\", \"fixed\" or \"capped\"", f);
+        }
+        vals->type = (er_backoff_type)ty;
         *given |= ER_BACKOFF_GIVEN_TYPE;
     }
     int64_t n = 0;
-    int rc = check_int(&b->delay_ms, "backoff.delay_ms", 0, ER_DELAY_MAX_MS, &n, err);
+    snprintf(f, sizeof f, "%s.delay_ms", field);
+    int rc = check_int(&b->delay_ms, f, 0, ER_DELAY_MAX_MS, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
-        t.delay_ms = n;
+        vals->delay_ms = n;
         *given |= ER_BACKOFF_GIVEN_DELAY;
     }
-    rc = check_int(&b->max_delay_ms, "backoff.max_delay_ms", 0, ER_DELAY_MAX_MS, &n, err);
+    snprintf(f, sizeof f, "%s.max_delay_ms", field);
+    rc = check_int(&b->max_delay_ms, f, 0, ER_DELAY_MAX_MS, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
-        t.max_delay_ms = n;
+        vals->max_delay_ms = n;
         *given |= ER_BACKOFF_GIVEN_MAX;
     }
-    if (b->jitter.kind != ER_SPEC_ABSENT) {
+    if (b->jitter.kind != ER_SPEC_ABSENT && b->jitter.kind != ER_SPEC_NULL) {
         double j = b->jitter.kind == ER_SPEC_SET ? b->jitter.v : -1.0;
-        if (!(j >= 0.0 && j <= 1.0))
-            return er_error_set(err, ER_EINVAL, "backoff.jitter",
-                                "backoff.jitter must be a number 0..1");
-        t.jitter = j;
+        if (!(j >= 0.0 && j <= 1.0)) {
+            snprintf(f, sizeof f, "%s.jitter", field);
+            return er_error_set(err, ER_EINVAL, f, "%s must be a number 0..1", f);
+        }
+        vals->jitter = j;
         *given |= ER_BACKOFF_GIVEN_JITTER;
     }
     if ((*given & ER_BACKOFF_GIVEN_DELAY) && (*given & ER_BACKOFF_GIVEN_MAX) &&
-        t.max_delay_ms < t.delay_ms)
-        return er_error_set(err, ER_EINVAL, "backoff.max_delay_ms",
-                            "backoff.max_delay_ms must be >= delay_ms");
-    if (t.max_delay_ms < t.delay_ms && !(*given & ER_BACKOFF_GIVEN_MAX))
-        t.max_delay_ms = t.delay_ms; /* a longer delay than the cap raises the cap */
-    *out = t;
+        vals->max_delay_ms < vals->delay_ms) {
+        snprintf(f, sizeof f, "%s.max_delay_ms", field);
+        return er_error_set(err, ER_EINVAL, f, "%s must be >= delay_ms", f);
+    }
     return 0;
+}
+
+er_backoff er_backoff_merge(const er_backoff *base, const er_backoff *vals, unsigned given)
+{
+    er_backoff b = *base;
+    if (given & ER_BACKOFF_GIVEN_TYPE)
+        b.type = vals->type;
+    if (given & ER_BACKOFF_GIVEN_DELAY)
+        b.delay_ms = vals->delay_ms;
+    if (given & ER_BACKOFF_GIVEN_MAX)
+        b.max_delay_ms = vals->max_delay_ms;
+    if (given & ER_BACKOFF_GIVEN_JITTER)
+        b.jitter = vals->jitter;
+    if (b.max_delay_ms < b.delay_ms && !(given & ER_BACKOFF_GIVEN_MAX))
+        b.max_delay_ms = b.delay_ms; /* a longer delay than the cap raises the cap */
+    return b;
 }
 
 /* ---- the request ---- */
@@ -262,8 +280,11 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         job->set_max_attempts = true;
     }
     if (sp->backoff.kind != ER_SPEC_ABSENT) {
-        if ((rc = check_backoff(&sp->backoff, &job->backoff, &job->backoff_given, err)) < 0)
+        er_backoff vals;
+        if ((rc = er_backoff_spec_check(&sp->backoff, "backoff", &vals, &job->backoff_given,
+                                        err)) < 0)
             return rc;
+        job->backoff = er_backoff_merge(&job->backoff, &vals, job->backoff_given);
         job->set_backoff = true;
     }
     if ((rc = check_int(&sp->timeout_ms, "timeout_ms", 1, ER_TIMEOUT_MAX_MS, &n, err)) < 0)
@@ -335,23 +356,6 @@ int er_job_validate(er_job_spec *spec, const er_job_limits *lim, int64_t now, er
 
 /* ---- defaults ---- */
 
-/* The given members of a request's backoff over `base`. */
-static er_backoff merge_backoff(const er_backoff *base, const er_backoff *job, unsigned given)
-{
-    er_backoff b = *base;
-    if (given & ER_BACKOFF_GIVEN_TYPE)
-        b.type = job->type;
-    if (given & ER_BACKOFF_GIVEN_DELAY)
-        b.delay_ms = job->delay_ms;
-    if (given & ER_BACKOFF_GIVEN_MAX)
-        b.max_delay_ms = job->max_delay_ms;
-    if (given & ER_BACKOFF_GIVEN_JITTER)
-        b.jitter = job->jitter;
-    if (b.max_delay_ms < b.delay_ms && !(given & ER_BACKOFF_GIVEN_MAX))
-        b.max_delay_ms = b.delay_ms;
-    return b;
-}
-
 void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
                            const er_job_defaults *server)
 {
@@ -370,7 +374,7 @@ void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
         }
         if (!done_bo && d->has_backoff) {
             job->backoff = job->set_backoff
-                               ? merge_backoff(&d->backoff, &job->backoff, job->backoff_given)
+                               ? er_backoff_merge(&d->backoff, &job->backoff, job->backoff_given)
                                : d->backoff;
             done_bo = true;
         }

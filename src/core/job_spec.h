@@ -105,6 +105,16 @@ struct json_t;
 int er_job_spec_from_json(const struct json_t *obj, const char *queue, er_job_spec *spec,
                           er_error *err);
 
+/* Checks a backoff object read into *b, naming fields "<field>.<member>":
+ * its type, an unknown member, each member's rule, max_delay_ms >= delay_ms
+ * when both are given. Fills *vals with the given members and *given with
+ * ER_BACKOFF_GIVEN_* bits. Returns 0 or ER_EINVAL. */
+int er_backoff_spec_check(const er_backoff_spec *b, const char *field, er_backoff *vals,
+                          unsigned *given, er_error *err);
+/* The given members of vals over base; when max_delay_ms was not given and
+ * the delay passes base's cap, the cap rises to the delay. */
+er_backoff er_backoff_merge(const er_backoff *base, const er_backoff *vals, unsigned given);
+
 /* Frees spec->payload_buf (when the spec was not validated). NULL-safe. */
 void er_job_spec_fini(er_job_spec *spec);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
- * Queue settings: defaults, validation of a PUT /v1/queues/{queue} body, the
- * field-by-field merge, and the JSON form the stores persist and the API
- * shows. Pure logic; a rejected body leaves the settings as they were.
+ * Queue settings: defaults, the rules of a settings change and the
+ * field-by-field merge (queue.h). A rejected change leaves the settings as
+ * they were. The messages here are the API's (docs/api.md).
  */
 #include "core/queue.h"
 
@@ -10,219 +10,297 @@
 #include <stdio.h>
 #include <string.h>
 
-#define RATE_MAX_MAX 1000000000LL /* bounds keep rate arithmetic far from overflow */
-#define MAX_STALLED_MAX 1000
-#define MAX_STARTED_MAX 100000
-#define RETENTION_DEFAULT_AGE_S (7 * 24 * 3600)
-
 void er_queue_settings_default(er_queue_settings *s)
 {
     memset(s, 0, sizeof *s);
     s->lease_ms = ER_DEFAULT_LEASE_MS;
     s->max_stalled = ER_DEFAULT_MAX_STALLED;
     s->max_started = ER_DEFAULT_MAX_STARTED;
-    s->retention.completed_age_s = RETENTION_DEFAULT_AGE_S;
+    s->retention.completed_age_s = ER_RETENTION_DEFAULT_AGE_S;
     s->retention.completed_count = 0;
     s->retention.dead_age_s = 0; /* keep */
 }
 
-static void field_name(char out[64], const char *prefix, const char *name)
+/* ---- judging a patch ---- */
+
+static int unknown(const er_spec_obj *o, const char *prefix, er_error *err)
 {
-    snprintf(out, 64, "%s%s%s", prefix, *prefix ? "." : "", name);
+    if (o->unknown.kind == ER_SPEC_ABSENT)
+        return 0;
+    char f[ER_FIELD_MAX];
+    snprintf(f, sizeof f, "%s%s%.*s", prefix, *prefix ? "." : "", (int)o->unknown.n,
+             o->unknown.s);
+    return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
 }
 
-/* An integer lo..hi; hi of INT_MAX or more reads as ">= lo" in the message. */
-static int get_int(const json_t *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
-                   er_error *err)
+/* An integer lo..hi: 1 and *out when set, 0 when absent (or null). A hi of
+ * INT_MAX or more reads as ">= lo" in the message. */
+static int int_in(const er_spec_int *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
+                  er_error *err)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+    if (v->kind == ER_SPEC_ABSENT || v->kind == ER_SPEC_NULL)
+        return 0;
+    if (v->kind == ER_SPEC_BAD_TYPE || v->v < lo || v->v > hi) {
         if (hi >= INT_MAX)
             return er_error_set(err, ER_EINVAL, field, "%s must be an integer >= %lld", field,
                                 (long long)lo);
         return er_error_set(err, ER_EINVAL, field, "%s must be an integer %lld..%lld", field,
                             (long long)lo, (long long)hi);
     }
-    *out = json_integer_value(v);
-    return 0;
+    *out = v->v;
+    return 1;
 }
 
-static int unknown(const char *field, bool strict, er_error *err)
+/* A defaults option: null clears it, a value sets it. */
+static int opt_in(const er_spec_int *v, const char *field, int64_t lo, int64_t hi, er_change *ch,
+                  int64_t *out, er_error *err)
 {
-    if (!strict)
-        return 0;
-    return er_error_set(err, ER_EINVAL, field, "%s is not a known field", field);
-}
-
-/* rate_limit: null clears it; an object merges onto the current limit, and
- * afterwards both max and per_ms must be set. */
-static int parse_rate(const json_t *v, bool strict, er_queue_settings *t, er_error *err)
-{
-    char f[64];
-    if (json_is_null(v)) {
-        t->rate_max = t->rate_per_ms = 0;
+    if (v->kind == ER_SPEC_NULL) {
+        *ch = ER_CHANGE_CLEAR;
         return 0;
     }
-    if (!json_is_object(v))
-        return er_error_set(err, ER_EINVAL, "rate_limit",
-                            "rate_limit must be an object {max, per_ms} or null");
-    const char *key;
-    json_t *val;
+    int rc = int_in(v, field, lo, hi, out, err);
+    if (rc > 0)
+        *ch = ER_CHANGE_SET;
+    return rc < 0 ? rc : 0;
+}
+
+static int check_defaults(const er_defaults_spec *d, er_queue_change *c, er_error *err)
+{
+    if (d->obj.kind == ER_SPEC_ABSENT)
+        return 0;
+    if (d->obj.kind == ER_SPEC_NULL) {
+        c->defaults = ER_CHANGE_CLEAR;
+        return 0;
+    }
+    if (d->obj.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "defaults",
+                            "defaults must be an object {max_attempts, backoff, timeout_ms, "
+                            "priority}");
+    if (unknown(&d->obj, "defaults", err) < 0)
+        return ER_EINVAL;
+    c->defaults = ER_CHANGE_SET;
     int64_t n = 0;
-    json_object_foreach((json_t *)v, key, val) {
-        field_name(f, "rate_limit", key);
-        if (strcmp(key, "max") == 0) {
-            if (get_int(val, f, 1, RATE_MAX_MAX, &n, err) < 0)
-                return ER_EINVAL;
-            t->rate_max = n;
-        } else if (strcmp(key, "per_ms") == 0) {
-            if (get_int(val, f, 1, ER_DELAY_MAX_MS, &n, err) < 0)
-                return ER_EINVAL;
-            t->rate_per_ms = n;
-        } else if (unknown(f, strict, err) < 0) {
+    if (opt_in(&d->max_attempts, "defaults.max_attempts", 1, ER_MAX_ATTEMPTS_MAX,
+               &c->d_max_attempts, &n, err) < 0)
+        return ER_EINVAL;
+    c->d_max_attempts_v = (int)n;
+    if (d->backoff.kind == ER_SPEC_NULL) {
+        c->d_backoff = ER_CHANGE_CLEAR;
+    } else if (d->backoff.kind != ER_SPEC_ABSENT) {
+        if (er_backoff_spec_check(&d->backoff, "defaults.backoff", &c->d_backoff_v,
+                                  &c->d_backoff_given, err) < 0)
             return ER_EINVAL;
-        }
+        c->d_backoff = ER_CHANGE_SET;
     }
-    if (t->rate_max <= 0)
-        return er_error_set(err, ER_EINVAL, "rate_limit.max", "rate_limit.max is required");
-    if (t->rate_per_ms <= 0)
-        return er_error_set(err, ER_EINVAL, "rate_limit.per_ms",
-                            "rate_limit.per_ms is required");
+    if (opt_in(&d->timeout_ms, "defaults.timeout_ms", 1, ER_TIMEOUT_MAX_MS, &c->d_timeout,
+               &c->d_timeout_v, err) < 0)
+        return ER_EINVAL;
+    n = 0;
+    if (opt_in(&d->priority, "defaults.priority", 0, ER_PRIORITY_MAX, &c->d_priority, &n, err) < 0)
+        return ER_EINVAL;
+    c->d_priority_v = (int)n;
     return 0;
 }
 
-static int parse_retention(const json_t *v, bool strict, er_retention *r, er_error *err)
+static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error *err)
 {
-    char f[64];
-    if (!json_is_object(v))
+    if (p->retention.kind == ER_SPEC_ABSENT)
+        return 0;
+    if (p->retention.kind != ER_SPEC_SET)
         return er_error_set(err, ER_EINVAL, "retention",
                             "retention must be an object {completed, dead}");
-    const char *key, *k2;
-    json_t *val, *v2;
-    int64_t n = 0;
-    json_object_foreach((json_t *)v, key, val) {
-        field_name(f, "retention", key);
-        if (strcmp(key, "completed") == 0) {
-            if (!json_is_object(val))
-                return er_error_set(err, ER_EINVAL, f,
-                                    "%s must be an object {age_s, count}", f);
-            json_object_foreach(val, k2, v2) {
-                field_name(f, "retention.completed", k2);
-                if (strcmp(k2, "age_s") == 0 || strcmp(k2, "count") == 0) {
-                    if (get_int(v2, f, 0, INT64_MAX, &n, err) < 0)
-                        return ER_EINVAL;
-                    if (k2[0] == 'a')
-                        r->completed_age_s = n;
-                    else
-                        r->completed_count = n;
-                } else if (unknown(f, strict, err) < 0) {
-                    return ER_EINVAL;
-                }
-            }
-        } else if (strcmp(key, "dead") == 0) {
-            if (json_is_string(val) && strcmp(json_string_value(val), "keep") == 0) {
-                r->dead_age_s = 0;
-                continue;
-            }
-            if (!json_is_object(val))
-                return er_error_set(err, ER_EINVAL, f,
-                                    "%s must be \"keep\" or an object {age_s}", f);
-            json_object_foreach(val, k2, v2) {
-                field_name(f, "retention.dead", k2);
-                if (strcmp(k2, "age_s") == 0) {
-                    if (get_int(v2, f, 1, INT64_MAX, &n, err) < 0)
-                        return ER_EINVAL;
-                    r->dead_age_s = n;
-                } else if (unknown(f, strict, err) < 0) {
-                    return ER_EINVAL;
-                }
-            }
-        } else if (unknown(f, strict, err) < 0) {
+    if (unknown(&p->retention, "retention", err) < 0)
+        return ER_EINVAL;
+    if (p->completed.kind != ER_SPEC_ABSENT) {
+        if (p->completed.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "retention.completed",
+                                "retention.completed must be an object {age_s, count}");
+        if (unknown(&p->completed, "retention.completed", err) < 0)
             return ER_EINVAL;
+        int rc = int_in(&p->completed_age_s, "retention.completed.age_s", 0, INT64_MAX,
+                        &c->completed_age_v, err);
+        if (rc < 0)
+            return rc;
+        if (rc)
+            c->completed_age = ER_CHANGE_SET;
+        rc = int_in(&p->completed_count, "retention.completed.count", 0, INT64_MAX,
+                    &c->completed_count_v, err);
+        if (rc < 0)
+            return rc;
+        if (rc)
+            c->completed_count = ER_CHANGE_SET;
+    }
+    if (p->dead.kind != ER_SPEC_ABSENT) {
+        if (p->dead.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "retention.dead",
+                                "retention.dead must be \"keep\" or an object {age_s}");
+        if (p->dead_keep) {
+            c->dead_age = ER_CHANGE_SET;
+            c->dead_age_v = 0;
+            return 0;
         }
+        if (unknown(&p->dead, "retention.dead", err) < 0)
+            return ER_EINVAL;
+        int rc = int_in(&p->dead_age_s, "retention.dead.age_s", 1, INT64_MAX, &c->dead_age_v,
+                        err);
+        if (rc < 0)
+            return rc;
+        if (rc)
+            c->dead_age = ER_CHANGE_SET;
     }
     return 0;
 }
 
-/* Applies body onto *s; on error *s is unchanged. `strict` refuses unknown
- * fields (requests); stored text is read leniently so a newer server's
- * fields do not make an older one fail. */
-static int apply(er_queue_settings *s, const json_t *body, bool strict, er_error *err)
+static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
 {
-    if (!json_is_object(body))
+    if (p->obj.kind != ER_SPEC_SET)
         return er_error_set(err, ER_EINVAL, "settings", "queue settings must be a JSON object");
-    er_queue_settings t = *s;
-    const char *key;
-    json_t *val;
-    int64_t n = 0;
-    json_object_foreach((json_t *)body, key, val) {
-        if (strcmp(key, "paused") == 0) {
-            if (!json_is_boolean(val))
-                return er_error_set(err, ER_EINVAL, key, "paused must be true or false");
-            t.paused = json_is_true(val);
-        } else if (strcmp(key, "concurrency") == 0) {
-            if (get_int(val, key, 0, INT_MAX, &n, err) < 0)
-                return ER_EINVAL;
-            t.concurrency = (int)n;
-        } else if (strcmp(key, "rate_limit") == 0) {
-            if (parse_rate(val, strict, &t, err) < 0)
-                return ER_EINVAL;
-        } else if (strcmp(key, "lease_ms") == 0) {
-            if (get_int(val, key, ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, &n, err) < 0)
-                return ER_EINVAL;
-            t.lease_ms = n;
-        } else if (strcmp(key, "max_stalled") == 0) {
-            if (get_int(val, key, 0, MAX_STALLED_MAX, &n, err) < 0)
-                return ER_EINVAL;
-            t.max_stalled = (int)n;
-        } else if (strcmp(key, "max_started") == 0) {
-            if (get_int(val, key, 1, MAX_STARTED_MAX, &n, err) < 0)
-                return ER_EINVAL;
-            t.max_started = (int)n;
-        } else if (strcmp(key, "defaults") == 0) {
-            if (json_is_null(val))
-                memset(&t.defaults, 0, sizeof t.defaults); /* back to the server's */
-            else if (er_job_defaults_merge(&t.defaults, val, "defaults", strict, err) < 0)
-                return ER_EINVAL;
-        } else if (strcmp(key, "retention") == 0) {
-            if (parse_retention(val, strict, &t.retention, err) < 0)
-                return ER_EINVAL;
-        } else if (unknown(key, strict, err) < 0) {
-            return ER_EINVAL;
-        }
+    if (unknown(&p->obj, "", err) < 0)
+        return ER_EINVAL;
+    if (p->paused.kind != ER_SPEC_ABSENT) {
+        if (p->paused.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "paused", "paused must be true or false");
+        c->paused = ER_CHANGE_SET;
+        c->paused_v = p->paused.v;
     }
-    *s = t;
-    return 0;
+    int64_t n = 0;
+    int rc = int_in(&p->concurrency, "concurrency", 0, INT_MAX, &n, err);
+    if (rc < 0)
+        return rc;
+    if (rc) {
+        c->concurrency = ER_CHANGE_SET;
+        c->concurrency_v = (int)n;
+    }
+    if (p->rate_limit.kind == ER_SPEC_NULL) {
+        c->rate = ER_CHANGE_CLEAR;
+    } else if (p->rate_limit.kind != ER_SPEC_ABSENT) {
+        if (p->rate_limit.kind == ER_SPEC_BAD_TYPE)
+            return er_error_set(err, ER_EINVAL, "rate_limit",
+                                "rate_limit must be an object {max, per_ms} or null");
+        if (unknown(&p->rate_limit, "rate_limit", err) < 0)
+            return ER_EINVAL;
+        c->rate = ER_CHANGE_SET;
+        if ((rc = int_in(&p->rate_max, "rate_limit.max", 1, ER_RATE_MAX_MAX, &c->rate_max_v,
+                         err)) < 0)
+            return rc;
+        c->rate_max_given = rc > 0;
+        if ((rc = int_in(&p->rate_per_ms, "rate_limit.per_ms", 1, ER_DELAY_MAX_MS,
+                         &c->rate_per_v, err)) < 0)
+            return rc;
+        c->rate_per_given = rc > 0;
+    }
+    if ((rc = int_in(&p->lease_ms, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, &c->lease_ms_v,
+                     err)) < 0)
+        return rc;
+    if (rc)
+        c->lease_ms = ER_CHANGE_SET;
+    if ((rc = int_in(&p->max_stalled, "max_stalled", 0, ER_MAX_STALLED_MAX, &n, err)) < 0)
+        return rc;
+    if (rc) {
+        c->max_stalled = ER_CHANGE_SET;
+        c->max_stalled_v = (int)n;
+    }
+    if ((rc = int_in(&p->max_started, "max_started", 1, ER_MAX_STARTED_MAX, &n, err)) < 0)
+        return rc;
+    if (rc) {
+        c->max_started = ER_CHANGE_SET;
+        c->max_started_v = (int)n;
+    }
+    if (check_defaults(&p->defaults, c, err) < 0)
+        return ER_EINVAL;
+    return check_retention(p, c, err);
 }
 
-int er_queue_settings_merge(er_queue_settings *s, const json_t *body, er_error *err)
+int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err)
 {
-    return apply(s, body, true, err);
-}
-
-int er_queue_settings_from_json(const json_t *obj, er_queue_settings *s, er_error *err)
-{
-    er_queue_settings t;
-    er_queue_settings_default(&t);
-    int rc = apply(&t, obj, false, err);
+    er_queue_change c;
+    memset(&c, 0, sizeof c);
+    int rc = check(p, &c, err);
     if (rc == 0)
-        *s = t;
+        *out = c;
     return rc;
 }
 
-json_t *er_queue_settings_to_json(const er_queue_settings *s)
+/* ---- merging ---- */
+
+static int merge_defaults(er_job_defaults *d, const er_queue_change *c, er_error *err)
 {
-    json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
-                                               "per_ms", (json_int_t)s->rate_per_ms)
-                                   : json_null();
-    json_t *dead = s->retention.dead_age_s > 0
-                       ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
-                       : json_string("keep");
-    /* json_pack's "o" steals each value, and fails on a NULL one. */
-    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}}", "paused",
-                     (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
-                     "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
-                     "max_started", s->max_started, "defaults",
-                     er_job_defaults_to_json(&s->defaults), "retention", "completed", "age_s",
-                     (json_int_t)s->retention.completed_age_s, "count",
-                     (json_int_t)s->retention.completed_count, "dead", dead);
+    if (c->defaults == ER_CHANGE_CLEAR) {
+        memset(d, 0, sizeof *d); /* back to the server's */
+        return 0;
+    }
+    if (c->defaults != ER_CHANGE_SET)
+        return 0;
+    if (c->d_max_attempts != ER_CHANGE_KEEP) {
+        d->has_max_attempts = c->d_max_attempts == ER_CHANGE_SET;
+        d->max_attempts = d->has_max_attempts ? c->d_max_attempts_v : 0;
+    }
+    if (c->d_backoff == ER_CHANGE_CLEAR) {
+        d->has_backoff = false;
+        memset(&d->backoff, 0, sizeof d->backoff);
+    } else if (c->d_backoff == ER_CHANGE_SET) {
+        /* onto the current default backoff, or the server's */
+        er_backoff base;
+        if (d->has_backoff) {
+            base = d->backoff;
+        } else {
+            er_job_defaults srv;
+            er_job_defaults_server(&srv);
+            base = srv.backoff;
+        }
+        er_backoff b = er_backoff_merge(&base, &c->d_backoff_v, c->d_backoff_given);
+        if ((c->d_backoff_given & ER_BACKOFF_GIVEN_MAX) && b.max_delay_ms < b.delay_ms)
+            return er_error_set(err, ER_EINVAL, "defaults.backoff.max_delay_ms",
+                                "defaults.backoff.max_delay_ms must be >= delay_ms");
+        d->backoff = b;
+        d->has_backoff = true;
+    }
+    if (c->d_timeout != ER_CHANGE_KEEP) {
+        d->has_timeout = c->d_timeout == ER_CHANGE_SET;
+        d->timeout_ms = d->has_timeout ? c->d_timeout_v : 0;
+    }
+    if (c->d_priority != ER_CHANGE_KEEP) {
+        d->has_priority = c->d_priority == ER_CHANGE_SET;
+        d->priority = d->has_priority ? c->d_priority_v : 0;
+    }
+    return 0;
+}
+
+int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_error *err)
+{
+    er_queue_settings t = *s;
+    if (c->paused == ER_CHANGE_SET)
+        t.paused = c->paused_v;
+    if (c->concurrency == ER_CHANGE_SET)
+        t.concurrency = c->concurrency_v;
+    if (c->rate == ER_CHANGE_CLEAR) {
+        t.rate_max = t.rate_per_ms = 0;
+    } else if (c->rate == ER_CHANGE_SET) {
+        if (c->rate_max_given)
+            t.rate_max = c->rate_max_v;
+        if (c->rate_per_given)
+            t.rate_per_ms = c->rate_per_v;
+        if (t.rate_max <= 0)
+            return er_error_set(err, ER_EINVAL, "rate_limit.max", "rate_limit.max is required");
+        if (t.rate_per_ms <= 0)
+            return er_error_set(err, ER_EINVAL, "rate_limit.per_ms",
+                                "rate_limit.per_ms is required");
+    }
+    if (c->lease_ms == ER_CHANGE_SET)
+        t.lease_ms = c->lease_ms_v;
+    if (c->max_stalled == ER_CHANGE_SET)
+        t.max_stalled = c->max_stalled_v;
+    if (c->max_started == ER_CHANGE_SET)
+        t.max_started = c->max_started_v;
+    if (merge_defaults(&t.defaults, c, err) < 0)
+        return ER_EINVAL;
+    if (c->completed_age == ER_CHANGE_SET)
+        t.retention.completed_age_s = c->completed_age_v;
+    if (c->completed_count == ER_CHANGE_SET)
+        t.retention.completed_count = c->completed_count_v;
+    if (c->dead_age == ER_CHANGE_SET)
+        t.retention.dead_age_s = c->dead_age_v;
+    *s = t;
+    return 0;
 }

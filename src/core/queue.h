@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: MIT
  *
- * Queue settings: parsing, validation and the field-by-field merge that
- * PUT /v1/queues/{queue} performs. Pure logic; the stores persist the
- * settings as the JSON text er_queue_settings_to_json produces.
+ * Queue settings: their defaults, what a valid change is, and the
+ * field-by-field merge PUT /v1/queues/{queue} performs. A frontend reads a
+ * body into an er_queue_patch; er_queue_patch_check judges it on its own
+ * (every rule, with the API's messages) into a pointer-free er_queue_change
+ * the engine carries; er_queue_settings_change merges that onto the stored
+ * settings. Pure logic; the stores keep settings through their own codec
+ * (store/settings_codec.h).
  */
 #ifndef ER_CORE_QUEUE_H
 #define ER_CORE_QUEUE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/job.h"
+#include "core/job_spec.h"
 #include "util/err.h"
 
 #define ER_DEFAULT_LEASE_MS 60000
 #define ER_DEFAULT_MAX_STALLED 3
+#define ER_RATE_MAX_MAX 1000000000LL /* bounds keep rate arithmetic far from overflow */
+#define ER_MAX_STALLED_MAX 1000
+#define ER_MAX_STARTED_MAX 100000
+#define ER_RETENTION_DEFAULT_AGE_S (7 * 24 * 3600)
 
 typedef struct er_retention {
     /* completed jobs: delete when older than age_s (0 = no age limit) or
@@ -41,16 +49,81 @@ typedef struct er_queue_settings {
 /* The settings of a queue nobody configured. */
 void er_queue_settings_default(er_queue_settings *s);
 
-/* Merges a PUT body into *s, field by field (absent fields keep their value).
- * Validates everything first: on error returns ER_EINVAL naming the field
- * and *s is unchanged. */
-int er_queue_settings_merge(er_queue_settings *s, const json_t *body, er_error *err);
+/* ---- a change, as read ---- */
 
-/* The settings as the JSON object API.md shows (new reference, NULL on ENOMEM). */
-json_t *er_queue_settings_to_json(const er_queue_settings *s);
+typedef struct er_spec_bool {
+    er_spec_kind kind;
+    bool v;
+} er_spec_bool;
 
-/* Parses what er_queue_settings_to_json produced (as stored); unknown or
- * missing fields keep defaults. Returns 0 or ER_EINVAL. */
-int er_queue_settings_from_json(const json_t *obj, er_queue_settings *s, er_error *err);
+/* An object member that is itself an object: its kind (SET, BAD_TYPE, or
+ * NULL where null clears it) and its first unknown member. */
+typedef struct er_spec_obj {
+    er_spec_kind kind;
+    er_spec_str unknown;
+} er_spec_obj;
+
+/* The job options a queue gives its jobs ("defaults"). null clears one
+ * option, or all of them (obj.kind NULL: back to the server's). */
+typedef struct er_defaults_spec {
+    er_spec_obj obj;
+    er_spec_int max_attempts;
+    er_backoff_spec backoff; /* kind NULL: unset */
+    er_spec_int timeout_ms;
+    er_spec_int priority;
+} er_defaults_spec;
+
+/* A settings body (PUT /v1/queues/{queue}). */
+typedef struct er_queue_patch {
+    er_spec_obj obj; /* BAD_TYPE: the body is not an object */
+    er_spec_bool paused;
+    er_spec_int concurrency;
+    er_spec_obj rate_limit; /* NULL: no rate limit */
+    er_spec_int rate_max, rate_per_ms;
+    er_spec_int lease_ms;
+    er_spec_int max_stalled;
+    er_spec_int max_started;
+    er_defaults_spec defaults;
+    er_spec_obj retention;
+    er_spec_obj completed;           /* retention.completed */
+    er_spec_int completed_age_s, completed_count;
+    er_spec_obj dead;                /* retention.dead: an object... */
+    bool dead_keep;                  /* ...or the string "keep" (dead.kind SET) */
+    er_spec_int dead_age_s;
+} er_queue_patch;
+
+/* ---- a change, judged ---- */
+
+typedef enum er_change { ER_CHANGE_KEEP = 0, ER_CHANGE_SET, ER_CHANGE_CLEAR } er_change;
+
+typedef struct er_queue_change {
+    er_change paused, concurrency, rate, lease_ms, max_stalled, max_started;
+    bool paused_v;
+    int concurrency_v, max_stalled_v, max_started_v;
+    int64_t lease_ms_v;
+    bool rate_max_given, rate_per_given;
+    int64_t rate_max_v, rate_per_v;
+    er_change defaults; /* CLEAR: every option back to the server's */
+    er_change d_max_attempts, d_backoff, d_timeout, d_priority;
+    int d_max_attempts_v, d_priority_v;
+    int64_t d_timeout_v;
+    er_backoff d_backoff_v;  /* the given members (d_backoff_given) */
+    unsigned d_backoff_given;
+    er_change completed_age, completed_count, dead_age;
+    int64_t completed_age_v, completed_count_v, dead_age_v; /* dead 0: keep */
+} er_queue_change;
+
+/* Judges a patch on its own, in field order: not an object, then paused,
+ * concurrency, rate_limit, lease_ms, max_stalled, max_started, defaults,
+ * retention (unknown members first at each level). Fills *out and returns 0,
+ * or ER_EINVAL naming the field. */
+int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err);
+
+/* Merges a judged change onto *s, field by field: an absent field keeps its
+ * value; a rate_limit given in part merges onto the current one, which must
+ * then have both max and per_ms; a defaults backoff merges onto the current
+ * one (or the server's). On error (a rule the merged value breaks) returns
+ * ER_EINVAL naming the field and *s is unchanged. */
+int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_error *err);
 
 #endif

@@ -13,6 +13,7 @@
 #ifndef ER_ENGINE_ENGINE_H
 #define ER_ENGINE_ENGINE_H
 
+#include <jansson.h> /* reply: the scheduler replies still built as JSON */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,7 +47,7 @@ typedef enum er_req_type {
     ER_REQ_LIST_JOBS,    /* in: queue, state, limit, cursor; out: jobs, next_cursor */
     ER_REQ_LIST_QUEUES,  /* out: queues */
     ER_REQ_GET_QUEUE,    /* in: queue; out: settings */
-    ER_REQ_PUT_QUEUE,    /* in: queue, patch (JSON merged onto the stored settings); out: settings */
+    ER_REQ_PUT_QUEUE,    /* in: queue, change (merged onto the stored settings); out: settings */
     ER_REQ_LIST_DEAD,    /* in: queue (may be NULL), limit, cursor; out: jobs, next_cursor */
     ER_REQ_REDRIVE,      /* in: id; out: job (the new copy) */
     ER_REQ_DELETE_DEAD,  /* in: id */
@@ -89,7 +90,7 @@ struct er_req {
     char *queue;               /* LIST_JOBS, GET/PUT_QUEUE, LIST_DEAD (NULL = all) */
     er_state state;            /* LIST_JOBS */
     char *cursor;              /* LIST_*: NULL for the first page */
-    json_t *patch;             /* PUT_QUEUE: owned reference */
+    er_queue_change change;    /* PUT_QUEUE: a judged change (er_queue_patch_check) */
 
     /* outputs */
     int rc;                    /* 0 or ER_E* for the whole request */

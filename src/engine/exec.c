@@ -355,7 +355,7 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
     if (rc < 0)
         return rc;
     bool was_paused = s.paused;
-    rc = er_queue_settings_merge(&s, req->patch, &req->err);
+    rc = er_queue_settings_change(&s, &req->change, &req->err);
     if (rc < 0) {
         req->rc = rc;
         return 0;

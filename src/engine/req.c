@@ -32,7 +32,6 @@ void er_req_free(er_req *req)
     free(req->progress);
     free(req->queue);
     free(req->cursor);
-    json_decref(req->patch);
     free(req->duplicate);
     er_job_fini(&req->job);
     er_job_list_fini(&req->list);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/job.h"
+#include "store/error_codec.h"
 #include "server/http/job_json.h"
 #include "server/http/work_json.h"
 #include "util/clock.h"
@@ -68,7 +69,7 @@ static void check_failure(const json_t *obj)
             abort();
         return;
     }
-    char *text = er_failure_to_json_text(&f, 1, T0);
+    char *text = er_last_error_encode(&f, 1, T0);
     free(text);
     er_failure_fini(&f);
 }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  *
- * libFuzzer target for queue settings bodies (PUT /v1/queues/{queue}):
- * er_queue_settings_merge onto the defaults. A refused body gets a message and
- * leaves the settings as they were; accepted settings survive the store's
- * round trip (er_queue_settings_to_json, text, er_queue_settings_from_json)
- * unchanged, and what GET shows (the same JSON) is a body PUT accepts.
+ * libFuzzer target for queue settings bodies (PUT /v1/queues/{queue}): the
+ * HTTP reader, er_queue_patch_check and er_queue_settings_change onto the
+ * defaults. A refused body gets a message and leaves the settings as they
+ * were; accepted settings survive the store's round trip (er_settings_encode,
+ * er_settings_decode) unchanged, and what GET shows is a body PUT accepts.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "core/queue.h"
+#include "server/http/queue_json.h"
+#include "store/settings_codec.h"
 #include "util/err.h"
 
 static bool same_backoff(const er_backoff *a, const er_backoff *b)
@@ -41,6 +43,16 @@ static bool same(const er_queue_settings *a, const er_queue_settings *b)
            x->has_priority == y->has_priority && (!x->has_priority || x->priority == y->priority);
 }
 
+/* What PUT does with a body: read, judge, merge onto *s. */
+static int put_body(er_queue_settings *s, const json_t *body, er_error *err)
+{
+    er_queue_patch p;
+    er_http_queue_patch(body, &p);
+    er_queue_change c;
+    int rc = er_queue_patch_check(&p, &c, err);
+    return rc < 0 ? rc : er_queue_settings_change(s, &c, err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_error_t je;
@@ -51,25 +63,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     er_queue_settings_default(&s);
     before = s;
     er_error err = {0};
-    if (er_queue_settings_merge(&s, body, &err) < 0) {
+    if (put_body(&s, body, &err) < 0) {
         if (err.code != ER_EINVAL || !err.message[0] || memcmp(&s, &before, sizeof s) != 0)
             abort();
         json_decref(body);
         return 0;
     }
     /* NULL here means out of memory, which a fuzz run does not reach. */
-    json_t *shown = er_queue_settings_to_json(&s);
-    char *text = shown ? json_dumps(shown, JSON_COMPACT) : NULL;
-    json_t *stored = text ? json_loads(text, JSON_REJECT_DUPLICATES, &je) : NULL;
-    if (!stored)
+    char *text = er_settings_encode(&s);
+    json_t *shown = er_http_settings_json(&s);
+    if (!text || !shown)
         abort();
     er_queue_settings back, put;
     er_queue_settings_default(&put);
-    if (er_queue_settings_from_json(stored, &back, &err) < 0 || !same(&s, &back))
+    if (er_settings_decode(text, &back, &err) < 0 || !same(&s, &back))
         abort();
-    if (er_queue_settings_merge(&put, stored, &err) < 0 || !same(&s, &put))
+    if (put_body(&put, shown, &err) < 0 || !same(&s, &put))
         abort();
-    json_decref(stored);
     free(text);
     json_decref(shown);
     json_decref(body);

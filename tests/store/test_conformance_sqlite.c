@@ -5,6 +5,7 @@
  * the partial indexes, schema versions, a file that is not a database.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "store/sqlite/sqlite_int.h"

@@ -4,6 +4,7 @@
  * against the SQLite store, each on a fresh database file; plus the
  * SQLite-only fact that the due query uses its index.
  */
+#include <stdio.h>
 #include <criterion/criterion.h>
 #include <unistd.h>
 

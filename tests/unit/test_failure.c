@@ -5,10 +5,12 @@
  * last_error text, er_fail_decide for every error class and er_stall_decide.
  */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/job.h"
+#include "store/error_codec.h"
 #include "server/http/work_json.h"
 
 #define T0 1796004000000LL /* 2026-11-30T02:00:00.000Z */
@@ -202,7 +204,7 @@ Test(failure, fini_is_null_safe)
 
 static json_t *last_error(int attempt)
 {
-    char *t = er_failure_to_json_text(&f, attempt, T0);
+    char *t = er_last_error_encode(&f, attempt, T0);
     cr_assert_not_null(t);
     json_t *o = json_loads(t, 0, NULL);
     cr_assert_not_null(o, "not JSON: %s", t);

@@ -6,6 +6,7 @@
  * fixed T0 and randomness a seeded er_rand.
  */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT
  *
- * Unit tests for queue settings: defaults, every field of the PUT body and
- * its rule, the field-by-field merge (including job defaults), "validate
- * everything before changing anything", and the exact JSON round trip.
+ * Unit tests for queue settings: defaults, every field of the PUT body (read
+ * as the HTTP API reads it, judged by core) and its rule, the field-by-field
+ * merge (including job defaults), "validate everything before changing
+ * anything", and the stored form (store/settings_codec.h): the exact round
+ * trip, and byte for byte the text earlier releases stored.
  */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/job_spec.h"
 #include "core/queue.h"
+#include "server/http/queue_json.h"
+#include "store/settings_codec.h"
 
 static er_error err;
 static er_queue_settings s;
@@ -27,7 +32,12 @@ static int merge(const char *text)
     json_error_t je;
     json_t *o = json_loads(text, JSON_DECODE_ANY, &je);
     cr_assert_not_null(o, "bad test JSON %s: %s", text, je.text);
-    int rc = er_queue_settings_merge(&s, o, &err);
+    er_queue_patch p;
+    er_http_queue_patch(o, &p);
+    er_queue_change c;
+    int rc = er_queue_patch_check(&p, &c, &err);
+    if (rc == 0)
+        rc = er_queue_settings_change(&s, &c, &err);
     json_decref(o);
     return rc;
 }
@@ -44,7 +54,7 @@ static void refused(const char *text, const char *field)
 
 static char *dump(const er_queue_settings *x)
 {
-    json_t *o = er_queue_settings_to_json(x);
+    json_t *o = er_http_settings_json(x);
     cr_assert_not_null(o);
     char *t = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
@@ -279,11 +289,13 @@ Test(queue, retention_rules_are_enforced)
 
 static void assert_round_trip(const er_queue_settings *x)
 {
-    json_t *o = er_queue_settings_to_json(x);
-    cr_assert_not_null(o);
+    char *text = er_settings_encode(x);
+    cr_assert_not_null(text);
     er_queue_settings y;
-    memset(&y, 0xab, sizeof y); /* from_json must set every field */
-    cr_assert_eq(er_queue_settings_from_json(o, &y, &err), 0, "%s", err.message);
+    memset(&y, 0xab, sizeof y); /* decode must set every field */
+    cr_assert_eq(er_settings_decode(text, &y, &err), 0, "%s", err.message);
+    json_t *o = json_loads(text, 0, NULL);
+    free(text);
     char *a = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     char *b = dump(&y);
     cr_assert_str_eq(a, b);
@@ -344,24 +356,73 @@ Test(queue, partial_defaults_round_trip)
     free(t);
 }
 
-Test(queue, from_json_ignores_unknown_fields)
+Test(queue, decode_ignores_unknown_fields)
 {
-    json_t *o = json_pack("{s:b, s:i, s:{s:i}}", "paused", 1, "future_knob", 3, "defaults",
-                          "new_option", 1);
     er_queue_settings y;
-    cr_assert_eq(er_queue_settings_from_json(o, &y, &err), 0);
+    cr_assert_eq(er_settings_decode("{\"paused\":true,\"future_knob\":3,\"defaults\":"
+                                    "{\"new_option\":1}}",
+                                    &y, &err),
+                 0, "%s", err.message);
     cr_assert(y.paused);
     cr_assert_eq(y.lease_ms, ER_DEFAULT_LEASE_MS, "missing fields take defaults");
-    json_decref(o);
 }
 
-Test(queue, from_json_refuses_invalid_values)
+Test(queue, decode_refuses_invalid_values)
 {
-    json_t *o = json_pack("{s:i}", "lease_ms", 1);
     er_queue_settings y = s;
     y.concurrency = 42;
-    cr_assert_eq(er_queue_settings_from_json(o, &y, &err), ER_EINVAL);
+    cr_assert_eq(er_settings_decode("{\"lease_ms\":1}", &y, &err), ER_EINVAL);
     cr_assert_str_eq(err.field, "lease_ms");
     cr_assert_eq(y.concurrency, 42, "unchanged on error");
-    json_decref(o);
+    cr_assert_eq(er_settings_decode("{", &y, &err), ER_EINVAL);
+    cr_assert_eq(er_settings_decode_row("{", false, &y, &err), ER_EINTERNAL);
+}
+
+/* The text earlier releases stored (printed by release 0.1.0's
+ * er_queue_settings_to_json), which version 1 of the codec must write byte
+ * for byte and read back to the same settings. */
+static const struct {
+    const char *patch, *stored;
+} v1_texts[] = {
+    {NULL,
+     "{\"paused\":false,\"concurrency\":0,\"rate_limit\":null,\"lease_ms\":60000,"
+     "\"max_stalled\":3,\"max_started\":100,\"defaults\":{},\"retention\":{\"completed\":"
+     "{\"age_s\":604800,\"count\":0},\"dead\":\"keep\"}}"},
+    {"{\"paused\":true,\"concurrency\":7,\"rate_limit\":{\"max\":5,\"per_ms\":250},"
+     "\"lease_ms\":120000,\"max_stalled\":0,\"max_started\":12,\"defaults\":{"
+     "\"max_attempts\":4,\"backoff\":{\"type\":\"capped\",\"delay_ms\":300,"
+     "\"max_delay_ms\":9000,\"jitter\":0.123456789},\"timeout_ms\":777,\"priority\":50},"
+     "\"retention\":{\"completed\":{\"age_s\":0,\"count\":10},\"dead\":{\"age_s\":3600}}}",
+     "{\"paused\":true,\"concurrency\":7,\"rate_limit\":{\"max\":5,\"per_ms\":250},"
+     "\"lease_ms\":120000,\"max_stalled\":0,\"max_started\":12,\"defaults\":{"
+     "\"max_attempts\":4,\"backoff\":{\"type\":\"capped\",\"delay_ms\":300,"
+     "\"max_delay_ms\":9000,\"jitter\":0.123456789},\"timeout_ms\":777,\"priority\":50},"
+     "\"retention\":{\"completed\":{\"age_s\":0,\"count\":10},\"dead\":{\"age_s\":3600}}}"},
+    {"{\"defaults\":{\"backoff\":{\"jitter\":0}}}",
+     "{\"paused\":false,\"concurrency\":0,\"rate_limit\":null,\"lease_ms\":60000,"
+     "\"max_stalled\":3,\"max_started\":100,\"defaults\":{\"backoff\":{\"type\":"
+     "\"exponential\",\"delay_ms\":2000,\"max_delay_ms\":900000,\"jitter\":0.0}},"
+     "\"retention\":{\"completed\":{\"age_s\":604800,\"count\":0},\"dead\":\"keep\"}}"},
+    {"{\"defaults\":{\"backoff\":{\"type\":\"fixed\",\"jitter\":1,\"delay_ms\":10}}}",
+     "{\"paused\":false,\"concurrency\":0,\"rate_limit\":null,\"lease_ms\":60000,"
+     "\"max_stalled\":3,\"max_started\":100,\"defaults\":{\"backoff\":{\"type\":\"fixed\","
+     "\"delay_ms\":10,\"max_delay_ms\":900000,\"jitter\":1.0}},\"retention\":{\"completed\":"
+     "{\"age_s\":604800,\"count\":0},\"dead\":\"keep\"}}"},
+};
+
+Test(queue, the_stored_text_is_version_1_byte_for_byte)
+{
+    for (size_t i = 0; i < sizeof v1_texts / sizeof v1_texts[0]; i++) {
+        er_queue_settings_default(&s);
+        if (v1_texts[i].patch)
+            cr_assert_eq(merge(v1_texts[i].patch), 0, "%s", err.message);
+        char *t = er_settings_encode(&s);
+        cr_assert_str_eq(t, v1_texts[i].stored, "case %zu", i);
+        free(t);
+        er_queue_settings y;
+        cr_assert_eq(er_settings_decode(v1_texts[i].stored, &y, &err), 0, "%s", err.message);
+        t = er_settings_encode(&y);
+        cr_assert_str_eq(t, v1_texts[i].stored, "case %zu read back", i);
+        free(t);
+    }
 }

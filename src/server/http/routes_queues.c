@@ -13,6 +13,7 @@
 #include "core/queue.h"
 #include "server/http/http_internal.h"
 #include "server/http/job_json.h"
+#include "server/http/queue_json.h"
 
 #define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 50
@@ -44,7 +45,7 @@ static json_t *queue_info_json(const char *name, const int64_t counts[6], int64_
         "active", (json_int_t)counts[ER_STATE_ACTIVE], "completed",
         (json_int_t)counts[ER_STATE_COMPLETED], "dead", (json_int_t)counts[ER_STATE_DEAD],
         "cancelled", (json_int_t)counts[ER_STATE_CANCELLED], "oldest_waiting_age_ms",
-        (json_int_t)age, "paused", st->paused, "settings", er_queue_settings_to_json(st));
+        (json_int_t)age, "paused", st->paused, "settings", er_http_settings_json(st));
 }
 
 static void finish_list_queues(er_hctx *c, er_req *r)
@@ -115,18 +116,16 @@ static void finish_settings(er_hctx *c, er_req *r)
         return;
     }
     er_http_reply_json(c, 200,
-                       json_pack("{s:o}", "settings", er_queue_settings_to_json(&r->settings)));
+                       json_pack("{s:o}", "settings", er_http_settings_json(&r->settings)));
 }
 
-static void submit_patch(er_hctx *c, json_t *patch)
+static void submit_change(er_hctx *c, const er_queue_change *change)
 {
     er_error err = {0};
     er_req *r = new_req(c, ER_REQ_PUT_QUEUE);
-    if (!r) {
-        json_decref(patch);
+    if (!r)
         return;
-    }
-    r->patch = patch;
+    r->change = *change;
     if (set_str(&r->queue, c->param, &err) < 0) {
         er_req_free(r);
         er_http_reply_error(c, &err);
@@ -140,27 +139,25 @@ void er_route_put_queue(er_hctx *c)
     json_t *body;
     if (er_http_body_object(c, &body) < 0)
         return;
-    /* Validate the patch on its own before the engine merges it onto the
-     * stored settings, so a bad patch never reaches the engine. */
-    er_queue_settings probe;
-    er_queue_settings_default(&probe);
+    /* The change is judged on its own before the engine merges it onto the
+     * stored settings, so a bad one never reaches the engine. */
+    er_queue_patch p;
+    er_http_queue_patch(body, &p);
+    er_queue_change change;
     er_error err = {0};
-    if (er_queue_settings_merge(&probe, body, &err) < 0) {
-        json_decref(body);
+    int rc = er_queue_patch_check(&p, &change, &err);
+    json_decref(body);
+    if (rc < 0) {
         er_http_reply_error(c, &err);
         return;
     }
-    submit_patch(c, body);
+    submit_change(c, &change);
 }
 
 void er_route_pause_queue(er_hctx *c)
 {
-    json_t *patch = json_pack("{s:b}", "paused", c->flags != 0);
-    if (!patch) {
-        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
-        return;
-    }
-    submit_patch(c, patch);
+    er_queue_change change = {.paused = ER_CHANGE_SET, .paused_v = c->flags != 0};
+    submit_change(c, &change);
 }
 
 /* ---- pages of jobs ---- */

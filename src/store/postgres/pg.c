@@ -386,24 +386,6 @@ int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs)
     return 0;
 }
 
-int er_pg_settings_parse(const char *text, bool paused, er_queue_settings *out, er_error *err)
-{
-    er_queue_settings_default(out);
-    if (text) {
-        json_error_t jerr;
-        json_t *obj = json_loads(text, 0, &jerr);
-        if (!obj)
-            return er_error_set(err, ER_EINTERNAL, "", "store: stored queue settings: %s",
-                                jerr.text);
-        int rc = er_queue_settings_from_json(obj, out, err);
-        json_decref(obj);
-        if (rc < 0)
-            return rc;
-    }
-    out->paused = paused;
-    return 0;
-}
-
 /* ---- rows ---- */
 
 void er_pg_job_json(const er_job *j, er_jsonw *w)

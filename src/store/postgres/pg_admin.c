@@ -6,6 +6,7 @@
  * each other or doing the same row twice; each pass is a bounded, constant
  * number of round trips (arrays carry per-row and per-queue values).
  */
+#include "store/error_codec.h"
 #include "store/postgres/pg_int.h"
 
 #include <inttypes.h>
@@ -52,7 +53,7 @@ int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, 
             break;
         }
         len++;
-        rc = er_pg_settings_parse(opt_text(r, i, 1), col_bool(r, i, 2), &q->settings, err);
+        rc = er_settings_decode_row(opt_text(r, i, 1), col_bool(r, i, 2), &q->settings, err);
         for (int st = 0; st < 6; st++)
             q->counts[st] = er_pg_i64(r, i, 3 + st);
         q->oldest_waiting_ms = er_pg_i64(r, i, 9);
@@ -82,7 +83,7 @@ int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *
     if (rc < 0)
         return rc;
     if (PQntuples(r) > 0)
-        rc = er_pg_settings_parse(opt_text(r, 0, 0), col_bool(r, 0, 1), out, err);
+        rc = er_settings_decode_row(opt_text(r, 0, 0), col_bool(r, 0, 1), out, err);
     else
         er_queue_settings_default(out);
     PQclear(r);
@@ -94,9 +95,7 @@ int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *
 int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
                              er_error *err)
 {
-    json_t *obj = er_queue_settings_to_json(in);
-    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-    json_decref(obj);
+    char *text = er_settings_encode(in);
     if (!text)
         return nomem(err);
     er_pg_params p = {0};
@@ -296,14 +295,14 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
         er_job_init(&j);
         rc = er_pg_row_job(r, i, 0, &j, err);
         if (rc == 0 && (!qs_for || strcmp(qs_for, PQgetvalue(r, i, 1)) != 0)) {
-            rc = er_pg_settings_parse(opt_text(r, i, ER_PG_NCOLS), col_bool(r, i, ER_PG_NCOLS + 1),
+            rc = er_settings_decode_row(opt_text(r, i, ER_PG_NCOLS), col_bool(r, i, ER_PG_NCOLS + 1),
                                       &qs, err);
             qs_for = PQgetvalue(r, i, 1);
         }
         if (rc == 0) {
             er_state next = er_stall_decide(&j, qs.max_stalled);
             char *text = NULL;
-            if (next == ER_STATE_DEAD && !(text = er_stall_error_text(&j, now)))
+            if (next == ER_STATE_DEAD && !(text = er_last_error_encode_stalled(&j, now)))
                 rc = nomem(err);
             er_pg_array_i64(&seqs, er_pg_i64(r, i, ER_PG_COL_SEQ));
             er_pg_array_i64(&states, (int64_t)next);
@@ -387,7 +386,7 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
     er_pg_array an = {0}, av = {0}, cn = {0}, cv = {0}, dn = {0}, dv = {0};
     for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
         er_queue_settings qs;
-        rc = er_pg_settings_parse(opt_text(r, i, 1), col_bool(r, i, 2), &qs, err);
+        rc = er_settings_decode_row(opt_text(r, i, 1), col_bool(r, i, 2), &qs, err);
         if (rc < 0)
             break;
         const char *name = PQgetvalue(r, i, 0);

@@ -12,6 +12,7 @@
 
 #include "store/postgres/postgres.h"
 #include "store/job_row.h"
+#include "store/settings_codec.h"
 #include "store/store.h"
 #include "util/jsonw.h"
 
@@ -142,8 +143,6 @@ void er_pg_mark_notified(er_store *s, const char *queue);
 er_pg_qs *er_pg_qs_find(er_store *s, const char *queue);
 int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs);
 
-/* Parses stored settings text (NULL = defaults) and the paused column. */
-int er_pg_settings_parse(const char *text, bool paused, er_queue_settings *out, er_error *err);
 
 /* Writes a job as the JSON object of its row (keys: the job row's columns),
  * which json_populate_record(NULL::jobs, ...) reads. */

@@ -7,6 +7,7 @@
  * dead or retry) come from src/core; this file only persists them.
  */
 #include "core/fetch.h"
+#include "store/error_codec.h"
 #include "store/postgres/pg_int.h"
 
 #include <errno.h>
@@ -334,7 +335,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     er_queue_settings qs;
     rc = er_pg_row_job(res, 0, 0, &job, err);
     if (rc == 0)
-        rc = er_pg_settings_parse(PQgetisnull(res, 0, ER_PG_NCOLS)
+        rc = er_settings_decode_row(PQgetisnull(res, 0, ER_PG_NCOLS)
                                       ? NULL
                                       : PQgetvalue(res, 0, ER_PG_NCOLS),
                                   false, &qs, err);
@@ -347,7 +348,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     memset(&o, 0, sizeof o);
     int max_started = qs.max_started > 0 ? qs.max_started : ER_DEFAULT_MAX_STARTED;
     er_fail_decide(&job, f, max_started, now, r, &o);
-    char *text = er_failure_to_json_text(f, job.attempts, now);
+    char *text = er_last_error_encode(f, job.attempts, now);
     if (!text) {
         rc = nomem(err);
         goto out;

@@ -57,7 +57,7 @@ const char *const er_pg_migrations[] = {
     "CREATE INDEX jobs_completed ON jobs (queue, finished_at) WHERE state = 3;"
     "CREATE INDEX jobs_dead ON jobs (finished_at, seq) WHERE state = 4;"
     "CREATE INDEX jobs_dead_queue ON jobs (queue, finished_at, seq) WHERE state = 4;"
-    /* settings is er_queue_settings_to_json's text; paused, concurrency and
+    /* settings is store/settings_codec.h's text; paused, concurrency and
      * lease_ms (0 = the default) are copies the fetch function reads */
     "CREATE TABLE queues ("
     " name text PRIMARY KEY,"

@@ -5,6 +5,8 @@
  * promote, reap, retention and next-due passes the engine's timers run.
  * Stall decisions come from src/core (er_stall_decide); this file persists.
  */
+#include "store/error_codec.h"
+#include "store/settings_codec.h"
 #include "store/sqlite/sqlite_int.h"
 
 #include <inttypes.h>
@@ -62,7 +64,7 @@ static int load_queue_rows(er_store *s, er_queue_info **out, size_t *n, er_error
             break;
         }
         len++;
-        rc = er_sqlite_settings_parse((const char *)sqlite3_column_text(st, 1),
+        rc = er_settings_decode_row((const char *)sqlite3_column_text(st, 1),
                                       sqlite3_column_int(st, 2), &q->settings, err);
         if (rc < 0)
             break;
@@ -145,7 +147,7 @@ int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settin
     sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
     int src = sqlite3_step(st);
     if (src == SQLITE_ROW)
-        rc = er_sqlite_settings_parse((const char *)sqlite3_column_text(st, 0),
+        rc = er_settings_decode_row((const char *)sqlite3_column_text(st, 0),
                                       sqlite3_column_int(st, 1), out, err);
     else if (src == SQLITE_DONE)
         er_queue_settings_default(out);
@@ -158,9 +160,7 @@ int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settin
 int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
                                  er_error *err)
 {
-    json_t *obj = er_queue_settings_to_json(in);
-    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-    json_decref(obj);
+    char *text = er_settings_encode(in);
     if (!text)
         return nomem(err);
     er_sqlite_queue *q;
@@ -384,7 +384,7 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
         int max_stalled = q->settings.max_stalled;
         er_state next = er_stall_decide(j, max_stalled);
         char *text = NULL;
-        if (next == ER_STATE_DEAD && !(text = er_stall_error_text(j, now))) {
+        if (next == ER_STATE_DEAD && !(text = er_last_error_encode_stalled(j, now))) {
             rc = nomem(err);
             break;
         }

@@ -7,6 +7,7 @@
  * dead or retry) come from src/core; this file only persists them.
  */
 #include "core/fetch.h"
+#include "store/error_codec.h"
 #include "store/sqlite/sqlite_int.h"
 
 #include <errno.h>
@@ -487,7 +488,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     int max_started = q->settings.max_started > 0 ? q->settings.max_started
                                                   : ER_DEFAULT_MAX_STARTED;
     er_fail_decide(&job, f, max_started, now, r, &o);
-    char *text = er_failure_to_json_text(f, job.attempts, now);
+    char *text = er_last_error_encode(f, job.attempts, now);
     if (!text) {
         rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
         goto out;

@@ -6,6 +6,7 @@
  * is one connection used by one thread at a time; it never aborts on an I/O
  * error, it reports it and lets the caller roll back.
  */
+#include "store/settings_codec.h"
 #include "store/sqlite/sqlite_int.h"
 
 #include <pthread.h>
@@ -209,25 +210,6 @@ void er_sqlite_queue_cache_clear(er_store *s)
     s->nqc = 0;
 }
 
-int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *out,
-                             er_error *err)
-{
-    er_queue_settings_default(out);
-    if (text) {
-        json_error_t jerr;
-        json_t *obj = json_loads(text, 0, &jerr);
-        if (!obj)
-            return er_error_set(err, ER_EINTERNAL, "", "store: stored queue settings: %s",
-                                jerr.text);
-        int rc = er_queue_settings_from_json(obj, out, err);
-        json_decref(obj);
-        if (rc < 0)
-            return rc;
-    }
-    out->paused = paused != 0;
-    return 0;
-}
-
 static int queue_load(er_store *s, er_sqlite_queue *q, er_error *err)
 {
     sqlite3_stmt *st = NULL;
@@ -239,7 +221,7 @@ static int queue_load(er_store *s, er_sqlite_queue *q, er_error *err)
     if (src == SQLITE_ROW) {
         q->in_table = true;
         q->throttled_until = sqlite3_column_int64(st, 2);
-        rc = er_sqlite_settings_parse((const char *)sqlite3_column_text(st, 0),
+        rc = er_settings_decode_row((const char *)sqlite3_column_text(st, 0),
                                       sqlite3_column_int(st, 1), &q->settings, err);
     } else if (src == SQLITE_DONE) {
         q->in_table = false;

@@ -130,9 +130,6 @@ int er_sqlite_queue_get(er_store *s, const char *queue, er_sqlite_queue **out, e
 /* Ensures a queues row exists for `queue` (so it lists). */
 int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err);
 void er_sqlite_queue_cache_clear(er_store *s);
-/* Parses a stored settings text (NULL = defaults) and paused column. */
-int er_sqlite_settings_parse(const char *text, int paused, er_queue_settings *out,
-                             er_error *err);
 
 /* Binds a job's columns (store/job_row.h) to ?1..?ER_JOB_NCOLS of
  * ER_SQ_INSERT_JOB. */

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The stored form of queue settings (settings_codec.h): written and read
+ * with jansson, the values judged by core's rules.
+ */
+#include "store/settings_codec.h"
+
+#include <jansson.h>
+#include <string.h>
+
+/* jansson, whose real formatting (the shortest text that reads back) is
+ * what version 1 holds. */
+static json_t *backoff_json(const er_backoff *b)
+{
+    return json_pack("{s:s, s:I, s:I, s:f}", "type", er_backoff_type_name(b->type), "delay_ms",
+                     (json_int_t)b->delay_ms, "max_delay_ms", (json_int_t)b->max_delay_ms,
+                     "jitter", b->jitter);
+}
+
+static json_t *defaults_json(const er_job_defaults *d)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    int bad = 0;
+    if (d->has_max_attempts)
+        bad |= json_object_set_new(o, "max_attempts", json_integer(d->max_attempts));
+    if (d->has_backoff)
+        bad |= json_object_set_new(o, "backoff", backoff_json(&d->backoff));
+    if (d->has_timeout)
+        bad |= json_object_set_new(o, "timeout_ms", json_integer(d->timeout_ms));
+    if (d->has_priority)
+        bad |= json_object_set_new(o, "priority", json_integer(d->priority));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *er_settings_encode(const er_queue_settings *s)
+{
+    json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
+                                               "per_ms", (json_int_t)s->rate_per_ms)
+                                   : json_null();
+    json_t *dead = s->retention.dead_age_s > 0
+                       ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
+                       : json_string("keep");
+    /* json_pack's "o" steals each value, and fails on a NULL one. */
+    json_t *o = json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}}", "paused",
+                          (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
+                          "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
+                          "max_started", s->max_started, "defaults", defaults_json(&s->defaults),
+                          "retention", "completed", "age_s",
+                          (json_int_t)s->retention.completed_age_s, "count",
+                          (json_int_t)s->retention.completed_count, "dead", dead);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* ---- reading: the stored members as a patch onto the defaults ---- */
+
+static void int_of(const json_t *v, er_spec_int *out)
+{
+    if (v)
+        *out = json_is_integer(v) ? (er_spec_int){ER_SPEC_SET, json_integer_value(v)}
+                                  : (er_spec_int){.kind = ER_SPEC_BAD_TYPE};
+}
+
+static er_spec_kind kind_of(const json_t *v)
+{
+    return !v ? ER_SPEC_ABSENT
+           : json_is_null(v) ? ER_SPEC_NULL
+           : json_is_object(v) ? ER_SPEC_SET
+                               : ER_SPEC_BAD_TYPE;
+}
+
+static void read_patch(const json_t *o, er_queue_patch *p)
+{
+    memset(p, 0, sizeof *p);
+    p->obj.kind = kind_of(o);
+    if (p->obj.kind != ER_SPEC_SET)
+        return;
+    const json_t *v = json_object_get(o, "paused");
+    if (v)
+        p->paused = json_is_boolean(v) ? (er_spec_bool){ER_SPEC_SET, json_is_true(v)}
+                                       : (er_spec_bool){.kind = ER_SPEC_BAD_TYPE};
+    int_of(json_object_get(o, "concurrency"), &p->concurrency);
+    const json_t *r = json_object_get(o, "rate_limit");
+    p->rate_limit.kind = kind_of(r);
+    int_of(json_object_get(r, "max"), &p->rate_max);
+    int_of(json_object_get(r, "per_ms"), &p->rate_per_ms);
+    int_of(json_object_get(o, "lease_ms"), &p->lease_ms);
+    int_of(json_object_get(o, "max_stalled"), &p->max_stalled);
+    int_of(json_object_get(o, "max_started"), &p->max_started);
+    const json_t *d = json_object_get(o, "defaults");
+    p->defaults.obj.kind = kind_of(d);
+    int_of(json_object_get(d, "max_attempts"), &p->defaults.max_attempts);
+    int_of(json_object_get(d, "timeout_ms"), &p->defaults.timeout_ms);
+    int_of(json_object_get(d, "priority"), &p->defaults.priority);
+    const json_t *b = json_object_get(d, "backoff");
+    er_backoff_spec *bs = &p->defaults.backoff;
+    bs->kind = kind_of(b);
+    const json_t *t = json_object_get(b, "type"), *j = json_object_get(b, "jitter");
+    if (t)
+        bs->type = json_is_string(t)
+                       ? (er_spec_str){ER_SPEC_SET, json_string_value(t), json_string_length(t)}
+                       : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+    int_of(json_object_get(b, "delay_ms"), &bs->delay_ms);
+    int_of(json_object_get(b, "max_delay_ms"), &bs->max_delay_ms);
+    if (j)
+        bs->jitter = json_is_number(j) ? (er_spec_num){ER_SPEC_SET, json_number_value(j)}
+                                       : (er_spec_num){.kind = ER_SPEC_BAD_TYPE};
+    const json_t *ret = json_object_get(o, "retention");
+    p->retention.kind = kind_of(ret);
+    const json_t *c = json_object_get(ret, "completed");
+    p->completed.kind = kind_of(c);
+    int_of(json_object_get(c, "age_s"), &p->completed_age_s);
+    int_of(json_object_get(c, "count"), &p->completed_count);
+    const json_t *dead = json_object_get(ret, "dead");
+    if (json_is_string(dead) && strcmp(json_string_value(dead), "keep") == 0) {
+        p->dead.kind = ER_SPEC_SET;
+        p->dead_keep = true;
+    } else {
+        p->dead.kind = kind_of(dead) == ER_SPEC_NULL ? ER_SPEC_BAD_TYPE : kind_of(dead);
+        int_of(json_object_get(dead, "age_s"), &p->dead_age_s);
+    }
+}
+
+int er_settings_decode(const char *text, er_queue_settings *out, er_error *err)
+{
+    er_queue_settings s;
+    er_queue_settings_default(&s);
+    if (!text) {
+        *out = s;
+        return 0;
+    }
+    json_error_t je;
+    json_t *o = json_loads(text, 0, &je);
+    if (!o)
+        return er_error_set(err, ER_EINVAL, "settings", "stored queue settings: %s", je.text);
+    er_queue_patch p;
+    read_patch(o, &p);
+    er_queue_change c;
+    int rc = er_queue_patch_check(&p, &c, err);
+    if (rc == 0)
+        rc = er_queue_settings_change(&s, &c, err);
+    json_decref(o);
+    if (rc == 0)
+        *out = s;
+    return rc;
+}
+
+int er_settings_decode_row(const char *text, bool paused, er_queue_settings *out, er_error *err)
+{
+    er_error e;
+    int rc = er_settings_decode(text, out, &e);
+    if (rc < 0)
+        return er_error_set(err, ER_EINTERNAL, "", "store: stored queue settings: %s", e.message);
+    out->paused = paused;
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * How the stores keep a queue's settings: one JSON text per queue (the
+ * queues.settings column of both stores; PostgreSQL's errand.enqueue_job
+ * reads its "defaults" member). This is the stored format, owned here and
+ * separate from the HTTP API's shape (src/server/http/queue_json.c), so
+ * either can change without the other.
+ *
+ * Format version 1 (ER_SETTINGS_CODEC_VERSION): the text every release so
+ * far has stored, byte for byte: {"paused","concurrency","rate_limit",
+ * "lease_ms","max_stalled","max_started","defaults","retention"} in that
+ * order, compact. To change it: keep decoding every earlier version (a text
+ * without "v" is version 1), write "v": N in the new one, bump the constant,
+ * and add a test that decodes text of the previous version.
+ */
+#ifndef ER_STORE_SETTINGS_CODEC_H
+#define ER_STORE_SETTINGS_CODEC_H
+
+#include <stdbool.h>
+
+#include "core/queue.h"
+#include "util/err.h"
+
+#define ER_SETTINGS_CODEC_VERSION 1
+
+/* The stored text of *s: returns owned text (free()) or NULL on ENOMEM. */
+char *er_settings_encode(const er_queue_settings *s);
+
+/* Reads a stored text (NULL: never set, the defaults) into *out: members it
+ * does not know are ignored (a newer server may have written them); a value
+ * that breaks its rule is ER_EINVAL naming it, *out unchanged. */
+int er_settings_decode(const char *text, er_queue_settings *out, er_error *err);
+
+/* er_settings_decode for a stored row whose paused flag lives in its own
+ * column: a text that does not decode is the store's fault (ER_EINTERNAL,
+ * "store: stored queue settings: ..."). */
+int er_settings_decode_row(const char *text, bool paused, er_queue_settings *out, er_error *err);
+
+#endif
