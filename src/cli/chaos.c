@@ -689,7 +689,7 @@ static int parse(chaos *c, er_settings *st, int argc, char **argv, int *pg_resta
     }
     int rc = er_settings_load(st, argc, argv, noenv, stdout, &err);
     if (rc == 1) {
-        er_settings_help(st, usage_line, stdout);
+        er_settings_help_flags(st, usage_line, stdout);
         return -1;
     }
     if (rc < 0) {

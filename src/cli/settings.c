@@ -323,3 +323,15 @@ void er_settings_help(const er_settings *s, const char *usage, FILE *out)
         fprintf(out, " [default: %s]\n", d->def ? d->def : "none");
     }
 }
+
+void er_settings_help_flags(const er_settings *s, const char *usage, FILE *out)
+{
+    fprintf(out, "%s\n\nFlags:\n", usage);
+    for (size_t i = 0; i < s->n; i++) {
+        const er_setting *d = &s->table[i];
+        fprintf(out, "  --%-20s %s", d->name, d->help);
+        if (d->type == ER_SET_ENUM)
+            fprintf(out, " (%s)", d->choices);
+        fprintf(out, " [default: %s]\n", d->def ? d->def : "none");
+    }
+}

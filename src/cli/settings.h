@@ -68,5 +68,8 @@ int er_parse_duration(const char *s, int64_t *ms);
 int er_parse_size(const char *s, int64_t *bytes);
 
 void er_settings_help(const er_settings *s, const char *usage, FILE *out);
+/* The same for a command that reads flags only (no environment variables,
+ * no config file): lists the flags alone. */
+void er_settings_help_flags(const er_settings *s, const char *usage, FILE *out);
 
 #endif

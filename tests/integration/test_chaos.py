@@ -97,6 +97,15 @@ class ChaosTest(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--server-kills", p.stderr)
 
+    def test_help_lists_flags_only(self):
+        """errand chaos reads no ERRAND_* variables, so --help lists none."""
+        p = subprocess.run([errand_bin(), "chaos", "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=clean_env(), timeout=20)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("--jobs", p.stdout)
+        self.assertNotIn("ERRAND_JOBS", p.stdout)
+        self.assertNotIn("environment variable", p.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
