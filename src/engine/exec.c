@@ -6,6 +6,7 @@
  * owned by one thread.
  */
 #include "engine/exec.h"
+#include "util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +25,9 @@ void er_wake_add(er_wake *w, const char *queue, int count)
             w->counts[i] += count;
             return;
         }
-    if (w->len == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 8;
-        char **names = realloc(w->names, cap * sizeof *names);
-        if (!names)
-            return;
-        w->names = names;
-        int *counts = realloc(w->counts, cap * sizeof *counts);
-        if (!counts)
-            return;
-        w->counts = counts;
-        w->cap = cap;
-    }
+    if (ER_GROW(&w->names, &w->cap, w->len + 1, ER_LIST_MAX) < 0 ||
+        ER_GROW(&w->counts, &w->ccap, w->len + 1, ER_LIST_MAX) < 0)
+        return;
     char *copy = strdup(queue);
     if (!copy)
         return; /* a lost wake-up is covered by the parked fetchers' re-poll */

@@ -16,7 +16,7 @@
 typedef struct er_wake {
     char **names;
     int *counts;
-    size_t len, cap;
+    size_t len, cap, ccap; /* cap: of names, ccap: of counts */
 } er_wake;
 
 void er_wake_add(er_wake *w, const char *queue, int count);

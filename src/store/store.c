@@ -4,6 +4,7 @@
  * (jobs, queues, schedulers).
  */
 #include "store/store.h"
+#include "util/buf.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -22,14 +23,8 @@ void er_job_list_fini(er_job_list *l)
 
 er_job *er_job_list_push(er_job_list *l)
 {
-    if (l->len == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        er_job *items = realloc(l->items, cap * sizeof *items);
-        if (!items)
-            return NULL;
-        l->items = items;
-        l->cap = cap;
-    }
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return NULL;
     er_job *j = &l->items[l->len++];
     er_job_init(j);
     return j;
@@ -100,14 +95,8 @@ void er_sched_list_fini(er_sched_list *l)
 
 er_sched_row *er_sched_list_push(er_sched_list *l)
 {
-    if (l->len == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        er_sched_row *items = realloc(l->items, cap * sizeof *items);
-        if (!items)
-            return NULL;
-        l->items = items;
-        l->cap = cap;
-    }
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return NULL;
     er_sched_row *r = &l->items[l->len++];
     memset(r, 0, sizeof *r);
     return r;
@@ -118,14 +107,8 @@ int er_name_set_add(er_name_set *ns, const char *name)
     for (size_t i = 0; i < ns->n; i++)
         if (strcmp(ns->v[i], name) == 0)
             return 0;
-    if (ns->n == ns->cap) {
-        size_t cap = ns->cap ? ns->cap * 2 : 8;
-        char **v = realloc(ns->v, cap * sizeof *v);
-        if (!v)
-            return ER_ENOMEM;
-        ns->v = v;
-        ns->cap = cap;
-    }
+    if (ER_GROW(&ns->v, &ns->cap, ns->n + 1, ER_LIST_MAX) < 0)
+        return ER_ENOMEM;
     if (!(ns->v[ns->n] = strdup(name)))
         return ER_ENOMEM;
     ns->n++;

@@ -43,6 +43,9 @@ typedef struct er_store_options {
     er_job_limits limits;
 } er_store_options;
 
+/* The most items a store list (jobs, schedulers, names) holds. */
+#define ER_LIST_MAX ((size_t)1 << 24)
+
 /* A growable list of jobs; free with er_job_list_fini. */
 typedef struct er_job_list {
     er_job *items;

@@ -14,11 +14,6 @@
 #include <string.h>
 
 /* The old field names alias out's. */
-_Static_assert(offsetof(er_jsonw, buf) == offsetof(er_jsonw, out.data) &&
-                   offsetof(er_jsonw, len) == offsetof(er_jsonw, out.len) &&
-                   offsetof(er_jsonw, cap) == offsetof(er_jsonw, out.cap) &&
-                   offsetof(er_jsonw, max) == offsetof(er_jsonw, out.max),
-               "er_jsonw aliases");
 
 void er_jsonw_init(er_jsonw *w, size_t max)
 {

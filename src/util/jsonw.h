@@ -18,15 +18,7 @@
 #define ER_JSONW_DEPTH 16
 
 typedef struct er_jsonw {
-    union {
-        er_buf out; /* the text: owned, NUL-terminated while not failed */
-        /* out's first fields under their older names, for callers not yet
-         * moved to w->out (src/server/http/http.c, src/core/job.c) */
-        struct {
-            char *buf;
-            size_t len, cap, max;
-        };
-    };
+    er_buf out; /* the text: owned, NUL-terminated while not failed */
     bool failed;
     int depth;
     bool first[ER_JSONW_DEPTH]; /* no member written yet at this depth */

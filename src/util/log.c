@@ -49,7 +49,7 @@ void er_log_write(int level, const char *extra, const char *fmt, ...)
     er_jsonw_end_object(&w);
     if (!w.failed) {
         /* one system call per line, so lines from threads never interleave */
-        struct iovec iov[2] = {{w.buf, w.len}, {(void *)"\n", 1}};
+        struct iovec iov[2] = {{w.out.data, w.out.len}, {(void *)"\n", 1}};
         ssize_t n = writev(2, iov, 2);
         (void)n;
     } else {

@@ -18,8 +18,8 @@ static json_t *parse(const er_jsonw *w)
 {
     cr_assert(!w->failed);
     json_error_t e;
-    json_t *v = json_loadb(w->buf, w->len, JSON_DECODE_ANY, &e);
-    cr_assert_not_null(v, "not JSON: %s (%s)", w->buf, e.text);
+    json_t *v = json_loadb(w->out.data, w->out.len, JSON_DECODE_ANY, &e);
+    cr_assert_not_null(v, "not JSON: %s (%s)", w->out.data, e.text);
     return v;
 }
 
@@ -42,7 +42,7 @@ Test(jsonw, nested_objects_and_arrays_get_commas_in_the_right_places)
     er_jsonw_key(&w, "b");
     er_jsonw_bool(&w, true);
     er_jsonw_end_object(&w);
-    cr_assert_str_eq(w.buf, "{\"a\":1,\"list\":[1,{\"x\":null},\"s\"],\"b\":true}");
+    cr_assert_str_eq(w.out.data, "{\"a\":1,\"list\":[1,{\"x\":null},\"s\"],\"b\":true}");
     json_decref(parse(&w));
     er_jsonw_fini(&w);
 }
@@ -93,7 +93,7 @@ Test(jsonw, output_past_the_cap_fails_instead_of_growing)
         er_jsonw_str(&w, "0123456789");
     er_jsonw_end_array(&w);
     cr_assert(w.failed);
-    cr_assert_leq(w.cap, 65);
+    cr_assert_leq(w.out.cap, 65);
     er_jsonw_fini(&w);
 }
 
@@ -107,7 +107,7 @@ Test(jsonw, integers_cover_the_whole_int64_range)
     er_jsonw_int(&w, INT64_MAX);
     er_jsonw_int(&w, INT64_MIN);
     er_jsonw_end_array(&w);
-    cr_assert_str_eq(w.buf, "[0,-7,9223372036854775807,-9223372036854775808]");
+    cr_assert_str_eq(w.out.data, "[0,-7,9223372036854775807,-9223372036854775808]");
     er_jsonw_fini(&w);
 }
 
@@ -121,7 +121,7 @@ Test(jsonw, preformatted_members_join_the_object)
     er_jsonw_members(&w, "\"queue\":\"q\",\"attempt\":2");
     er_jsonw_members(&w, NULL);
     er_jsonw_end_object(&w);
-    cr_assert_str_eq(w.buf, "{\"msg\":\"hi\",\"queue\":\"q\",\"attempt\":2}");
+    cr_assert_str_eq(w.out.data, "{\"msg\":\"hi\",\"queue\":\"q\",\"attempt\":2}");
     er_jsonw_fini(&w);
 }
 
@@ -160,7 +160,7 @@ Test(jsonw, times_match_er_time_format_everywhere)
         er_jsonw w;
         er_jsonw_init(&w, 4096);
         er_jsonw_time(&w, ms);
-        cr_assert_str_eq(w.buf, want, "ms=%lld", (long long)ms);
+        cr_assert_str_eq(w.out.data, want, "ms=%lld", (long long)ms);
         er_jsonw_fini(&w);
     }
 }
@@ -185,8 +185,8 @@ Test(jsonw, every_control_byte_gets_its_escape)
     json_t *v = parse(&w);
     cr_assert_str_eq(json_string_value(json_object_get(v, in)), in);
     cr_assert_str_eq(json_string_value(json_object_get(v, "plain")), "");
-    cr_assert_not_null(strstr(w.buf, "\\u0001\\u0002"));
-    cr_assert_not_null(strstr(w.buf, "\\n\\u000b\\u000c\\r"));
+    cr_assert_not_null(strstr(w.out.data, "\\u0001\\u0002"));
+    cr_assert_not_null(strstr(w.out.data, "\\n\\u000b\\u000c\\r"));
     json_decref(v);
     er_jsonw_fini(&w);
 }
@@ -202,7 +202,7 @@ Test(jsonw, repeated_doubles_print_the_same_text)
     er_jsonw_double(&w, 0.2);
     er_jsonw_double(&w, -0.0);
     er_jsonw_end_array(&w);
-    cr_assert_str_eq(w.buf, "[0.20000000000000001,0.20000000000000001,3.0,0.20000000000000001,-0.0]");
+    cr_assert_str_eq(w.out.data, "[0.20000000000000001,0.20000000000000001,3.0,0.20000000000000001,-0.0]");
     er_jsonw_fini(&w);
 }
 
@@ -222,7 +222,7 @@ Test(jsonw, repeated_doubles_print_the_same_text)
         }                                                                               \
         er_jsonw_end_object(&a);                                                        \
         er_jsonw_end_object(&b);                                                        \
-        cr_assert_str_eq(b.buf, a.buf);                                                 \
+        cr_assert_str_eq(b.out.data, a.out.data);                                                 \
         json_decref(parse(&b));                                                         \
         er_jsonw_fini(&a);                                                              \
         er_jsonw_fini(&b);                                                              \
@@ -341,7 +341,7 @@ static void escapes_to(const char *in, const char *want)
     er_buf_adds(&want_obj, ",\"k\":");
     er_buf_adds(&want_obj, b.data);
     er_buf_adds(&want_obj, "}");
-    cr_assert_str_eq(w.buf, want_obj.data);
+    cr_assert_str_eq(w.out.data, want_obj.data);
     er_buf_fini(&want_obj);
     er_jsonw_fini(&w);
     er_buf_fini(&b);

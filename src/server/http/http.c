@@ -292,12 +292,12 @@ void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
         er_http_reply_json(c, 503, NULL);
         return;
     }
-    evbuffer_add(evhttp_request_get_output_buffer(c->req), w->buf, w->len);
+    evbuffer_add(evhttp_request_get_output_buffer(c->req), w->out.data, w->out.len);
     er_server *s = c->s;
-    if (!s->wbuf && w->buf && w->cap <= WBUF_KEEP) {
-        s->wbuf = w->buf; /* kept for the next reply */
-        s->wcap = w->cap;
-        w->buf = NULL;
+    if (!s->wbuf && w->out.data && w->out.cap <= WBUF_KEEP) {
+        s->wbuf = w->out.data; /* kept for the next reply */
+        s->wcap = w->out.cap;
+        w->out.data = NULL;
     }
     er_jsonw_fini(w);
     send_reply(c, status);

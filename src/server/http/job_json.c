@@ -117,7 +117,7 @@ json_t *er_http_job_to_json(const er_job *job)
     er_jsonw w;
     er_jsonw_init(&w, (size_t)1 << 30);
     er_http_job_write_json(job, &w);
-    json_t *o = w.failed ? NULL : json_loadb(w.buf, w.len, 0, NULL);
+    json_t *o = w.failed ? NULL : json_loadb(w.out.data, w.out.len, 0, NULL);
     er_jsonw_fini(&w);
     return o;
 }

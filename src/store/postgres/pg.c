@@ -7,6 +7,7 @@
  * pooled connection and is used by one thread at a time.
  */
 #include "store/postgres/pg_int.h"
+#include "util/buf.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -74,17 +75,9 @@ static void arr_put(er_pg_array *a, const char *s, size_t n)
 {
     if (a->oom)
         return;
-    if (a->len + n + 3 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
-        while (cap < a->len + n + 3)
-            cap *= 2;
-        char *b = realloc(a->buf, cap);
-        if (!b) {
-            a->oom = true;
-            return;
-        }
-        a->buf = b;
-        a->cap = cap;
+    if (ER_GROW(&a->buf, &a->cap, a->len + n + 3, ER_PG_ARRAY_MAX) < 0) {
+        a->oom = true;
+        return;
     }
     memcpy(a->buf + a->len, s, n);
     a->len += n;

@@ -183,7 +183,7 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
         goto out;
     }
     er_pg_params p = {0};
-    er_pg_p_str(&p, w.buf);
+    er_pg_p_str(&p, w.out.data);
     er_pg_p_i64(&p, now);
     er_pg_p_i64(&p, n);
     er_pg_p_str(&p, id);

@@ -155,6 +155,7 @@ int64_t er_pg_i64(const PGresult *res, int row, int col);
 int er_pg_load_job(er_store *s, const char *id, bool lock, er_job *out, er_error *err);
 
 /* A PostgreSQL array literal builder ({"a","b",NULL}). */
+#define ER_PG_ARRAY_MAX ((size_t)64 << 20) /* bytes of one array literal */
 typedef struct er_pg_array {
     char *buf;
     size_t len, cap;

@@ -35,7 +35,7 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
         return nomem(err);
     }
     er_pg_params p = {0};
-    er_pg_p_str(&p, w.buf);
+    er_pg_p_str(&p, w.out.data);
     er_pg_p_bool(&p, notify);
     PGresult *r;
     int rc = er_pg_exec(s, ER_PG_INSERT_JOB, &p, &r, err);
@@ -78,7 +78,7 @@ int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
         return nomem(err);
     }
     er_pg_params p = {0};
-    er_pg_p_str(&p, w.buf);
+    er_pg_p_str(&p, w.out.data);
     PGresult *r;
     int rc = er_pg_exec(s, ER_PG_INSERT_MANY, &p, &r, err);
     er_jsonw_fini(&w);

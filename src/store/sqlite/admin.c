@@ -8,6 +8,7 @@
 #include "store/error_codec.h"
 #include "store/settings_codec.h"
 #include "store/sqlite/sqlite_int.h"
+#include "util/buf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,15 +48,9 @@ static int load_queue_rows(er_store *s, er_queue_info **out, size_t *n, er_error
     size_t len = 0, cap = 0;
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            er_queue_info *nq = realloc(qs, ncap * sizeof *nq);
-            if (!nq) {
-                rc = nomem(err);
-                break;
-            }
-            qs = nq;
-            cap = ncap;
+        if (ER_GROW(&qs, &cap, len + 1, ER_LIST_MAX) < 0) {
+            rc = nomem(err);
+            break;
         }
         er_queue_info *q = &qs[len];
         memset(q, 0, sizeof *q);
@@ -354,15 +349,9 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
     size_t seqcap = 0;
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        if (due.len == seqcap) {
-            size_t cap = seqcap ? seqcap * 2 : 16;
-            int64_t *v = realloc(seqs, cap * sizeof *v);
-            if (!v) {
-                rc = nomem(err);
-                break;
-            }
-            seqs = v;
-            seqcap = cap;
+        if (ER_GROW(&seqs, &seqcap, due.len + 1, ER_LIST_MAX) < 0) {
+            rc = nomem(err);
+            break;
         }
         er_job *j = er_job_list_push(&due);
         if (!j) {

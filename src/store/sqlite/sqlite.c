@@ -8,6 +8,7 @@
  */
 #include "store/settings_codec.h"
 #include "store/sqlite/sqlite_int.h"
+#include "util/buf.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -244,14 +245,8 @@ int er_sqlite_queue_get(er_store *s, const char *queue, er_sqlite_queue **out, e
     }
     if (s->nqc >= QUEUE_CACHE_MAX)
         er_sqlite_queue_cache_clear(s);
-    if (s->nqc == s->capqc) {
-        size_t cap = s->capqc ? s->capqc * 2 : 16;
-        er_sqlite_queue **qc = realloc(s->qc, cap * sizeof *qc);
-        if (!qc)
-            return er_error_set(err, ER_ENOMEM, "", "out of memory");
-        s->qc = qc;
-        s->capqc = cap;
-    }
+    if (ER_GROW(&s->qc, &s->capqc, s->nqc + 1, QUEUE_CACHE_MAX) < 0)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
     er_sqlite_queue *q = calloc(1, sizeof *q);
     if (!q || !(q->name = strdup(queue))) {
         free(q);
