@@ -243,10 +243,13 @@ ERRAND_API void errand_free(void *p);
 
 /* ---- worker runtime (docs/workers.md) ----------------------------------
  * A worker leases jobs from one or more queues and runs a handler for each
- * on one of `concurrency` handler threads. One fetcher thread keeps up to
- * concurrency + prefetch jobs leased, carrying finished outcomes on its next
- * fetch (or on POST /v1/acks while it long-polls); a timer thread extends
- * the leases of held jobs every lease/3 and enforces the per-job timeout.
+ * on one of `concurrency` handler threads. Two fetcher threads keep up to
+ * concurrency + prefetch jobs leased between them (so one fetch is on its
+ * way while the other is answered), carrying finished outcomes on their
+ * fetches; an acker thread sends outcomes as they come (POST /v1/acks, on
+ * its own connection, also while the fetches long-poll); a timer thread
+ * extends the leases of held jobs every lease/3 and enforces the per-job
+ * timeout. Each of these threads has its own connection (four in all).
  * errand_worker_stop() (async-signal-safe) starts a graceful stop: no more
  * fetches, prefetched jobs released at once, running handlers given up to
  * grace_ms, then the leases of jobs still running released (not failed) so

@@ -222,6 +222,15 @@ int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error
     return rc;
 }
 
+int er_queue_change_enforceable(const er_queue_change *c, er_error *err)
+{
+    if (c->rate == ER_CHANGE_SET)
+        return er_error_set(err, ER_EINVAL, "rate_limit",
+                            "rate_limit is not enforced by this version, so it is refused rather "
+                            "than stored and ignored (null clears one stored before)");
+    return 0;
+}
+
 /* ---- merging ---- */
 
 static int merge_defaults(er_job_defaults *d, const er_queue_change *c, er_error *err)

@@ -119,6 +119,12 @@ typedef struct er_queue_change {
  * or ER_EINVAL naming the field. */
 int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err);
 
+/* Refuses (ER_EINVAL naming the field) a change that sets what this
+ * version stores but does not enforce yet (rate_limit: planned), rather
+ * than accept it and ignore it. Stored settings are not refused: a rate
+ * limit an earlier version stored is kept. */
+int er_queue_change_enforceable(const er_queue_change *c, er_error *err);
+
 /* Merges a judged change onto *s, field by field: an absent field keeps its
  * value; a rate_limit given in part merges onto the current one, which must
  * then have both max and per_ms; a defaults backoff merges onto the current

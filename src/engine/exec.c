@@ -348,6 +348,8 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
         return rc;
     bool was_paused = s.paused;
     rc = er_queue_settings_change(&s, &req->change, &req->err);
+    if (rc == 0)
+        rc = er_queue_change_enforceable(&req->change, &req->err);
     if (rc < 0) {
         req->rc = rc;
         return 0;

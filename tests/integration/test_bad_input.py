@@ -361,6 +361,9 @@ CASES = [
     ("put_queue_rate_max_0", "PUT", "/v1/queues/" + FIX_Q,
      {"body": {"rate_limit": {"max": 0, "per_ms": 1000}}}, 400, "invalid_argument",
      "rate_limit.max"),
+    # stored but not enforced yet: refused rather than ignored
+    ("put_queue_rate_limit_not_enforced", "PUT", "/v1/queues/" + FIX_Q,
+     {"body": {"rate_limit": {"max": 5, "per_ms": 1000}}}, 400, "invalid_argument", "rate_limit"),
     ("put_queue_rate_without_per_ms", "PUT", "/v1/queues/" + FIX_Q,
      {"body": {"rate_limit": {"max": 5}}}, 400, "invalid_argument", "rate_limit.per_ms"),
     ("put_queue_defaults_max_attempts_0", "PUT", "/v1/queues/" + FIX_Q,
