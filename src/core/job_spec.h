@@ -96,15 +96,6 @@ bool er_job_spec_field_known(const char *s, size_t n);
 /* The same for a member of the backoff object. */
 bool er_backoff_spec_field_known(const char *s, size_t n);
 
-/* Fills *spec from one request object (jansson; see job_spec_json.c). The
- * spec's slices point into obj and queue (borrowed: both must outlive the
- * spec); the payload is serialized into spec->payload_buf (free with
- * er_job_spec_fini unless er_job_validate took it). Returns 0, ER_EINVAL
- * (not an object; field `job`) or ER_ENOMEM. */
-struct json_t;
-int er_job_spec_from_json(const struct json_t *obj, const char *queue, er_job_spec *spec,
-                          er_error *err);
-
 /* Checks a backoff object read into *b, naming fields "<field>.<member>":
  * its type, an unknown member, each member's rule, max_delay_ms >= delay_ms
  * when both are given. Fills *vals with the given members and *given with

@@ -4,12 +4,14 @@
  * planner never walks the whole downtime: on-time ticks are bounded by the
  * grace window, and missed ticks are found by searching backwards from the
  * end of the downtime in doubling windows, so a year offline costs about
- * as much as a minute.
+ * as much as a minute. jansson is used for one thing: setting run_key in a
+ * tick's payload, which is job data (a JSON object the user gave) rather
+ * than an API or storage shape, and editing it takes a JSON parser.
  */
 #include "core/scheduler.h"
-#include "core/job_spec.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +42,17 @@ void er_scheduler_fini(er_scheduler *s)
     free(s->tz_name);
     free(s->queue);
     free(s->name);
-    json_decref(s->payload);
-    json_decref(s->job);
+    free(s->payload);
+    free(s->opts_text);
     er_scheduler_init(s);
+}
+
+void er_sched_spec_fini(er_sched_spec *spec)
+{
+    if (!spec)
+        return;
+    free(spec->payload_buf);
+    spec->payload_buf = NULL;
 }
 
 int er_scheduler_key_validate(const char *key, er_error *err)
@@ -55,67 +65,62 @@ static int oom(er_error *err)
     return er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
-/* util's zone name rule, and a spec's own length limit; no file is read. */
-static int tz_name_check(const char *name, er_error *err)
-{
-    if (strlen(name) > TZ_NAME_MAX || !er_tz_name_valid(name))
-        return er_error_set(err, ER_EINVAL, "tz", "tz '%.64s' is not a valid zone name", name);
-    return 0;
-}
-
 static const char *const spec_fields[] = {"cron", "tz", "queue", "name", "payload",
                                           "missed", "max_catchup", "job", NULL};
 /* Job options a schedule may set; id, run_at and the rest belong to the tick. */
 static const char *const job_fields[] = {"priority", "max_attempts", "backoff",
                                          "timeout_ms", "group", "trace_id", NULL};
 
-static int check_keys(const json_t *obj, const char *const *allowed, const char *prefix,
-                      er_error *err)
+static bool in_list(const char *const *list, const char *s, size_t n)
 {
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a && !ok; a++)
-            ok = strcmp(*a, key) == 0;
-        if (!ok) {
-            char f[64];
-            snprintf(f, sizeof f, "%s%s", prefix, key);
-            return er_error_set(err, ER_EINVAL, f, "unknown field %s", f);
-        }
-    }
-    return 0;
+    for (const char *const *f = list; *f; f++)
+        if (strlen(*f) == n && memcmp(*f, s, n) == 0)
+            return true;
+    return false;
 }
 
-static int get_string(const json_t *obj, const char *key, bool required, const char **out,
-                      er_error *err)
+bool er_sched_spec_field_known(const char *s, size_t n)
 {
-    const json_t *v = json_object_get(obj, key);
-    if (!v || json_is_null(v)) {
-        if (required)
-            return er_error_set(err, ER_EINVAL, key, "%s is required", key);
-        *out = NULL;
-        return 0;
-    }
-    if (!json_is_string(v))
-        return er_error_set(err, ER_EINVAL, key, "%s must be a string", key);
-    *out = json_string_value(v);
-    return 0;
+    return in_list(spec_fields, s, n);
 }
 
-static int parse(const json_t *spec, size_t payload_max, er_scheduler *s, er_error *err)
+bool er_sched_job_field_known(const char *s, size_t n)
 {
-    if (!json_is_object(spec))
-        return er_error_set(err, ER_EINVAL, "body", "a scheduler spec must be a JSON object");
-    int rc = check_keys(spec, spec_fields, "", err);
-    const char *str = NULL;
-    if (rc == 0)
-        rc = get_string(spec, "cron", true, &str, err);
-    if (rc < 0)
-        return rc;
-    while (isspace((unsigned char)*str))
+    return in_list(job_fields, s, n);
+}
+
+/* "unknown field {prefix}{name}", the field cut to 63 bytes. */
+static int unknown_field(const er_spec_str *u, const char *prefix, er_error *err)
+{
+    char f[64];
+    snprintf(f, sizeof f, "%s%.*s", prefix, (int)(u->n < sizeof f ? u->n : sizeof f), u->s);
+    return er_error_set(err, ER_EINVAL, f, "unknown field %s", f);
+}
+
+/* A string member into *out (owned); required ones must be present. */
+static int take_string(const er_spec_str *v, const char *field, bool required, char **out,
+                       er_error *err)
+{
+    *out = NULL;
+    if (v->kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, field, "%s must be a string", field);
+    if (v->kind != ER_SPEC_SET)
+        return required ? er_error_set(err, ER_EINVAL, field, "%s is required", field) : 0;
+    return (*out = strndup(v->s, v->n)) ? 0 : oom(err);
+}
+
+static int check_cron(const er_spec_str *v, er_scheduler *s, er_error *err)
+{
+    if (v->kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "cron", "cron must be a string");
+    if (v->kind != ER_SPEC_SET)
+        return er_error_set(err, ER_EINVAL, "cron", "cron is required");
+    const char *str = v->s;
+    size_t n = v->n;
+    while (n > 0 && isspace((unsigned char)*str)) {
         str++;
-    size_t n = strlen(str);
+        n--;
+    }
     while (n > 0 && isspace((unsigned char)str[n - 1]))
         n--;
     if (n == 0)
@@ -125,103 +130,218 @@ static int parse(const json_t *spec, size_t payload_max, er_scheduler *s, er_err
                             ER_SCHED_CRON_MAX);
     if (!(s->cron_text = strndup(str, n)))
         return oom(err);
-    if ((rc = er_cron_parse(s->cron_text, &s->cron, err)) < 0)
-        return rc;
+    return er_cron_parse(s->cron_text, &s->cron, err);
+}
 
-    if ((rc = get_string(spec, "tz", false, &str, err)) < 0)
+/* util's zone name rule, and a spec's own length limit; no file is read. */
+static int check_tz(const er_spec_str *v, er_scheduler *s, er_error *err)
+{
+    int rc = take_string(v, "tz", false, &s->tz_name, err);
+    if (rc < 0)
         return rc;
-    if (!str || !*str)
-        str = "UTC";
-    if ((rc = tz_name_check(str, err)) < 0)
-        return rc;
-    if (!(s->tz_name = strdup(str)))
-        return oom(err);
+    if (!s->tz_name || !*s->tz_name) {
+        free(s->tz_name);
+        if (!(s->tz_name = strdup("UTC")))
+            return oom(err);
+    }
+    if (strlen(s->tz_name) > TZ_NAME_MAX || !er_tz_name_valid(s->tz_name))
+        return er_error_set(err, ER_EINVAL, "tz", "tz '%.64s' is not a valid zone name",
+                            s->tz_name);
+    return 0;
+}
 
-    if ((rc = get_string(spec, "queue", true, &str, err)) < 0 ||
-        (rc = er_name_validate(str, "queue", err)) < 0)
-        return rc;
-    if (!(s->queue = strdup(str)))
-        return oom(err);
-    if ((rc = get_string(spec, "name", true, &str, err)) < 0 ||
-        (rc = er_name_validate(str, "name", err)) < 0)
-        return rc;
-    if (!(s->name = strdup(str)))
-        return oom(err);
-
-    json_t *v = json_object_get(spec, "payload");
-    if (!v || json_is_null(v)) {
-        s->payload = json_object();
-    } else if (!json_is_object(v)) {
+static int check_payload(const er_spec_str *v, size_t payload_max, er_scheduler *s,
+                         er_error *err)
+{
+    if (v->kind == ER_SPEC_BAD_TYPE)
         return er_error_set(err, ER_EINVAL, "payload",
                             "payload must be a JSON object (the tick adds run_key to it)");
-    } else {
-        s->payload = json_deep_copy(v);
-    }
-    if (!s->payload)
-        return oom(err);
-    char *text = json_dumps(s->payload, JSON_COMPACT);
-    if (!text)
-        return oom(err);
-    size_t plen = strlen(text);
-    free(text);
-    if (plen > payload_max)
+    er_spec_str empty = {ER_SPEC_SET, "{}", 2};
+    const er_spec_str *p = v->kind == ER_SPEC_SET ? v : &empty;
+    if (p->n > payload_max)
         return er_error_set(err, ER_ETOOBIG, "payload", "payload is %zu bytes; the limit is %zu",
-                            plen, payload_max);
+                            p->n, payload_max);
+    return (s->payload = strndup(p->s, p->n)) ? 0 : oom(err);
+}
 
-    if ((rc = get_string(spec, "missed", false, &str, err)) < 0)
-        return rc;
-    if (!str || strcmp(str, "skip") == 0)
+static int check_policy(const er_sched_spec *sp, er_scheduler *s, er_error *err)
+{
+    const er_spec_str *m = &sp->missed;
+    if (m->kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "missed", "missed must be a string");
+    if (m->kind != ER_SPEC_SET || (m->n == 4 && memcmp(m->s, "skip", 4) == 0))
         s->missed = ER_MISSED_SKIP;
-    else if (strcmp(str, "once") == 0)
+    else if (m->n == 4 && memcmp(m->s, "once", 4) == 0)
         s->missed = ER_MISSED_ONCE;
-    else if (strcmp(str, "all") == 0)
+    else if (m->n == 3 && memcmp(m->s, "all", 3) == 0)
         s->missed = ER_MISSED_ALL;
     else
         return er_error_set(err, ER_EINVAL, "missed", "missed must be skip, once or all");
 
-    v = json_object_get(spec, "max_catchup");
-    if (v && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > ER_SCHED_CATCHUP_MAX)
-            return er_error_set(err, ER_EINVAL, "max_catchup",
-                                "max_catchup must be an integer 1..%d", ER_SCHED_CATCHUP_MAX);
-        s->max_catchup = (int)json_integer_value(v);
-    }
+    const er_spec_int *c = &sp->max_catchup;
+    if (c->kind == ER_SPEC_BAD_TYPE ||
+        (c->kind == ER_SPEC_SET && (c->v < 1 || c->v > ER_SCHED_CATCHUP_MAX)))
+        return er_error_set(err, ER_EINVAL, "max_catchup",
+                            "max_catchup must be an integer 1..%d", ER_SCHED_CATCHUP_MAX);
+    if (c->kind == ER_SPEC_SET)
+        s->max_catchup = (int)c->v;
+    return 0;
+}
 
-    v = json_object_get(spec, "job");
-    if (v && !json_is_null(v)) {
-        if (!json_is_object(v))
-            return er_error_set(err, ER_EINVAL, "job", "job must be an object of job options");
-        if ((rc = check_keys(v, job_fields, "job.", err)) < 0)
-            return rc;
-        if (!(s->job = json_deep_copy(v)))
-            return oom(err);
-        /* validate the options as an enqueue would */
-        er_rand r;
-        er_rand_init_seeded(&r, 1);
-        er_job probe;
-        rc = er_scheduler_job(s, "probe", 0, 0, &r, &probe, err);
-        if (rc < 0) {
-            if (err && rc == ER_EINVAL && strncmp(err->field, "job.", 4) != 0) {
-                char f[sizeof err->field];
-                memcpy(f, err->field, sizeof f);
-                snprintf(err->field, sizeof err->field, "job.%.59s", f);
-            }
-            return rc;
-        }
-        er_job_fini(&probe);
+/* ---- job options ---- */
+
+static void int_opt(const er_spec_int *in, er_spec_int *out)
+{
+    *out = in->kind == ER_SPEC_NULL ? (er_spec_int){0} : *in;
+}
+
+static void str_opt(const er_spec_str *in, er_spec_str *out)
+{
+    *out = in->kind == ER_SPEC_NULL ? (er_spec_str){0} : *in;
+}
+
+/* The options of o as a request gives them: a null member is absent. */
+static void options_of(const er_job_spec *o, er_job_spec *sp)
+{
+    int_opt(&o->priority, &sp->priority);
+    int_opt(&o->max_attempts, &sp->max_attempts);
+    int_opt(&o->timeout_ms, &sp->timeout_ms);
+    str_opt(&o->group, &sp->group);
+    str_opt(&o->trace_id, &sp->trace_id);
+    const er_backoff_spec *b = &o->backoff;
+    if (b->kind == ER_SPEC_NULL)
+        return;
+    sp->backoff.kind = b->kind;
+    sp->backoff.unknown = b->unknown;
+    str_opt(&b->type, &sp->backoff.type);
+    int_opt(&b->delay_ms, &sp->backoff.delay_ms);
+    int_opt(&b->max_delay_ms, &sp->backoff.max_delay_ms);
+    sp->backoff.jitter = b->jitter.kind == ER_SPEC_NULL ? (er_spec_num){0} : b->jitter;
+}
+
+static er_spec_str slice_of(const char *s)
+{
+    return (er_spec_str){ER_SPEC_SET, s, strlen(s)};
+}
+
+/* The options' text (group, trace_id, backoff.type) into one owned buffer,
+ * with out's slices pointing there; the other options are plain values. */
+static int own_options(const er_job_spec *in, er_job_spec *out, char **buf, er_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->priority = in->priority;
+    out->max_attempts = in->max_attempts;
+    out->timeout_ms = in->timeout_ms;
+    out->backoff = in->backoff;
+    out->backoff.unknown = (er_spec_str){0};
+    const er_spec_str *src[3] = {&in->group, &in->trace_id, &in->backoff.type};
+    er_spec_str *dst[3] = {&out->group, &out->trace_id, &out->backoff.type};
+    size_t total = 1;
+    for (int i = 0; i < 3; i++)
+        total += src[i]->kind == ER_SPEC_SET ? src[i]->n + 1 : 0;
+    char *p = *buf = malloc(total);
+    if (!p)
+        return oom(err);
+    for (int i = 0; i < 3; i++) {
+        *dst[i] = *src[i];
+        if (src[i]->kind != ER_SPEC_SET)
+            continue;
+        memcpy(p, src[i]->s, src[i]->n);
+        p[src[i]->n] = '\0';
+        dst[i]->s = p;
+        p += src[i]->n + 1;
     }
     return 0;
 }
 
-int er_scheduler_from_json(const json_t *spec, size_t payload_max, er_scheduler *out,
-                           er_error *err)
+/* Validates the options as an enqueue of a tick would, naming the field
+ * "job.*". */
+static int check_options(const er_sched_spec *sp, er_scheduler *s, er_error *err)
+{
+    if (sp->job == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "job", "job must be an object of job options");
+    if (sp->job != ER_SPEC_SET)
+        return 0;
+    if (sp->opts.unknown.kind != ER_SPEC_ABSENT)
+        return unknown_field(&sp->opts.unknown, "job.", err);
+    er_job_spec probe = {0};
+    options_of(&sp->opts, &probe);
+    probe.queue = slice_of(s->queue);
+    probe.name = slice_of(s->name);
+    probe.id = slice_of("sched:probe:1970-01-01T00:00:00.000Z");
+    er_job_limits lim = {.payload_max = (size_t)-1};
+    er_rand r;
+    er_rand_init_seeded(&r, 1);
+    er_job job;
+    int rc = er_job_validate(&probe, &lim, 0, &r, &job, err);
+    if (rc < 0) {
+        if (err && rc == ER_EINVAL) {
+            char f[sizeof err->field];
+            memcpy(f, err->field, sizeof f);
+            snprintf(err->field, sizeof err->field, "job.%.59s", f);
+        }
+        return rc;
+    }
+    er_job_fini(&job);
+    s->has_job = true;
+    s->jitter_integer = sp->jitter_integer && sp->opts.backoff.jitter.kind == ER_SPEC_SET;
+    return own_options(&sp->opts, &s->opts, &s->opts_text, err);
+}
+
+static int validate(const er_sched_spec *sp, size_t payload_max, er_scheduler *s,
+                    er_error *err)
+{
+    int rc;
+    if (sp->unknown.kind != ER_SPEC_ABSENT)
+        return unknown_field(&sp->unknown, "", err);
+    if ((rc = check_cron(&sp->cron, s, err)) < 0 || (rc = check_tz(&sp->tz, s, err)) < 0)
+        return rc;
+    if ((rc = take_string(&sp->queue, "queue", true, &s->queue, err)) < 0 ||
+        (rc = er_name_validate(s->queue, "queue", err)) < 0)
+        return rc;
+    if ((rc = take_string(&sp->name, "name", true, &s->name, err)) < 0 ||
+        (rc = er_name_validate(s->name, "name", err)) < 0)
+        return rc;
+    if ((rc = check_payload(&sp->payload, payload_max, s, err)) < 0 ||
+        (rc = check_policy(sp, s, err)) < 0)
+        return rc;
+    return check_options(sp, s, err);
+}
+
+int er_sched_validate(const er_sched_spec *spec, size_t payload_max, er_scheduler *out,
+                      er_error *err)
 {
     er_scheduler_init(out);
-    int rc = parse(spec, payload_max, out, err);
+    int rc = validate(spec, payload_max, out, err);
     if (rc < 0)
         er_scheduler_fini(out);
     return rc;
+}
+
+static int dup_field(char **dst, const char *src)
+{
+    return !src || (*dst = strdup(src)) ? 0 : -1;
+}
+
+int er_scheduler_copy(er_scheduler *dst, const er_scheduler *src, er_error *err)
+{
+    er_scheduler_init(dst);
+    int bad = dup_field(&dst->cron_text, src->cron_text) | dup_field(&dst->tz_name, src->tz_name) |
+              dup_field(&dst->queue, src->queue) | dup_field(&dst->name, src->name) |
+              dup_field(&dst->payload, src->payload);
+    if (!bad && src->has_job && own_options(&src->opts, &dst->opts, &dst->opts_text, err) < 0)
+        bad = 1;
+    if (bad) {
+        er_scheduler_fini(dst);
+        return oom(err);
+    }
+    dst->cron = src->cron;
+    dst->tz = src->tz;
+    dst->missed = src->missed;
+    dst->max_catchup = src->max_catchup;
+    dst->has_job = src->has_job;
+    dst->jitter_integer = src->jitter_integer;
+    return 0;
 }
 
 int er_scheduler_set_zone(er_scheduler *s, const er_tz *tz, er_error *err)
@@ -234,33 +354,29 @@ int er_scheduler_set_zone(er_scheduler *s, const er_tz *tz, er_error *err)
     return 0;
 }
 
-json_t *er_scheduler_spec_json(const er_scheduler *s)
-{
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:O,s:s,s:i}", "cron", s->cron_text, "tz",
-                          s->tz_name, "queue", s->queue, "name", s->name, "payload", s->payload,
-                          "missed", er_missed_name(s->missed), "max_catchup", s->max_catchup);
-    if (o && s->job && json_object_set(o, "job", s->job) != 0) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-char *er_scheduler_spec_text(const er_scheduler *s)
-{
-    json_t *o = er_scheduler_spec_json(s);
-    if (!o)
-        return NULL;
-    char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(o);
-    return text;
-}
-
 void er_scheduler_tick_id(const char *key, int64_t tick, char out[ER_ID_MAX + 1])
 {
     char t[32];
     er_time_format(tick, t);
     snprintf(out, ER_ID_MAX + 1, "sched:%s:%s", key, t);
+}
+
+/* The payload of a tick: s->payload with run_key set (see er_scheduler_job)
+ * into *out (owned text). Returns 0, ER_ENOMEM, or ER_EINVAL for a payload
+ * that is not a JSON object (a validated spec's never is). */
+static int tick_payload(const char *payload, const char *tick, char **out, er_error *err)
+{
+    *out = NULL;
+    json_error_t je;
+    json_t *o = json_loads(payload, 0, &je);
+    int rc = 0;
+    if (!json_is_object(o))
+        rc = er_error_set(err, ER_EINVAL, "payload", "payload must be a JSON object");
+    else if (json_object_set_new(o, "run_key", json_string(tick)) != 0 ||
+             !(*out = json_dumps(o, JSON_COMPACT)))
+        rc = oom(err);
+    json_decref(o);
+    return rc;
 }
 
 int er_scheduler_job(const er_scheduler *s, const char *key, int64_t tick, int64_t now,
@@ -270,24 +386,19 @@ int er_scheduler_job(const er_scheduler *s, const char *key, int64_t tick, int64
     char id[ER_ID_MAX + 1], t[32];
     er_scheduler_tick_id(key, tick, id);
     er_time_format(tick, t);
-    json_t *obj = s->job ? json_deep_copy(s->job) : json_object();
-    json_t *payload = json_deep_copy(s->payload);
-    int rc = 0;
-    if (!obj || !payload || json_object_set_new(payload, "run_key", json_string(t)) != 0 ||
-        json_object_set_new(obj, "payload", payload) != 0) {
-        json_decref(obj);
-        return oom(err);
-    }
-    payload = NULL; /* owned by obj now */
-    if (json_object_set_new(obj, "id", json_string(id)) != 0 ||
-        json_object_set_new(obj, "name", json_string(s->name)) != 0)
-        rc = oom(err);
     er_job_spec sp = {0};
+    if (s->has_job)
+        options_of(&s->opts, &sp);
+    sp.queue = slice_of(s->queue);
+    sp.name = slice_of(s->name);
+    sp.id = slice_of(id);
+    int rc = tick_payload(s->payload, t, &sp.payload_buf, err);
+    if (rc < 0)
+        return rc;
+    sp.payload = slice_of(sp.payload_buf);
     er_job_limits lim = {.payload_max = (size_t)-1};
-    if (rc == 0 && (rc = er_job_spec_from_json(obj, s->queue, &sp, err)) == 0)
-        rc = er_job_validate(&sp, &lim, now, r, job, err);
+    rc = er_job_validate(&sp, &lim, now, r, job, err);
     er_job_spec_fini(&sp);
-    json_decref(obj);
     return rc;
 }
 

@@ -1,24 +1,25 @@
 /* SPDX-License-Identifier: MIT
  *
  * Schedulers: a cron expression in a time zone that enqueues one job per
- * tick. This module validates a scheduler spec (PUT /v1/schedulers/{key}),
- * builds the job of a tick (id "sched:{key}:{tick}", payload.run_key), and
- * plans what to fire when the engine looks: the ticks that came due on time,
- * plus the missed ones the policy allows (skip, once, all up to
- * max_catchup). Pure logic: the time is always an argument, and the zone
- * arrives parsed (the caller looks s->tz_name up with util's er_tz_get and
- * attaches it with er_scheduler_set_zone); no I/O.
+ * tick. This module validates a scheduler spec (er_sched_spec, the plain
+ * values a frontend or a store codec read), builds the job of a tick (id
+ * "sched:{key}:{tick}", payload.run_key), and plans what to fire when the
+ * engine looks: the ticks that came due on time, plus the missed ones the
+ * policy allows (skip, once, all up to max_catchup). Pure logic: the time is
+ * always an argument, and the zone arrives parsed (the caller looks
+ * s->tz_name up with util's er_tz_get and attaches it with
+ * er_scheduler_set_zone); no I/O, and no API or storage JSON shapes.
  */
 #ifndef ER_CORE_SCHEDULER_H
 #define ER_CORE_SCHEDULER_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/cron.h"
 #include "core/job.h"
+#include "core/job_spec.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -43,8 +44,40 @@ typedef enum er_missed {
 /* "skip", "once", "all". */
 const char *er_missed_name(er_missed m);
 
-/* A parsed, validated scheduler spec. Strings and JSON references are owned
- * (er_scheduler_fini frees them). */
+/* A scheduler spec as read (PUT /v1/schedulers/{key}, or a stored spec):
+ * slices borrowed from the reader's document. A null top-level member
+ * counts as absent. */
+typedef struct er_sched_spec {
+    er_spec_str unknown;    /* the first member that is not a spec field */
+    er_spec_str cron;
+    er_spec_str tz;
+    er_spec_str queue;
+    er_spec_str name;       /* the job name */
+    er_spec_str payload;    /* the payload as compact JSON text; BAD_TYPE when
+                               it is not an object */
+    er_spec_str missed;
+    er_spec_int max_catchup;
+    er_spec_kind job;       /* the job options: ABSENT, SET (an object) or BAD_TYPE */
+    /* When job is SET, its members: opts.unknown is the first that is not a
+     * job option (er_sched_job_field_known); a member given as null is
+     * ER_SPEC_NULL (the spec keeps it as given). Only unknown, priority,
+     * max_attempts, backoff, timeout_ms, group and trace_id are read. */
+    er_job_spec opts;
+    bool jitter_integer;    /* opts.backoff.jitter was written as an integer */
+    /* Optional, owned by the spec's filler: the heap buffer payload.s
+     * points to (er_sched_spec_fini frees it). */
+    char *payload_buf;
+} er_sched_spec;
+
+/* Frees spec->payload_buf. NULL-safe. */
+void er_sched_spec_fini(er_sched_spec *spec);
+
+/* Whether s[0..n) names a member of a spec; of its "job" object. */
+bool er_sched_spec_field_known(const char *s, size_t n);
+bool er_sched_job_field_known(const char *s, size_t n);
+
+/* A validated scheduler spec; it owns every pointer but tz (er_scheduler_fini
+ * frees them). */
 typedef struct er_scheduler {
     char *cron_text;   /* as given, trimmed */
     er_cron cron;
@@ -52,29 +85,42 @@ typedef struct er_scheduler {
     const er_tz *tz;   /* borrowed (er_scheduler_set_zone), or NULL until set */
     char *queue;
     char *name;        /* job name */
-    json_t *payload;   /* a JSON object ({} when none was given) */
-    json_t *job;       /* job options object, or NULL: priority, max_attempts,
-                          backoff, timeout_ms, group, trace_id */
+    char *payload;     /* a JSON object as compact text ("{}" when none was given) */
     er_missed missed;
     int max_catchup;   /* 1..ER_SCHED_CATCHUP_MAX */
+    /* The job options of the ticks ("job"), when has_job, as given: the
+     * option fields of opts (priority, max_attempts, backoff, timeout_ms,
+     * group, trace_id; the others stay absent) with slices into opts_text;
+     * kind ER_SPEC_NULL marks a member given as null, so a stored spec
+     * reads back as it was written. */
+    bool has_job;
+    er_job_spec opts;
+    bool jitter_integer; /* opts.backoff.jitter was written as an integer */
+    char *opts_text;     /* owned: the bytes opts' slices point to */
 } er_scheduler;
 
 void er_scheduler_init(er_scheduler *s);
 /* Frees what *s owns; leaves it as after er_scheduler_init. NULL-safe. */
 void er_scheduler_fini(er_scheduler *s);
 
+/* Copies src into *dst (er_scheduler_init'd by this call; tz is shared).
+ * Returns 0, or ER_ENOMEM with *dst holding nothing. */
+int er_scheduler_copy(er_scheduler *dst, const er_scheduler *src, er_error *err);
+
 /* Validates a scheduler key: er_name_validate rules, field "key". */
 int er_scheduler_key_validate(const char *key, er_error *err);
 
-/* Parses and validates a spec object {"cron", "tz"?, "queue", "name",
- * "payload"?, "missed"?, "max_catchup"?, "job"?}. Unknown fields are an
- * error. Only the zone name's syntax is checked; out->tz stays NULL until
- * er_scheduler_set_zone. payload_max bounds the payload's serialized size.
- * spec: borrowed. On success fills *out (er_scheduler_init'd by this call)
- * and returns 0; on failure returns ER_EINVAL / ER_ETOOBIG / ER_ENOMEM with
+/* Validates a spec and builds its scheduler. Checks, in this order: unknown
+ * member, cron (required, trimmed, at most ER_SCHED_CRON_MAX bytes, parses),
+ * tz (UTC when absent or empty; only the name's syntax: out->tz stays NULL
+ * until er_scheduler_set_zone), queue, name, payload (an object of at most
+ * payload_max bytes), missed, max_catchup, and the job options (unknown
+ * member, then er_job_validate's rules, the field prefixed "job."). spec:
+ * copied. On success fills *out (er_scheduler_init'd by this call) and
+ * returns 0; on failure returns ER_EINVAL / ER_ETOOBIG / ER_ENOMEM with
  * *err naming the field, and *out holds nothing. */
-int er_scheduler_from_json(const json_t *spec, size_t payload_max, er_scheduler *out,
-                           er_error *err);
+int er_sched_validate(const er_sched_spec *spec, size_t payload_max, er_scheduler *out,
+                      er_error *err);
 
 /* Attaches tz, the zone named s->tz_name (from er_tz_get), and checks that
  * the expression fires in it. tz: borrowed; must outlive s (er_tz_get's
@@ -82,22 +128,16 @@ int er_scheduler_from_json(const json_t *spec, size_t payload_max, er_scheduler 
  * "cron" ("cron '...' never fires", e.g. "0 0 30 2 *"), s then unchanged. */
 int er_scheduler_set_zone(er_scheduler *s, const er_tz *tz, er_error *err);
 
-/* The normalized spec as canonical JSON text (compact, sorted keys, every
- * default spelled out), so two equal specs have equal text. Returns owned
- * text (free()) or NULL on ENOMEM. */
-char *er_scheduler_spec_text(const er_scheduler *s);
-
-/* The normalized spec as a JSON object (new reference; NULL on ENOMEM). */
-json_t *er_scheduler_spec_json(const er_scheduler *s);
-
 /* The id of the job of `tick` (ms since the epoch): "sched:{key}:{tick as
  * RFC 3339 UTC}". out must hold ER_ID_MAX + 1 bytes. */
 void er_scheduler_tick_id(const char *key, int64_t tick, char out[ER_ID_MAX + 1]);
 
 /* Builds the validated job of `tick`: id as er_scheduler_tick_id, the
  * spec's queue, name, job options, and payload with "run_key" set to the
- * tick (RFC 3339 UTC). Fills *job (owned: er_job_fini) and returns 0, or a
- * negative code with *err (*job then holds nothing). */
+ * tick (RFC 3339 UTC): the payload's members keep their order, an existing
+ * run_key is replaced where it stands, a new one comes last. Fills *job
+ * (owned: er_job_fini) and returns 0, or a negative code with *err (*job
+ * then holds nothing). */
 int er_scheduler_job(const er_scheduler *s, const char *key, int64_t tick, int64_t now,
                      er_rand *r, er_job *job, er_error *err);
 

@@ -13,7 +13,6 @@
 #ifndef ER_ENGINE_ENGINE_H
 #define ER_ENGINE_ENGINE_H
 
-#include <jansson.h> /* reply: the scheduler replies still built as JSON */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +21,7 @@
 #include "core/fetch.h"
 #include "core/job.h"
 #include "core/queue.h"
+#include "core/scheduler.h"
 #include "store/store.h"
 #include "util/err.h"
 
@@ -51,10 +51,10 @@ typedef enum er_req_type {
     ER_REQ_LIST_DEAD,    /* in: queue (may be NULL), limit, cursor; out: jobs, next_cursor */
     ER_REQ_REDRIVE,      /* in: id; out: job (the new copy) */
     ER_REQ_DELETE_DEAD,  /* in: id */
-    /* schedulers, leases, cursors (exec_sched.c); replies in `reply` */
-    ER_REQ_PUT_SCHEDULER,    /* in: id (key), text (canonical spec); out: reply, created */
-    ER_REQ_GET_SCHEDULER,    /* in: id; out: reply */
-    ER_REQ_LIST_SCHEDULERS,  /* in: cursor (last key seen), max; out: reply */
+    /* schedulers, leases, cursors (exec_sched.c) */
+    ER_REQ_PUT_SCHEDULER,    /* in: id (key), sched; out: scheds (1), created */
+    ER_REQ_GET_SCHEDULER,    /* in: id; out: scheds (1) */
+    ER_REQ_LIST_SCHEDULERS,  /* in: cursor (last key seen), max; out: scheds, next_cursor */
     ER_REQ_DELETE_SCHEDULER, /* in: id */
     ER_REQ_TRIGGER_SCHEDULER, /* in: id; out: job, created (false: the tick's job existed) */
     ER_REQ_LEASE_ACQUIRE,    /* in: lease_type, lease_code, lease_run_key, extend_ms (ttl);
@@ -62,12 +62,23 @@ typedef enum er_req_type {
     ER_REQ_LEASE_RENEW,      /* in: token, extend_ms (ttl); out: lease */
     ER_REQ_LEASE_COMPLETE,   /* in: token; out: lease */
     ER_REQ_LEASE_RELEASE,    /* in: token; out: lease */
-    ER_REQ_GET_CURSOR,       /* in: id (name); out: reply */
-    ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: reply
-                                (on ER_ECONFLICT: {"current"}) */
+    ER_REQ_GET_CURSOR,       /* in: id (name); out: value, updated_at */
+    ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: updated_at
+                                (on ER_ECONFLICT: value, the current one) */
 } er_req_type;
 
 typedef struct er_req er_req;
+
+/* A scheduler as a reply shows it (exec_sched.c). */
+typedef struct er_sched_view {
+    er_sched_row row;  /* the stored row */
+    er_scheduler sc;   /* its spec, decoded, with its zone attached */
+    int rc;            /* LIST: 0, or why the spec cannot be used (e.g. its zone
+                          file vanished; message in err), sc then empty */
+    er_error err;
+} er_sched_view;
+
+void er_sched_view_fini(er_sched_view *v);
 
 struct er_req {
     er_req_type type;
@@ -105,13 +116,18 @@ struct er_req {
     er_queue_settings settings; /* GET/PUT_QUEUE */
 
     /* schedulers, leases, cursors (exec_sched.c) */
-    char *text;                /* PUT_SCHEDULER: spec; PUT_CURSOR: value */
+    er_scheduler sched;        /* PUT_SCHEDULER: validated (er_sched_validate), no zone */
+    char *text;                /* PUT_CURSOR: the value (canonical JSON text) */
     char *expected;            /* PUT_CURSOR: the value expected now (NULL: no cursor yet) */
     bool has_expected;         /* PUT_CURSOR: compare-and-set; false writes unconditionally */
     char *lease_type, *lease_code, *lease_run_key; /* LEASE_ACQUIRE */
-    json_t *reply;             /* out: the reply object (owned reference) or NULL */
     bool created;              /* out: PUT_SCHEDULER new key, TRIGGER new job */
+    er_sched_view *scheds;     /* out: PUT/GET_SCHEDULER (one), LIST_SCHEDULERS (a page) */
+    size_t nscheds;
     er_lease lease;            /* out: LEASE_* */
+    char *value;               /* out: GET_CURSOR the value; PUT_CURSOR on ER_ECONFLICT the
+                                  current one (NULL: none). JSON text, owned */
+    int64_t updated_at;        /* out: GET_CURSOR, PUT_CURSOR */
 
     /* engine-private */
     er_req *next;

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT
  *
  * Engine execution of schedulers, run-once leases and cursors, and the cron
- * pass of maintenance. Rules live in core (scheduler.h, lease.h) and rows in
- * the store; this file joins them inside the writer's transaction (or on the
- * reader's connection) and builds the reply objects. Each exec context
- * caches parsed schedulers by key and spec text, because every cron pass and
- * GET would otherwise re-parse and re-validate the stored spec JSON (zones
- * themselves come from util's process-wide cache). A store without these ops
- * answers ER_EUNAVAIL "not supported by this store".
+ * pass of maintenance. Rules live in core (scheduler.h, lease.h), rows in
+ * the store and the stored spec's text in the store codec (sched_codec.h);
+ * this file joins them inside the writer's transaction (or on the reader's
+ * connection) and answers with typed results, which the frontends format.
+ * Each exec context caches decoded schedulers by key and spec text, because
+ * every cron pass and GET would otherwise re-parse and re-validate the
+ * stored spec (zones themselves come from util's process-wide cache). A
+ * store without these ops answers ER_EUNAVAIL "not supported by this store".
  */
 #include "engine/exec.h"
 
@@ -17,13 +18,13 @@
 
 #include "core/lease.h"
 #include "core/scheduler.h"
+#include "store/sched_codec.h"
 #include "util/log.h"
 #include "util/tz.h"
 
 #define CACHE_MAX 512       /* parsed schedulers kept per context */
 #define CRON_BATCH 256      /* schedulers looked at per maintenance pass */
 #define CRON_RETRY_MS 60000 /* a scheduler whose spec cannot be used is retried this late */
-#define NEXT_RUNS 5         /* upcoming runs shown by GET */
 
 typedef struct cache_ent {
     char *key;
@@ -72,15 +73,9 @@ static int cache_get(er_exec_ctx *x, const char *key, const char *spec, er_sched
         *out = &e->sc;
         return 0;
     }
-    json_error_t je;
-    json_t *obj = json_loads(spec, 0, &je);
-    if (!obj)
-        return er_error_set(err, ER_EINTERNAL, "spec", "stored spec of '%s' is not JSON: %s",
-                            key, je.text);
     er_scheduler sc;
     const er_tz *tz;
-    int rc = er_scheduler_from_json(obj, (size_t)-1, &sc, err);
-    json_decref(obj);
+    int rc = er_sched_codec_decode(spec, &sc, err);
     if (rc == 0 && (rc = er_tz_get(sc.tz_name, &tz, err)) == 0)
         rc = er_scheduler_set_zone(&sc, tz, err);
     if (rc < 0) {
@@ -135,51 +130,30 @@ bool er_sched_req_is_read(const er_req *req)
     }
 }
 
-static json_t *time_json(int64_t ms)
+/* Appends a view of row (moved into it: *row is left empty) and its
+ * scheduler from the cache. A spec that cannot be used fails the request,
+ * or, with keep_bad (a list), is kept with the reason. */
+static int add_view(er_exec_ctx *x, er_req *req, er_sched_row *row, bool keep_bad)
 {
-    if (ms <= 0 || ms == INT64_MAX)
-        return json_null();
-    char buf[32];
-    er_time_format(ms, buf);
-    return json_string(buf);
-}
-
-/* {"key", spec fields..., "created_at", "updated_at", "last_tick",
- * "next_run_at", "next_runs": [local times]} */
-static json_t *sched_json(const er_sched_row *row, const er_scheduler *sc)
-{
-    json_t *o = er_scheduler_spec_json(sc);
-    json_t *runs = json_array();
-    if (!o || !runs) {
-        json_decref(o);
-        json_decref(runs);
-        return NULL;
-    }
-    int64_t t = row->next_run_at;
-    for (int i = 0; i < NEXT_RUNS && t != INT64_MAX; i++) {
-        char buf[32];
-        er_time_format_local(t, sc->tz, buf);
-        json_array_append_new(runs, json_string(buf));
-        t = er_scheduler_next(sc, t);
-    }
-    json_object_set_new(o, "key", json_string(row->key));
-    json_object_set_new(o, "created_at", time_json(row->created_at));
-    json_object_set_new(o, "updated_at", time_json(row->updated_at));
-    json_object_set_new(o, "last_tick", time_json(row->last_tick));
-    json_object_set_new(o, "next_run_at", time_json(row->next_run_at));
-    json_object_set_new(o, "next_runs", runs);
-    return o;
-}
-
-/* Wraps sched_json of row as {"scheduler": ...} into req->reply. */
-static int reply_sched(er_exec_ctx *x, er_req *req, const er_sched_row *row)
-{
+    er_sched_view *v = realloc(req->scheds, (req->nscheds + 1) * sizeof *v);
+    if (!v)
+        return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    req->scheds = v;
+    v = &req->scheds[req->nscheds];
+    memset(v, 0, sizeof *v);
     er_scheduler *sc;
-    int rc = cache_get(x, row->key, row->spec, &sc, &req->err);
-    if (rc < 0)
+    int rc = cache_get(x, row->key, row->spec, &sc, &v->err);
+    if (rc == 0)
+        rc = er_scheduler_copy(&v->sc, sc, &v->err);
+    if (rc < 0 && (!keep_bad || rc == ER_ENOMEM)) {
+        req->err = v->err;
         return rc;
-    req->reply = json_pack("{s:o}", "scheduler", sched_json(row, sc));
-    return req->reply ? 0 : er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    }
+    v->rc = rc;
+    v->row = *row;
+    memset(row, 0, sizeof *row);
+    req->nscheds++;
+    return 0;
 }
 
 static bool supported(er_exec_ctx *x, er_req *req)
@@ -217,23 +191,28 @@ static int put_scheduler(er_exec_ctx *x, er_req *req, int64_t now)
     if (rc < 0 && rc != ER_ENOTFOUND)
         return rc;
     bool exists = rc == 0;
+    char *text = NULL;
     er_scheduler *sc;
-    rc = cache_get(x, req->id, req->text, &sc, &req->err);
+    rc = er_sched_codec_encode(&req->sched, &text, &req->err);
+    if (rc == 0)
+        rc = cache_get(x, req->id, text, &sc, &req->err);
     if (rc < 0) {
+        free(text);
         er_sched_row_fini(&old);
         return rc; /* an unknown zone is ER_EINVAL: nothing stored */
     }
     /* An unchanged spec keeps its pending ticks (a redeploy must not skip
      * or repeat them); a changed one starts from now. */
-    int64_t next = exists && strcmp(old.spec, req->text) == 0 ? old.next_run_at
-                                                               : er_scheduler_next(sc, now);
+    int64_t next = exists && strcmp(old.spec, text) == 0 ? old.next_run_at
+                                                          : er_scheduler_next(sc, now);
     er_sched_row_fini(&old);
-    er_sched_row in = {.key = req->id, .spec = req->text, .next_run_at = next};
+    er_sched_row in = {.key = req->id, .spec = text, .next_run_at = next};
     er_sched_row out = {0};
     rc = x->ops->scheduler_put(x->store, &in, now, &req->created, &out, &req->err);
     if (rc == 0)
-        rc = reply_sched(x, req, &out);
+        rc = add_view(x, req, &out, false);
     er_sched_row_fini(&out);
+    free(text);
     return rc;
 }
 
@@ -285,23 +264,16 @@ static int lease_write(er_exec_ctx *x, er_req *req, int64_t now)
     }
 }
 
-static json_t *value_json(const char *text)
-{
-    json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
-    return v ? v : json_null();
-}
-
 static int put_cursor(er_exec_ctx *x, er_req *req, int64_t now)
 {
-    char *current = NULL;
     int rc = x->ops->cursor_cas(x->store, req->id, req->has_expected, req->expected, req->text,
-                                now, &current, &req->err);
+                                now, &req->value, &req->err);
+    if (rc != ER_ECONFLICT) {
+        free(req->value); /* the current value is the answer to a conflict only */
+        req->value = NULL;
+    }
     if (rc == 0)
-        req->reply = json_pack("{s:s,s:o,s:o}", "name", req->id, "value", value_json(req->text),
-                               "updated_at", time_json(now));
-    else if (rc == ER_ECONFLICT)
-        req->reply = json_pack("{s:o}", "current", value_json(current));
-    free(current);
+        req->updated_at = now;
     return rc;
 }
 
@@ -316,8 +288,6 @@ int er_exec_sched_write(er_exec_ctx *x, er_req *req, int64_t now)
         break;
     case ER_REQ_DELETE_SCHEDULER:
         rc = x->ops->scheduler_delete(x->store, req->id, &req->err);
-        if (rc == 0 && !(req->reply = json_pack("{s:b}", "ok", 1)))
-            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
         break;
     case ER_REQ_TRIGGER_SCHEDULER:
         rc = trigger_scheduler(x, req, now);
@@ -348,27 +318,12 @@ static int list_schedulers(er_exec_ctx *x, er_req *req)
 {
     er_sched_list l = {0};
     int rc = x->ops->scheduler_list(x->store, req->cursor, req->max, &l, &req->err);
-    json_t *arr = json_array();
-    for (size_t i = 0; rc == 0 && i < l.len; i++) {
-        er_scheduler *sc;
-        er_error e2 = {0};
-        json_t *o;
-        if (cache_get(x, l.items[i].key, l.items[i].spec, &sc, &e2) == 0)
-            o = sched_json(&l.items[i], sc);
-        else /* e.g. its zone file vanished: still list it, with the reason */
-            o = json_pack("{s:s,s:s}", "key", l.items[i].key, "error", e2.message);
-        if (!arr || !o || json_array_append_new(arr, o) != 0)
-            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
-    }
-    if (rc == 0) {
-        json_t *next = (int)l.len == req->max && l.len > 0
-                           ? json_string(l.items[l.len - 1].key)
-                           : json_null();
-        req->reply = json_pack("{s:O,s:o}", "schedulers", arr, "next_cursor", next);
-        if (!req->reply)
-            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
-    }
-    json_decref(arr);
+    /* e.g. a zone file that vanished: still listed, with the reason */
+    for (size_t i = 0; rc == 0 && i < l.len; i++)
+        rc = add_view(x, req, &l.items[i], true);
+    if (rc == 0 && (int)l.len == req->max && l.len > 0 &&
+        !(req->next_cursor = strdup(req->scheds[req->nscheds - 1].row.key)))
+        rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
     er_sched_list_fini(&l);
     return rc;
 }
@@ -386,22 +341,15 @@ void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now)
     case ER_REQ_GET_SCHEDULER:
         rc = x->ops->scheduler_get(x->store, req->id, &row, &req->err);
         if (rc == 0)
-            rc = reply_sched(x, req, &row);
+            rc = add_view(x, req, &row, false);
         er_sched_row_fini(&row);
         break;
     case ER_REQ_LIST_SCHEDULERS:
         rc = list_schedulers(x, req);
         break;
-    case ER_REQ_GET_CURSOR: {
-        char *value = NULL;
-        int64_t at = 0;
-        rc = x->ops->cursor_get(x->store, req->id, &value, &at, &req->err);
-        if (rc == 0 && !(req->reply = json_pack("{s:s,s:o,s:o}", "name", req->id, "value",
-                                                value_json(value), "updated_at", time_json(at))))
-            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
-        free(value);
+    case ER_REQ_GET_CURSOR:
+        rc = x->ops->cursor_get(x->store, req->id, &req->value, &req->updated_at, &req->err);
         break;
-    }
     default:
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "not a read request");
         break;

@@ -16,6 +16,14 @@ er_req *er_req_new(er_req_type type)
     return r;
 }
 
+void er_sched_view_fini(er_sched_view *v)
+{
+    if (!v)
+        return;
+    er_sched_row_fini(&v->row);
+    er_scheduler_fini(&v->sc);
+}
+
 void er_req_free(er_req *req)
 {
     if (!req)
@@ -42,6 +50,10 @@ void er_req_free(er_req *req)
     free(req->lease_type);
     free(req->lease_code);
     free(req->lease_run_key);
-    json_decref(req->reply);
+    er_scheduler_fini(&req->sched);
+    for (size_t i = 0; i < req->nscheds; i++)
+        er_sched_view_fini(&req->scheds[i]);
+    free(req->scheds);
+    free(req->value);
     free(req);
 }

@@ -72,10 +72,10 @@ typedef struct er_fetch_params {
     int64_t now;
 } er_fetch_params;
 
-/* A scheduler as stored (core/scheduler.h parses its spec). */
+/* A scheduler as stored (store/sched_codec.h decodes its spec). */
 typedef struct er_sched_row {
     char *key;           /* owned */
-    char *spec;          /* owned: canonical spec JSON text (er_scheduler_spec_text) */
+    char *spec;          /* owned: the spec's text (er_sched_codec_encode) */
     int64_t created_at, updated_at;
     int64_t last_tick;   /* the latest tick fired, 0 when none */
     int64_t next_run_at; /* the first tick not yet handled; INT64_MAX when none */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/scheduler.h"
+#include "store/sched_codec.h"
 #include "store/store.h"
 
 #define T0 1790000000000LL
@@ -183,13 +184,11 @@ static int cron_pass(int64_t now, int64_t on_time_after)
     cr_assert_eq(OPS->scheduler_due(S, now, 100, &due, &err), 0);
     for (size_t i = 0; i < due.len; i++) {
         er_sched_row *row = &due.items[i];
-        json_t *spec = json_loads(row->spec, 0, NULL);
         er_scheduler sc;
         const er_tz *tz;
-        cr_assert_eq(er_scheduler_from_json(spec, 1 << 20, &sc, &err), 0, "%s", err.message);
+        cr_assert_eq(er_sched_codec_decode(row->spec, &sc, &err), 0, "%s", err.message);
         cr_assert_eq(er_tz_get(sc.tz_name, &tz, &err), 0, "%s", err.message);
         cr_assert_eq(er_scheduler_set_zone(&sc, tz, &err), 0, "%s", err.message);
-        json_decref(spec);
         er_sched_plan p;
         cr_assert_eq(er_scheduler_plan(&sc, row->next_run_at, now, on_time_after, &p, &err), 0);
         int64_t last = 0;
@@ -232,16 +231,20 @@ Test(sched, a_simulated_year_hourly_in_a_dst_zone_stores_one_job_per_tick)
     int64_t from, to;
     cr_assert_eq(er_time_parse("2026-01-01T04:59:00Z", &from), 0);
     cr_assert_eq(er_time_parse("2027-01-01T05:00:00Z", &to), 0);
-    json_t *spec = json_pack("{s:s,s:s,s:s,s:s}", "cron", "0 * * * *", "tz", "America/New_York",
-                             "queue", "hourly", "name", "tick");
+    er_sched_spec spec = {
+        .cron = {ER_SPEC_SET, "0 * * * *", 9},
+        .tz = {ER_SPEC_SET, "America/New_York", 16},
+        .queue = {ER_SPEC_SET, "hourly", 6},
+        .name = {ER_SPEC_SET, "tick", 4},
+    };
     er_scheduler sc;
     er_error err = {0};
     const er_tz *tz;
-    cr_assert_eq(er_scheduler_from_json(spec, 1 << 20, &sc, &err), 0, "%s", err.message);
+    cr_assert_eq(er_sched_validate(&spec, 1 << 20, &sc, &err), 0, "%s", err.message);
     cr_assert_eq(er_tz_get(sc.tz_name, &tz, &err), 0, "%s", err.message);
     cr_assert_eq(er_scheduler_set_zone(&sc, tz, &err), 0, "%s", err.message);
-    json_decref(spec);
-    char *text = er_scheduler_spec_text(&sc);
+    char *text = NULL;
+    cr_assert_eq(er_sched_codec_encode(&sc, &text, &err), 0);
     sched_put("hourly", text, er_scheduler_next(&sc, from), from);
     free(text);
     er_scheduler_fini(&sc);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT
  *
  * Unit tests for the job model: the enqueue rules (er_job_validate over a
- * spec read from JSON: every field and rule), name and id rules, option
- * defaults, copy/fini, id generation and the redrive copy. The clock is a
- * fixed T0 and randomness a seeded er_rand.
+ * spec the HTTP frontend's reader filled from JSON: every field and rule),
+ * name and id rules, option defaults, copy/fini, id generation and the
+ * redrive copy. The clock is a fixed T0 and randomness a seeded er_rand.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/job_spec.h"
+#include "server/http/job_json.h"
 
 #define T0 1796004000000LL /* 2026-11-30T02:00:00.000Z */
 #define PMAX ER_PAYLOAD_MAX_DEFAULT
@@ -43,7 +44,7 @@ static int enq_max(const char *text, size_t payload_max)
     er_job_fini(&job);
     er_job_spec sp;
     er_job_limits lim = {.payload_max = payload_max};
-    int rc = er_job_spec_from_json(o, "default", &sp, &err);
+    int rc = er_http_job_spec_from_json(o, "default", &sp, &err);
     if (rc == 0)
         rc = er_job_validate(&sp, &lim, T0, &rnd, &job, &err);
     else

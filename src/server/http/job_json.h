@@ -16,13 +16,32 @@
 #include "core/job_spec.h"
 #include "util/jsonw.h"
 
-/* er_job_spec_from_json and er_job_validate: the job of one request object. */
+/* Fills *spec from one request object. The spec's slices point into obj
+ * and queue (borrowed: both must outlive the spec); the payload is
+ * serialized into spec->payload_buf (free with er_job_spec_fini unless
+ * er_job_validate took it). Returns 0, ER_EINVAL (not an object; field
+ * `job`) or ER_ENOMEM. */
+int er_http_job_spec_from_json(const json_t *obj, const char *queue, er_job_spec *spec,
+                               er_error *err);
+
+/* Reads the job options of obj (priority, max_attempts, backoff, timeout_ms,
+ * group, trace_id) into *spec, slices borrowed from obj; a member (or
+ * backoff member) given as null gets kind on_null: ER_SPEC_ABSENT in an
+ * enqueue, ER_SPEC_NULL where null is kept as given (a scheduler's "job"). */
+void er_http_job_options_from_json(const json_t *obj, er_spec_kind on_null, er_job_spec *spec);
+
+/* *out = obj's first member for which known() is false (a slice of obj's
+ * key, borrowed); untouched when every member is known. */
+void er_http_first_unknown(const json_t *obj, bool (*known)(const char *, size_t),
+                           er_spec_str *out);
+
+/* er_http_job_spec_from_json and er_job_validate: the job of one request object. */
 int er_http_job_from_json(const json_t *obj, const char *queue, const er_job_limits *lim,
                           int64_t now, er_rand *r, er_job *job, er_error *err);
 
 /* Fills *spec from the body text (text[0..len), borrowed until the spec is
  * validated; no NUL needed) for the common request, exactly as json_loadb
- * (JSON_REJECT_DUPLICATES) and er_http_job_spec would. Returns false, the
+ * (JSON_REJECT_DUPLICATES) and er_http_job_spec_from_json would. Returns false, the
  * spec empty, for anything it is not sure of (escapes, non-ASCII, reals,
  * long integers, backoff, run_at, unknown or repeated fields, bad syntax):
  * the caller then takes the jansson path. */

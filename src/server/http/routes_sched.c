@@ -3,8 +3,9 @@
  * Scheduler, cron, run-once lease and cursor endpoints (API.md "Schedulers",
  * "Leases"; docs/api.md). Requests are validated here with core's rules
  * before anything is submitted; the engine joins the rules with the store
- * (exec_sched.c) and hands back the reply object. GET /v1/cron/next touches
- * no store and is answered here, on the loop thread.
+ * (exec_sched.c) and hands back typed results, formatted here (schedulers
+ * in sched_json.c). GET /v1/cron/next touches no store and is answered
+ * here, on the loop thread.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "core/scheduler.h"
 #include "server/http/http_internal.h"
 #include "server/http/job_json.h"
+#include "server/http/sched_json.h"
 #include "util/tz.h"
 
 #define LIST_LIMIT_MAX 1000
@@ -45,35 +47,78 @@ static int set(er_hctx *c, er_req *r, char **dst, const char *s)
     return -1;
 }
 
-/* The engine built the reply object; a logical error may carry one too
- * (lease and cursor conflicts), which then also gets the error member. */
-static void finish_reply(er_hctx *c, er_req *r)
+/* A logical error that carries a body (lease and cursor conflicts): body
+ * (taken) gets the error member. */
+static void reply_error_with(er_hctx *c, er_req *r, json_t *body)
 {
-    if (r->rc == 0) {
-        json_t *body = r->reply ? json_incref(r->reply) : json_object();
-        er_http_reply_json(c, r->created ? 201 : 200, body);
-        return;
-    }
-    if (!json_is_object(r->reply)) {
-        er_http_reply_req_error(c, r);
-        return;
-    }
     er_error err = r->err;
     if (!err.code)
         err.code = r->rc;
-    json_t *body = json_incref(r->reply);
-    json_object_set_new(body, "error",
-                        json_pack("{s:s,s:s,s:o}", "code", er_error_code_name(err.code), "message",
-                                  err.message[0] ? err.message : er_error_code_name(err.code),
-                                  "field", err.field[0] ? json_string(err.field) : json_null()));
+    if (body)
+        json_object_set_new(
+            body, "error",
+            json_pack("{s:s,s:s,s:o}", "code", er_error_code_name(err.code), "message",
+                      err.message[0] ? err.message : er_error_code_name(err.code), "field",
+                      err.field[0] ? json_string(err.field) : json_null()));
     er_http_reply_json(c, er_error_http_status(err.code), body);
 }
 
-static void submit_param(er_hctx *c, er_req_type type)
+static json_t *time_json(int64_t ms)
+{
+    if (ms <= 0 || ms == INT64_MAX)
+        return json_null();
+    char buf[32];
+    er_time_format(ms, buf);
+    return json_string(buf);
+}
+
+/* {"scheduler": ...}: PUT (201 for a new key) and GET. */
+static void finish_sched(er_hctx *c, er_req *r)
+{
+    if (r->rc || r->nscheds != 1) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    const er_sched_view *v = &r->scheds[0];
+    json_t *o = er_http_sched_to_json(&v->row, &v->sc);
+    er_http_reply_json(c, r->created ? 201 : 200, json_pack("{s:o}", "scheduler", o));
+}
+
+/* {"schedulers": [...], "next_cursor"}; one that cannot be shown is
+ * {"key", "error"}. */
+static void finish_list(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < r->nscheds; i++) {
+        const er_sched_view *v = &r->scheds[i];
+        json_t *o = v->rc == 0 ? er_http_sched_to_json(&v->row, &v->sc)
+                               : json_pack("{s:s,s:s}", "key", v->row.key, "error", v->err.message);
+        if (!o || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    json_t *next = r->next_cursor ? json_string(r->next_cursor) : json_null();
+    er_http_reply_json(c, 200, json_pack("{s:o,s:o}", "schedulers", arr, "next_cursor", next));
+}
+
+static void finish_ok(er_hctx *c, er_req *r)
+{
+    if (r->rc)
+        er_http_reply_req_error(c, r);
+    else
+        er_http_reply_json(c, 200, json_pack("{s:b}", "ok", 1));
+}
+
+static void submit_param(er_hctx *c, er_req_type type, void (*finish)(er_hctx *c, er_req *r))
 {
     er_req *r = new_req(c, type);
     if (r && set(c, r, &r->id, c->param) == 0)
-        er_http_submit(c, r, finish_reply);
+        er_http_submit(c, r, finish);
 }
 
 /* ---- GET /v1/cron/next ---- */
@@ -201,7 +246,7 @@ void er_route_list_schedulers(er_hctx *c)
     if (!r || set(c, r, &r->cursor, q.cursor[0] ? q.cursor : NULL) < 0)
         return;
     r->max = q.limit;
-    er_http_submit(c, r, finish_reply);
+    er_http_submit(c, r, finish_list);
 }
 
 void er_route_put_scheduler(er_hctx *c)
@@ -210,37 +255,35 @@ void er_route_put_scheduler(er_hctx *c)
     if (er_http_body_object(c, &body) < 0)
         return;
     er_error err = {0};
+    er_sched_spec spec;
     er_scheduler sc;
     /* here only the zone's name is checked; the engine looks the zone up */
-    int rc = er_scheduler_from_json(body, c->s->payload_max, &sc, &err);
+    int rc = er_http_sched_spec_from_json(body, &spec, &err);
+    if (rc == 0)
+        rc = er_sched_validate(&spec, c->s->payload_max, &sc, &err);
+    er_sched_spec_fini(&spec);
     json_decref(body);
     if (rc < 0) {
         er_http_reply_error(c, &err);
         return;
     }
-    char *spec = er_scheduler_spec_text(&sc);
-    er_scheduler_fini(&sc);
-    if (!spec) {
-        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
-        return;
-    }
     er_req *r = new_req(c, ER_REQ_PUT_SCHEDULER);
     if (!r || set(c, r, &r->id, c->param) < 0) {
-        free(spec);
+        er_scheduler_fini(&sc);
         return;
     }
-    r->text = spec;
-    er_http_submit(c, r, finish_reply);
+    r->sched = sc;
+    er_http_submit(c, r, finish_sched);
 }
 
 void er_route_get_scheduler(er_hctx *c)
 {
-    submit_param(c, ER_REQ_GET_SCHEDULER);
+    submit_param(c, ER_REQ_GET_SCHEDULER, finish_sched);
 }
 
 void er_route_delete_scheduler(er_hctx *c)
 {
-    submit_param(c, ER_REQ_DELETE_SCHEDULER);
+    submit_param(c, ER_REQ_DELETE_SCHEDULER, finish_ok);
 }
 
 /* {"job": ..., "duplicate": bool}: 201 when the tick's job is new. */
@@ -286,9 +329,7 @@ static json_t *lease_json(const er_lease *l, bool with_token)
 static void finish_lease(er_hctx *c, er_req *r)
 {
     if (r->rc == ER_ECONFLICT && r->type == ER_REQ_LEASE_ACQUIRE) {
-        json_decref(r->reply);
-        r->reply = lease_json(&r->lease, false); /* {"state": "held" | "done", ...} */
-        finish_reply(c, r);
+        reply_error_with(c, r, lease_json(&r->lease, false)); /* {"state": "held" | "done", ...} */
         return;
     }
     if (r->rc) {
@@ -378,9 +419,34 @@ void er_route_lease_op(er_hctx *c)
 
 /* ---- cursors ---- */
 
+/* A stored cursor value (canonical JSON text) as a JSON value; null when
+ * there is none. */
+static json_t *value_json(const char *text)
+{
+    json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    return v ? v : json_null();
+}
+
+/* {"name", "value", "updated_at"}; a conflict is {"current"} and the error. */
+static void finish_cursor(er_hctx *c, er_req *r)
+{
+    if (r->rc == ER_ECONFLICT && r->type == ER_REQ_PUT_CURSOR) {
+        reply_error_with(c, r, json_pack("{s:o}", "current", value_json(r->value)));
+        return;
+    }
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    const char *value = r->type == ER_REQ_PUT_CURSOR ? r->text : r->value;
+    er_http_reply_json(c, 200,
+                       json_pack("{s:s,s:o,s:o}", "name", r->id, "value", value_json(value),
+                                 "updated_at", time_json(r->updated_at)));
+}
+
 void er_route_get_cursor(er_hctx *c)
 {
-    submit_param(c, ER_REQ_GET_CURSOR);
+    submit_param(c, ER_REQ_GET_CURSOR, finish_cursor);
 }
 
 /* Canonical text of a cursor value: compact, sorted keys. */
@@ -431,5 +497,5 @@ void er_route_put_cursor(er_hctx *c)
     r->expected = expected;
     r->has_expected = e != NULL; /* "expected": null = the cursor must not exist yet */
     json_decref(body);
-    er_http_submit(c, r, finish_reply);
+    er_http_submit(c, r, finish_cursor);
 }
