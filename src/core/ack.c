@@ -30,16 +30,6 @@ const char *er_ack_kind_name(er_ack_kind k)
     }
 }
 
-static char *dup_slice(const er_spec_str *v)
-{
-    char *s = malloc(v->n + 1);
-    if (s) {
-        memcpy(s, v->s, v->n);
-        s[v->n] = '\0';
-    }
-    return s;
-}
-
 /* A required id (job id or lease token) into *out (owned). */
 static int need_id(const er_spec_str *v, const char *field, char **out, er_error *err)
 {
@@ -49,7 +39,7 @@ static int need_id(const er_spec_str *v, const char *field, char **out, er_error
         return er_error_set(err, ER_EINVAL, field, "%s must be a string", field);
     if (!er_id_ok(v->s, v->n))
         return er_id_validate(NULL, field, err);
-    return (*out = dup_slice(v)) ? 0 : er_error_set(err, ER_ENOMEM, "", "out of memory");
+    return (*out = er_spec_str_dup(v)) ? 0 : er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
 /* Optional JSON text of at most max bytes into *out (owned; NULL when absent). */
@@ -60,7 +50,7 @@ static int opt_text(const er_spec_str *v, const char *field, size_t max, char **
         return 0;
     if (v->n > max)
         return er_error_set(err, ER_ETOOBIG, field, "%s exceeds %zu bytes", field, max);
-    return (*out = dup_slice(v)) ? 0 : er_error_set(err, ER_ENOMEM, "", "out of memory");
+    return (*out = er_spec_str_dup(v)) ? 0 : er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
 static int validate(const er_ack_spec *sp, size_t result_max, er_ack *a, er_error *err)
@@ -104,14 +94,9 @@ int er_heartbeat_validate(const er_heartbeat_spec *sp, size_t progress_max, char
     *token = *progress = NULL;
     *extend_ms = 0;
     int rc = need_id(&sp->lease_token, "lease_token", token, err);
-    if (rc == 0 && sp->extend_ms.kind != ER_SPEC_ABSENT) {
-        if (sp->extend_ms.kind == ER_SPEC_BAD_TYPE || sp->extend_ms.v < ER_LEASE_MIN_MS ||
-            sp->extend_ms.v > ER_LEASE_MAX_MS)
-            rc = er_error_set(err, ER_EINVAL, "extend_ms", "extend_ms must be an integer %d..%lld",
-                              ER_LEASE_MIN_MS, ER_LEASE_MAX_MS);
-        else
-            *extend_ms = sp->extend_ms.v;
-    }
+    if (rc == 0 && er_spec_int_in(&sp->extend_ms, "extend_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS,
+                                  extend_ms, err) < 0)
+        rc = ER_EINVAL;
     if (rc == 0)
         rc = opt_text(&sp->progress, "progress", progress_max, progress, err);
     if (rc < 0) {

@@ -21,29 +21,6 @@ void er_fetch_args_fini(er_fetch_args *a)
     memset(a, 0, sizeof *a);
 }
 
-static char *dup_slice(const er_spec_str *v)
-{
-    char *s = malloc(v->n + 1);
-    if (s) {
-        memcpy(s, v->s, v->n);
-        s[v->n] = '\0';
-    }
-    return s;
-}
-
-/* An optional integer lo..hi into *out (unchanged when absent). */
-static int opt_int(const er_spec_int *v, const char *field, int64_t lo, int64_t hi,
-                   int64_t *out, er_error *err)
-{
-    if (v->kind == ER_SPEC_ABSENT)
-        return 0;
-    if (v->kind == ER_SPEC_BAD_TYPE || v->v < lo || v->v > hi)
-        return er_error_set(err, ER_EINVAL, field, "%s must be an integer %lld..%lld", field,
-                            (long long)lo, (long long)hi);
-    *out = v->v;
-    return 0;
-}
-
 static int validate(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
 {
     if (sp->queues_kind == ER_SPEC_ABSENT)
@@ -66,18 +43,19 @@ static int validate(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
     if (!er_name_ok(sp->worker_id.s, sp->worker_id.n))
         return er_name_validate(NULL, "worker_id", err);
     int64_t max = 1, wait = 0, lease = 0;
-    if (opt_int(&sp->max, "max", 1, ER_FETCH_MAX, &max, err) < 0 ||
-        opt_int(&sp->wait_ms, "wait_ms", 0, ER_WAIT_MAX_MS, &wait, err) < 0 ||
-        opt_int(&sp->lease_ms, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, &lease, err) < 0)
+    if (er_spec_int_in(&sp->max, "max", 1, ER_FETCH_MAX, &max, err) < 0 ||
+        er_spec_int_in(&sp->wait_ms, "wait_ms", 0, ER_WAIT_MAX_MS, &wait, err) < 0 ||
+        er_spec_int_in(&sp->lease_ms, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, &lease,
+                       err) < 0)
         return ER_EINVAL;
     a->max = (int)max;
     a->wait_ms = wait;
     a->lease_ms = lease;
     if (!(a->queues = calloc(sp->nqueues, sizeof *a->queues)) ||
-        !(a->worker_id = dup_slice(&sp->worker_id)))
+        !(a->worker_id = er_spec_str_dup(&sp->worker_id)))
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     for (size_t i = 0; i < sp->nqueues; i++) {
-        if (!(a->queues[i] = dup_slice(&sp->queues[i])))
+        if (!(a->queues[i] = er_spec_str_dup(&sp->queues[i])))
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         a->nqueues = i + 1;
     }

@@ -9,6 +9,7 @@
 #include "util/utf8.h"
 
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,24 +86,28 @@ static int check_id(const er_spec_str *v, const char *field, er_error *err)
     return er_id_ok(v->s, v->n) ? 0 : er_id_validate(NULL, field, err);
 }
 
-/* An optional integer lo..hi: 1 when set (in *out), 0 when absent. */
-static int check_int(const er_spec_int *v, const char *field, int64_t lo, int64_t hi,
-                     int64_t *out, er_error *err)
+int er_spec_int_in(const er_spec_int *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
+                   er_error *err)
 {
-    if (v->kind == ER_SPEC_ABSENT)
+    if (v->kind == ER_SPEC_ABSENT || v->kind == ER_SPEC_NULL)
         return 0;
-    if (v->kind == ER_SPEC_BAD_TYPE || v->v < lo || v->v > hi)
+    if (v->kind == ER_SPEC_BAD_TYPE || v->v < lo || v->v > hi) {
+        if (hi == INT_MAX || hi == INT64_MAX)
+            return er_error_set(err, ER_EINVAL, field, "%s must be an integer >= %lld", field,
+                                (long long)lo);
         return er_error_set(err, ER_EINVAL, field, "%s must be an integer %lld..%lld", field,
                             (long long)lo, (long long)hi);
+    }
     *out = v->v;
     return 1;
 }
 
-static char *dup_slice(const er_spec_str *v)
+char *er_spec_str_dup(const er_spec_str *v)
 {
     char *s = malloc(v->n + 1);
     if (s) {
-        memcpy(s, v->s, v->n);
+        if (v->n)
+            memcpy(s, v->s, v->n);
         s[v->n] = '\0';
     }
     return s;
@@ -113,7 +118,7 @@ static int take_str(const er_spec_str *v, char **dst, er_error *err)
 {
     if (v->kind != ER_SPEC_SET)
         return 0;
-    return (*dst = dup_slice(v)) ? 0 : oom(err);
+    return (*dst = er_spec_str_dup(v)) ? 0 : oom(err);
 }
 
 /* ---- backoff ---- */
@@ -143,7 +148,7 @@ int er_backoff_spec_check(const er_backoff_spec *b, const char *field, er_backof
     }
     int64_t n = 0;
     snprintf(f, sizeof f, "%s.delay_ms", field);
-    int rc = check_int(&b->delay_ms, f, 0, ER_DELAY_MAX_MS, &n, err);
+    int rc = er_spec_int_in(&b->delay_ms, f, 0, ER_DELAY_MAX_MS, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
@@ -151,7 +156,7 @@ int er_backoff_spec_check(const er_backoff_spec *b, const char *field, er_backof
         *given |= ER_BACKOFF_GIVEN_DELAY;
     }
     snprintf(f, sizeof f, "%s.max_delay_ms", field);
-    rc = check_int(&b->max_delay_ms, f, 0, ER_DELAY_MAX_MS, &n, err);
+    rc = er_spec_int_in(&b->max_delay_ms, f, 0, ER_DELAY_MAX_MS, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
@@ -211,7 +216,7 @@ static int check_run_at(const er_job_spec *sp, int64_t now, int64_t *run_at, er_
     *run_at = now;
     if (sp->delay_ms.kind != ER_SPEC_ABSENT && sp->run_at.kind != ER_SPEC_ABSENT)
         return er_error_set(err, ER_EINVAL, "run_at", "give delay_ms or run_at, not both");
-    int rc = check_int(&sp->delay_ms, "delay_ms", 0, ER_DELAY_MAX_MS, &n, err);
+    int rc = er_spec_int_in(&sp->delay_ms, "delay_ms", 0, ER_DELAY_MAX_MS, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
@@ -263,7 +268,7 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
     if (sp->id.kind != ER_SPEC_ABSENT && check_id(&sp->id, "id", err) < 0)
         return ER_EINVAL;
     int64_t n = 0;
-    int rc = check_int(&sp->priority, "priority", 0, ER_PRIORITY_MAX, &n, err);
+    int rc = er_spec_int_in(&sp->priority, "priority", 0, ER_PRIORITY_MAX, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
@@ -273,7 +278,8 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
     if ((rc = check_run_at(sp, now, &job->run_at, err)) < 0)
         return rc;
     job->state = job->run_at > now ? ER_STATE_SCHEDULED : ER_STATE_WAITING;
-    if ((rc = check_int(&sp->max_attempts, "max_attempts", 1, ER_MAX_ATTEMPTS_MAX, &n, err)) < 0)
+    if ((rc = er_spec_int_in(&sp->max_attempts, "max_attempts", 1, ER_MAX_ATTEMPTS_MAX, &n,
+                             err)) < 0)
         return rc;
     if (rc) {
         job->max_attempts = (int)n;
@@ -287,7 +293,7 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         job->backoff = er_backoff_merge(&job->backoff, &vals, job->backoff_given);
         job->set_backoff = true;
     }
-    if ((rc = check_int(&sp->timeout_ms, "timeout_ms", 1, ER_TIMEOUT_MAX_MS, &n, err)) < 0)
+    if ((rc = er_spec_int_in(&sp->timeout_ms, "timeout_ms", 1, ER_TIMEOUT_MAX_MS, &n, err)) < 0)
         return rc;
     if (rc) {
         job->timeout_ms = n;
@@ -302,7 +308,7 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         return ER_EINVAL;
 
     /* Valid: the strings. */
-    if (!(job->queue = dup_slice(&sp->queue)) || !(job->name = dup_slice(&sp->name)))
+    if (!(job->queue = er_spec_str_dup(&sp->queue)) || !(job->name = er_spec_str_dup(&sp->name)))
         return oom(err);
     if (sp->payload.kind != ER_SPEC_SET) {
         if (!(job->payload = strdup("{}")))
@@ -311,12 +317,12 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         job->payload = sp->payload_buf;
         sp->payload_buf = NULL;
         job->payload[sp->payload.n] = '\0';
-    } else if (!(job->payload = dup_slice(&sp->payload))) {
+    } else if (!(job->payload = er_spec_str_dup(&sp->payload))) {
         return oom(err);
     }
     job->payload_len = plen;
     if (sp->id.kind == ER_SPEC_SET) {
-        if (!(job->id = dup_slice(&sp->id)))
+        if (!(job->id = er_spec_str_dup(&sp->id)))
             return oom(err);
     } else {
         char gen[32];
@@ -328,7 +334,7 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         take_str(&sp->trace_id, &job->trace_id, err) < 0)
         return ER_ENOMEM;
     job->idempotency_key = sp->idempotency_key.kind == ER_SPEC_SET
-                               ? dup_slice(&sp->idempotency_key)
+                               ? er_spec_str_dup(&sp->idempotency_key)
                                : strdup(job->id);
     if (!job->idempotency_key)
         return oom(err);

@@ -51,6 +51,16 @@ typedef struct er_spec_num {
     double v;
 } er_spec_num;
 
+/* The check every frontend's integer option gets: 1 and *out when set,
+ * 0 when absent or null, ER_EINVAL naming field when of another type or
+ * outside lo..hi ("<field> must be an integer lo..hi"; ">= lo" when hi is
+ * INT_MAX or INT64_MAX, i.e. unbounded). */
+int er_spec_int_in(const er_spec_int *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
+                   er_error *err);
+
+/* A NUL-terminated copy of v's bytes (malloc; NULL on ENOMEM). */
+char *er_spec_str_dup(const er_spec_str *v);
+
 /* The backoff object of a request; kind ER_SPEC_BAD_TYPE when it is not an
  * object. `unknown` is its first member that is not one of these. */
 typedef struct er_backoff_spec {

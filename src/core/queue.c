@@ -33,24 +33,6 @@ static int unknown(const er_spec_obj *o, const char *prefix, er_error *err)
     return er_error_set(err, ER_EINVAL, f, "%s is not a known field", f);
 }
 
-/* An integer lo..hi: 1 and *out when set, 0 when absent (or null). A hi of
- * INT_MAX or more reads as ">= lo" in the message. */
-static int int_in(const er_spec_int *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
-                  er_error *err)
-{
-    if (v->kind == ER_SPEC_ABSENT || v->kind == ER_SPEC_NULL)
-        return 0;
-    if (v->kind == ER_SPEC_BAD_TYPE || v->v < lo || v->v > hi) {
-        if (hi >= INT_MAX)
-            return er_error_set(err, ER_EINVAL, field, "%s must be an integer >= %lld", field,
-                                (long long)lo);
-        return er_error_set(err, ER_EINVAL, field, "%s must be an integer %lld..%lld", field,
-                            (long long)lo, (long long)hi);
-    }
-    *out = v->v;
-    return 1;
-}
-
 /* A defaults option: null clears it, a value sets it. */
 static int opt_in(const er_spec_int *v, const char *field, int64_t lo, int64_t hi, er_change *ch,
                   int64_t *out, er_error *err)
@@ -59,7 +41,7 @@ static int opt_in(const er_spec_int *v, const char *field, int64_t lo, int64_t h
         *ch = ER_CHANGE_CLEAR;
         return 0;
     }
-    int rc = int_in(v, field, lo, hi, out, err);
+    int rc = er_spec_int_in(v, field, lo, hi, out, err);
     if (rc > 0)
         *ch = ER_CHANGE_SET;
     return rc < 0 ? rc : 0;
@@ -118,14 +100,14 @@ static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error
                                 "retention.completed must be an object {age_s, count}");
         if (unknown(&p->completed, "retention.completed", err) < 0)
             return ER_EINVAL;
-        int rc = int_in(&p->completed_age_s, "retention.completed.age_s", 0, INT64_MAX,
-                        &c->completed_age_v, err);
+        int rc = er_spec_int_in(&p->completed_age_s, "retention.completed.age_s", 0, INT64_MAX,
+                                &c->completed_age_v, err);
         if (rc < 0)
             return rc;
         if (rc)
             c->completed_age = ER_CHANGE_SET;
-        rc = int_in(&p->completed_count, "retention.completed.count", 0, INT64_MAX,
-                    &c->completed_count_v, err);
+        rc = er_spec_int_in(&p->completed_count, "retention.completed.count", 0, INT64_MAX,
+                            &c->completed_count_v, err);
         if (rc < 0)
             return rc;
         if (rc)
@@ -142,8 +124,8 @@ static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error
         }
         if (unknown(&p->dead, "retention.dead", err) < 0)
             return ER_EINVAL;
-        int rc = int_in(&p->dead_age_s, "retention.dead.age_s", 1, INT64_MAX, &c->dead_age_v,
-                        err);
+        int rc = er_spec_int_in(&p->dead_age_s, "retention.dead.age_s", 1, INT64_MAX,
+                                &c->dead_age_v, err);
         if (rc < 0)
             return rc;
         if (rc)
@@ -165,7 +147,7 @@ static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
         c->paused_v = p->paused.v;
     }
     int64_t n = 0;
-    int rc = int_in(&p->concurrency, "concurrency", 0, INT_MAX, &n, err);
+    int rc = er_spec_int_in(&p->concurrency, "concurrency", 0, INT_MAX, &n, err);
     if (rc < 0)
         return rc;
     if (rc) {
@@ -181,27 +163,27 @@ static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
         if (unknown(&p->rate_limit, "rate_limit", err) < 0)
             return ER_EINVAL;
         c->rate = ER_CHANGE_SET;
-        if ((rc = int_in(&p->rate_max, "rate_limit.max", 1, ER_RATE_MAX_MAX, &c->rate_max_v,
-                         err)) < 0)
+        if ((rc = er_spec_int_in(&p->rate_max, "rate_limit.max", 1, ER_RATE_MAX_MAX,
+                                 &c->rate_max_v, err)) < 0)
             return rc;
         c->rate_max_given = rc > 0;
-        if ((rc = int_in(&p->rate_per_ms, "rate_limit.per_ms", 1, ER_DELAY_MAX_MS,
-                         &c->rate_per_v, err)) < 0)
+        if ((rc = er_spec_int_in(&p->rate_per_ms, "rate_limit.per_ms", 1, ER_DELAY_MAX_MS,
+                                 &c->rate_per_v, err)) < 0)
             return rc;
         c->rate_per_given = rc > 0;
     }
-    if ((rc = int_in(&p->lease_ms, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS, &c->lease_ms_v,
-                     err)) < 0)
+    if ((rc = er_spec_int_in(&p->lease_ms, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS,
+                             &c->lease_ms_v, err)) < 0)
         return rc;
     if (rc)
         c->lease_ms = ER_CHANGE_SET;
-    if ((rc = int_in(&p->max_stalled, "max_stalled", 0, ER_MAX_STALLED_MAX, &n, err)) < 0)
+    if ((rc = er_spec_int_in(&p->max_stalled, "max_stalled", 0, ER_MAX_STALLED_MAX, &n, err)) < 0)
         return rc;
     if (rc) {
         c->max_stalled = ER_CHANGE_SET;
         c->max_stalled_v = (int)n;
     }
-    if ((rc = int_in(&p->max_started, "max_started", 1, ER_MAX_STARTED_MAX, &n, err)) < 0)
+    if ((rc = er_spec_int_in(&p->max_started, "max_started", 1, ER_MAX_STARTED_MAX, &n, err)) < 0)
         return rc;
     if (rc) {
         c->max_started = ER_CHANGE_SET;

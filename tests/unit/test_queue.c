@@ -229,6 +229,25 @@ Test(queue, defaults_backoff_merges_onto_server_then_own_values)
     cr_assert_eq(s.defaults.backoff.delay_ms, 100);
 }
 
+Test(queue, a_null_backoff_member_is_not_given)
+{
+    cr_assert_eq(merge("{\"defaults\":{\"backoff\":{\"delay_ms\":250}}}"), 0);
+    cr_assert_eq(merge("{\"defaults\":{\"backoff\":{\"delay_ms\":null,\"type\":null,"
+                       "\"jitter\":null,\"max_delay_ms\":9000}}}"),
+                 0, "%s", err.message);
+    cr_assert_eq(s.defaults.backoff.delay_ms, 250, "null kept the queue's delay");
+    cr_assert_eq(s.defaults.backoff.max_delay_ms, 9000);
+    cr_assert_float_eq(s.defaults.backoff.jitter, ER_DEFAULT_JITTER, 1e-12);
+}
+
+Test(queue, bounded_ranges_say_their_bounds)
+{
+    refused("{\"rate_limit\":{\"max\":1,\"per_ms\":31622400001}}", "rate_limit.per_ms");
+    cr_assert_str_eq(err.message, "rate_limit.per_ms must be an integer 1..31622400000");
+    refused("{\"concurrency\":-1}", "concurrency");
+    cr_assert_str_eq(err.message, "concurrency must be an integer >= 0");
+}
+
 Test(queue, defaults_are_validated_as_in_enqueue)
 {
     refused("{\"defaults\":{\"max_attempts\":0}}", "defaults.max_attempts");

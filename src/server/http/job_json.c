@@ -6,6 +6,7 @@
  * build no jansson tree). The rules are core's (er_job_validate).
  */
 #include "server/http/job_json.h"
+#include "server/http/spec_json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,90 +14,14 @@
 
 /* ---- reading ---- */
 
-/* A null member gets kind on_null; the payload is read apart, since null is
- * a payload like any other. */
-static void str_of(const json_t *v, er_spec_kind on_null, er_spec_str *out)
-{
-    if (!v)
-        return;
-    if (json_is_null(v)) {
-        out->kind = on_null;
-        return;
-    }
-    /* a string holding NUL would silently shorten: a type error */
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-        out->kind = ER_SPEC_BAD_TYPE;
-        return;
-    }
-    *out = (er_spec_str){ER_SPEC_SET, json_string_value(v), json_string_length(v)};
-}
-
-static void int_of(const json_t *v, er_spec_kind on_null, er_spec_int *out)
-{
-    if (!v)
-        return;
-    if (json_is_null(v))
-        out->kind = on_null;
-    else if (!json_is_integer(v))
-        out->kind = ER_SPEC_BAD_TYPE;
-    else
-        *out = (er_spec_int){ER_SPEC_SET, json_integer_value(v)};
-}
-
-static void num_of(const json_t *v, er_spec_kind on_null, er_spec_num *out)
-{
-    if (!v)
-        return;
-    if (json_is_null(v))
-        out->kind = on_null;
-    else if (!json_is_number(v))
-        out->kind = ER_SPEC_BAD_TYPE;
-    else
-        *out = (er_spec_num){ER_SPEC_SET, json_number_value(v)};
-}
-
-void er_http_first_unknown(const json_t *obj, bool (*known)(const char *, size_t),
-                           er_spec_str *out)
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)obj, key, val) {
-        size_t n = strlen(key);
-        if (!known(key, n)) {
-            *out = (er_spec_str){ER_SPEC_SET, key, n};
-            return;
-        }
-    }
-}
-
-static void backoff_of(const json_t *v, er_spec_kind on_null, er_backoff_spec *b)
-{
-    if (!v)
-        return;
-    if (json_is_null(v)) {
-        b->kind = on_null;
-        return;
-    }
-    if (!json_is_object(v)) {
-        b->kind = ER_SPEC_BAD_TYPE;
-        return;
-    }
-    b->kind = ER_SPEC_SET;
-    er_http_first_unknown(v, er_backoff_spec_field_known, &b->unknown);
-    str_of(json_object_get(v, "type"), on_null, &b->type);
-    int_of(json_object_get(v, "delay_ms"), on_null, &b->delay_ms);
-    int_of(json_object_get(v, "max_delay_ms"), on_null, &b->max_delay_ms);
-    num_of(json_object_get(v, "jitter"), on_null, &b->jitter);
-}
-
 void er_http_job_options_from_json(const json_t *obj, er_spec_kind on_null, er_job_spec *sp)
 {
-    int_of(json_object_get(obj, "priority"), on_null, &sp->priority);
-    int_of(json_object_get(obj, "max_attempts"), on_null, &sp->max_attempts);
-    backoff_of(json_object_get(obj, "backoff"), on_null, &sp->backoff);
-    int_of(json_object_get(obj, "timeout_ms"), on_null, &sp->timeout_ms);
-    str_of(json_object_get(obj, "group"), on_null, &sp->group);
-    str_of(json_object_get(obj, "trace_id"), on_null, &sp->trace_id);
+    er_http_spec_int(json_object_get(obj, "priority"), on_null, &sp->priority);
+    er_http_spec_int(json_object_get(obj, "max_attempts"), on_null, &sp->max_attempts);
+    er_http_spec_backoff(json_object_get(obj, "backoff"), on_null, &sp->backoff);
+    er_http_spec_int(json_object_get(obj, "timeout_ms"), on_null, &sp->timeout_ms);
+    er_http_spec_str(json_object_get(obj, "group"), on_null, &sp->group);
+    er_http_spec_str(json_object_get(obj, "trace_id"), on_null, &sp->trace_id);
 }
 
 int er_http_job_spec_from_json(const json_t *obj, const char *queue, er_job_spec *sp,
@@ -109,7 +34,8 @@ int er_http_job_spec_from_json(const json_t *obj, const char *queue, er_job_spec
     const er_spec_kind absent = ER_SPEC_ABSENT;
     er_http_first_unknown(obj, er_job_spec_field_known, &sp->unknown);
     sp->queue = (er_spec_str){ER_SPEC_SET, queue, strlen(queue)};
-    str_of(json_object_get(obj, "name"), absent, &sp->name);
+    er_http_spec_str(json_object_get(obj, "name"), absent, &sp->name);
+    /* null is a payload like any other */
     const json_t *payload = json_object_get(obj, "payload");
     if (payload) {
         sp->payload_buf = json_dumps(payload, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -117,11 +43,11 @@ int er_http_job_spec_from_json(const json_t *obj, const char *queue, er_job_spec
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         sp->payload = (er_spec_str){ER_SPEC_SET, sp->payload_buf, strlen(sp->payload_buf)};
     }
-    str_of(json_object_get(obj, "id"), absent, &sp->id);
-    int_of(json_object_get(obj, "delay_ms"), absent, &sp->delay_ms);
-    str_of(json_object_get(obj, "run_at"), absent, &sp->run_at);
+    er_http_spec_str(json_object_get(obj, "id"), absent, &sp->id);
+    er_http_spec_int(json_object_get(obj, "delay_ms"), absent, &sp->delay_ms);
+    er_http_spec_str(json_object_get(obj, "run_at"), absent, &sp->run_at);
     er_http_job_options_from_json(obj, absent, sp);
-    str_of(json_object_get(obj, "idempotency_key"), absent, &sp->idempotency_key);
+    er_http_spec_str(json_object_get(obj, "idempotency_key"), absent, &sp->idempotency_key);
     return 0;
 }
 

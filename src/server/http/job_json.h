@@ -30,11 +30,6 @@ int er_http_job_spec_from_json(const json_t *obj, const char *queue, er_job_spec
  * enqueue, ER_SPEC_NULL where null is kept as given (a scheduler's "job"). */
 void er_http_job_options_from_json(const json_t *obj, er_spec_kind on_null, er_job_spec *spec);
 
-/* *out = obj's first member for which known() is false (a slice of obj's
- * key, borrowed); untouched when every member is known. */
-void er_http_first_unknown(const json_t *obj, bool (*known)(const char *, size_t),
-                           er_spec_str *out);
-
 /* er_http_job_spec_from_json and er_job_validate: the job of one request object. */
 int er_http_job_from_json(const json_t *obj, const char *queue, const er_job_limits *lim,
                           int64_t now, er_rand *r, er_job *job, er_error *err);

@@ -5,6 +5,7 @@
  * unknown members are recorded for core to refuse.
  */
 #include "server/http/queue_json.h"
+#include "server/http/spec_json.h"
 
 #include <string.h>
 
@@ -42,39 +43,6 @@ static const json_t *obj_of(const json_t *v, const char *const *known, er_spec_o
     return v;
 }
 
-static void int_of(const json_t *v, er_spec_int *out)
-{
-    if (!v)
-        return;
-    if (json_is_null(v))
-        out->kind = ER_SPEC_NULL;
-    else if (!json_is_integer(v))
-        out->kind = ER_SPEC_BAD_TYPE;
-    else
-        *out = (er_spec_int){ER_SPEC_SET, json_integer_value(v)};
-}
-
-static void backoff_of(const json_t *v, er_backoff_spec *b)
-{
-    static const char *const known[] = {"type", "delay_ms", "max_delay_ms", "jitter", NULL};
-    er_spec_obj o = {0};
-    const json_t *bo = obj_of(v, known, &o);
-    b->kind = o.kind;
-    b->unknown = o.unknown;
-    if (!bo)
-        return;
-    const json_t *t = json_object_get(bo, "type"), *j = json_object_get(bo, "jitter");
-    if (t && !json_is_null(t))
-        b->type = json_is_string(t)
-                      ? (er_spec_str){ER_SPEC_SET, json_string_value(t), json_string_length(t)}
-                      : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
-    int_of(json_object_get(bo, "delay_ms"), &b->delay_ms);
-    int_of(json_object_get(bo, "max_delay_ms"), &b->max_delay_ms);
-    if (j && !json_is_null(j))
-        b->jitter = json_is_number(j) ? (er_spec_num){ER_SPEC_SET, json_number_value(j)}
-                                      : (er_spec_num){.kind = ER_SPEC_BAD_TYPE};
-}
-
 void er_http_queue_patch(const json_t *body, er_queue_patch *p)
 {
     static const char *const top[] = {"paused",      "concurrency", "rate_limit", "lease_ms",
@@ -90,33 +58,31 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     const json_t *b = obj_of(body, top, &p->obj);
     if (!b)
         return;
-    const json_t *v = json_object_get(b, "paused");
-    if (v)
-        p->paused = json_is_boolean(v) ? (er_spec_bool){ER_SPEC_SET, json_is_true(v)}
-                                       : (er_spec_bool){.kind = ER_SPEC_BAD_TYPE};
-    int_of(json_object_get(b, "concurrency"), &p->concurrency);
+    /* null is not a boolean: paused has no "cleared" value */
+    er_http_spec_bool(json_object_get(b, "paused"), ER_SPEC_BAD_TYPE, &p->paused);
+    er_http_spec_int(json_object_get(b, "concurrency"), ER_SPEC_NULL, &p->concurrency);
     const json_t *r = obj_of(json_object_get(b, "rate_limit"), rate, &p->rate_limit);
     if (r) {
-        int_of(json_object_get(r, "max"), &p->rate_max);
-        int_of(json_object_get(r, "per_ms"), &p->rate_per_ms);
+        er_http_spec_int(json_object_get(r, "max"), ER_SPEC_NULL, &p->rate_max);
+        er_http_spec_int(json_object_get(r, "per_ms"), ER_SPEC_NULL, &p->rate_per_ms);
     }
-    int_of(json_object_get(b, "lease_ms"), &p->lease_ms);
-    int_of(json_object_get(b, "max_stalled"), &p->max_stalled);
-    int_of(json_object_get(b, "max_started"), &p->max_started);
+    er_http_spec_int(json_object_get(b, "lease_ms"), ER_SPEC_NULL, &p->lease_ms);
+    er_http_spec_int(json_object_get(b, "max_stalled"), ER_SPEC_NULL, &p->max_stalled);
+    er_http_spec_int(json_object_get(b, "max_started"), ER_SPEC_NULL, &p->max_started);
     const json_t *d = obj_of(json_object_get(b, "defaults"), defaults, &p->defaults.obj);
     if (d) {
-        int_of(json_object_get(d, "max_attempts"), &p->defaults.max_attempts);
-        backoff_of(json_object_get(d, "backoff"), &p->defaults.backoff);
-        int_of(json_object_get(d, "timeout_ms"), &p->defaults.timeout_ms);
-        int_of(json_object_get(d, "priority"), &p->defaults.priority);
+        er_http_spec_int(json_object_get(d, "max_attempts"), ER_SPEC_NULL, &p->defaults.max_attempts);
+        er_http_spec_backoff(json_object_get(d, "backoff"), ER_SPEC_NULL, &p->defaults.backoff);
+        er_http_spec_int(json_object_get(d, "timeout_ms"), ER_SPEC_NULL, &p->defaults.timeout_ms);
+        er_http_spec_int(json_object_get(d, "priority"), ER_SPEC_NULL, &p->defaults.priority);
     }
     const json_t *ret = obj_of(json_object_get(b, "retention"), retention, &p->retention);
     if (!ret)
         return;
     const json_t *c = obj_of(json_object_get(ret, "completed"), completed, &p->completed);
     if (c) {
-        int_of(json_object_get(c, "age_s"), &p->completed_age_s);
-        int_of(json_object_get(c, "count"), &p->completed_count);
+        er_http_spec_int(json_object_get(c, "age_s"), ER_SPEC_NULL, &p->completed_age_s);
+        er_http_spec_int(json_object_get(c, "count"), ER_SPEC_NULL, &p->completed_count);
     }
     const json_t *dv = json_object_get(ret, "dead");
     if (json_is_string(dv) && strcmp(json_string_value(dv), "keep") == 0) {
@@ -125,7 +91,7 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     } else {
         const json_t *dd = obj_of(dv, dead, &p->dead);
         if (dd)
-            int_of(json_object_get(dd, "age_s"), &p->dead_age_s);
+            er_http_spec_int(json_object_get(dd, "age_s"), ER_SPEC_NULL, &p->dead_age_s);
         else if (p->dead.kind == ER_SPEC_NULL)
             p->dead.kind = ER_SPEC_BAD_TYPE; /* null is neither "keep" nor an object */
     }

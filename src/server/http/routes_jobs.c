@@ -13,6 +13,7 @@
 #include "core/job.h"
 #include "server/http/http_internal.h"
 #include "server/http/job_json.h"
+#include "server/http/spec_json.h"
 #include "server/http/work_json.h"
 
 #define ACKS_MAX 1000
@@ -383,11 +384,7 @@ void er_route_ack_one(er_hctx *c)
                                                       : release_keys;
     er_ack_spec sp = {.kind_given = 1, .kind = kind};
     sp.id = (er_spec_str){ER_SPEC_SET, c->param, strlen(c->param)};
-    json_t *tok = json_object_get(body, "lease_token");
-    if (tok && !json_is_null(tok))
-        sp.lease_token = json_is_string(tok) ? (er_spec_str){ER_SPEC_SET, json_string_value(tok),
-                                                             json_string_length(tok)}
-                                             : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+    er_http_spec_str(json_object_get(body, "lease_token"), ER_SPEC_ABSENT, &sp.lease_token);
     int rc = er_json_check_keys(body, keys, "", &err);
     if (rc == 0 && kind == ER_ACK_COMPLETE)
         rc = er_http_json_text(json_object_get(body, "result"), &sp.result, &text, &err);
@@ -430,14 +427,8 @@ void er_route_heartbeat(er_hctx *c)
     er_error err = {0};
     char *text = NULL;
     er_heartbeat_spec sp = {0};
-    json_t *tok = json_object_get(body, "lease_token"), *ext = json_object_get(body, "extend_ms");
-    if (tok && !json_is_null(tok))
-        sp.lease_token = json_is_string(tok) ? (er_spec_str){ER_SPEC_SET, json_string_value(tok),
-                                                             json_string_length(tok)}
-                                             : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
-    if (ext && !json_is_null(ext))
-        sp.extend_ms = json_is_integer(ext) ? (er_spec_int){ER_SPEC_SET, json_integer_value(ext)}
-                                            : (er_spec_int){.kind = ER_SPEC_BAD_TYPE};
+    er_http_spec_str(json_object_get(body, "lease_token"), ER_SPEC_ABSENT, &sp.lease_token);
+    er_http_spec_int(json_object_get(body, "extend_ms"), ER_SPEC_ABSENT, &sp.extend_ms);
     int rc = er_json_check_keys(body, keys, "", &err);
     if (rc == 0)
         rc = er_http_json_text(json_object_get(body, "progress"), &sp.progress, &text, &err);

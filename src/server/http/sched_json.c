@@ -11,19 +11,9 @@
 #include <string.h>
 
 #include "server/http/job_json.h"
+#include "server/http/spec_json.h"
 
 /* ---- reading ---- */
-
-/* A null member counts as absent at the top level. */
-static void str_of(const json_t *v, er_spec_str *out)
-{
-    if (!v || json_is_null(v))
-        return;
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-        out->kind = ER_SPEC_BAD_TYPE;
-    else
-        *out = (er_spec_str){ER_SPEC_SET, json_string_value(v), json_string_length(v)};
-}
 
 int er_http_sched_spec_from_json(const json_t *obj, er_sched_spec *sp, er_error *err)
 {
@@ -31,10 +21,10 @@ int er_http_sched_spec_from_json(const json_t *obj, er_sched_spec *sp, er_error 
     if (!json_is_object(obj))
         return er_error_set(err, ER_EINVAL, "body", "a scheduler spec must be a JSON object");
     er_http_first_unknown(obj, er_sched_spec_field_known, &sp->unknown);
-    str_of(json_object_get(obj, "cron"), &sp->cron);
-    str_of(json_object_get(obj, "tz"), &sp->tz);
-    str_of(json_object_get(obj, "queue"), &sp->queue);
-    str_of(json_object_get(obj, "name"), &sp->name);
+    er_http_spec_str(json_object_get(obj, "cron"), ER_SPEC_ABSENT, &sp->cron);
+    er_http_spec_str(json_object_get(obj, "tz"), ER_SPEC_ABSENT, &sp->tz);
+    er_http_spec_str(json_object_get(obj, "queue"), ER_SPEC_ABSENT, &sp->queue);
+    er_http_spec_str(json_object_get(obj, "name"), ER_SPEC_ABSENT, &sp->name);
     const json_t *v = json_object_get(obj, "payload");
     if (v && !json_is_object(v) && !json_is_null(v)) {
         sp->payload.kind = ER_SPEC_BAD_TYPE;
@@ -43,12 +33,8 @@ int er_http_sched_spec_from_json(const json_t *obj, er_sched_spec *sp, er_error 
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         sp->payload = (er_spec_str){ER_SPEC_SET, sp->payload_buf, strlen(sp->payload_buf)};
     }
-    str_of(json_object_get(obj, "missed"), &sp->missed);
-    v = json_object_get(obj, "max_catchup");
-    if (json_is_integer(v))
-        sp->max_catchup = (er_spec_int){ER_SPEC_SET, json_integer_value(v)};
-    else if (v && !json_is_null(v))
-        sp->max_catchup.kind = ER_SPEC_BAD_TYPE;
+    er_http_spec_str(json_object_get(obj, "missed"), ER_SPEC_ABSENT, &sp->missed);
+    er_http_spec_int(json_object_get(obj, "max_catchup"), ER_SPEC_ABSENT, &sp->max_catchup);
     v = json_object_get(obj, "job");
     if (json_is_object(v)) {
         sp->job = ER_SPEC_SET;

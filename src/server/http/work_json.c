@@ -5,31 +5,10 @@
  */
 #include "server/http/work_json.h"
 #include "server/http/http_internal.h"
+#include "server/http/spec_json.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static void str_of(const json_t *v, er_spec_str *out)
-{
-    if (!v || json_is_null(v))
-        return;
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-        out->kind = ER_SPEC_BAD_TYPE;
-        return;
-    }
-    *out = (er_spec_str){ER_SPEC_SET, json_string_value(v), json_string_length(v)};
-}
-
-static void int_of(const json_t *v, er_spec_int *out)
-{
-    if (!v || json_is_null(v))
-        return;
-    if (!json_is_integer(v)) {
-        out->kind = ER_SPEC_BAD_TYPE;
-        return;
-    }
-    *out = (er_spec_int){ER_SPEC_SET, json_integer_value(v)};
-}
 
 int er_http_json_text(const json_t *v, er_spec_str *spec, char **out, er_error *err)
 {
@@ -57,7 +36,7 @@ int er_http_fetch_spec(const json_t *obj, er_fetch_spec *sp, er_spec_str **queue
         if (n && !(*queues = calloc(n, sizeof **queues)))
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         for (size_t i = 0; i < n; i++) {
-            str_of(json_array_get(qs, i), &(*queues)[i]);
+            er_http_spec_str(json_array_get(qs, i), ER_SPEC_ABSENT, &(*queues)[i]);
             if ((*queues)[i].kind == ER_SPEC_ABSENT)
                 (*queues)[i].kind = ER_SPEC_BAD_TYPE; /* null is not a queue name */
         }
@@ -66,10 +45,10 @@ int er_http_fetch_spec(const json_t *obj, er_fetch_spec *sp, er_spec_str **queue
         if (sp->nqueues > n)
             sp->nqueues = n;
     }
-    str_of(json_object_get(obj, "worker_id"), &sp->worker_id);
-    int_of(json_object_get(obj, "max"), &sp->max);
-    int_of(json_object_get(obj, "wait_ms"), &sp->wait_ms);
-    int_of(json_object_get(obj, "lease_ms"), &sp->lease_ms);
+    er_http_spec_str(json_object_get(obj, "worker_id"), ER_SPEC_ABSENT, &sp->worker_id);
+    er_http_spec_int(json_object_get(obj, "max"), ER_SPEC_ABSENT, &sp->max);
+    er_http_spec_int(json_object_get(obj, "wait_ms"), ER_SPEC_ABSENT, &sp->wait_ms);
+    er_http_spec_int(json_object_get(obj, "lease_ms"), ER_SPEC_ABSENT, &sp->lease_ms);
     return 0;
 }
 
@@ -94,18 +73,11 @@ int er_http_failure_spec(const json_t *v, er_failure_spec *sp, char **backtrace,
         return 0;
     }
     sp->kind = ER_SPEC_SET;
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)v, key, val) {
-        if (!failure_known(key, strlen(key))) {
-            sp->unknown = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
-            break;
-        }
-    }
-    str_of(json_object_get(v, "class"), &sp->cls);
-    str_of(json_object_get(v, "message"), &sp->message);
-    int_of(json_object_get(v, "delay_ms"), &sp->delay_ms);
-    int_of(json_object_get(v, "retry_after_ms"), &sp->retry_after_ms);
+    er_http_first_unknown(v, failure_known, &sp->unknown);
+    er_http_spec_str(json_object_get(v, "class"), ER_SPEC_ABSENT, &sp->cls);
+    er_http_spec_str(json_object_get(v, "message"), ER_SPEC_ABSENT, &sp->message);
+    er_http_spec_int(json_object_get(v, "delay_ms"), ER_SPEC_ABSENT, &sp->delay_ms);
+    er_http_spec_int(json_object_get(v, "retry_after_ms"), ER_SPEC_ABSENT, &sp->retry_after_ms);
     return er_http_json_text(json_object_get(v, "backtrace"), &sp->backtrace, backtrace, err);
 }
 
@@ -132,8 +104,8 @@ int er_http_ack_item_spec(const json_t *item, er_ack_spec *sp, char **text, er_e
     int rc = er_json_check_keys(item, keys, "", err);
     if (rc < 0)
         return rc;
-    str_of(json_object_get(item, "id"), &sp->id);
-    str_of(json_object_get(item, "lease_token"), &sp->lease_token);
+    er_http_spec_str(json_object_get(item, "id"), ER_SPEC_ABSENT, &sp->id);
+    er_http_spec_str(json_object_get(item, "lease_token"), ER_SPEC_ABSENT, &sp->lease_token);
     static const er_ack_kind kinds[] = {ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE};
     static const char *const allowed[] = {"result", "error", NULL};
     const json_t *k = NULL;
