@@ -7,6 +7,7 @@
  */
 #include "server/http/job_json.h"
 #include "server/http/spec_json.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,4 +162,13 @@ json_t *er_http_job_to_json(const er_job *job)
     json_t *o = w.failed ? NULL : json_loadb(w.out.data, w.out.len, 0, NULL);
     er_jsonw_fini(&w);
     return o;
+}
+
+json_t *er_http_time_json(int64_t ms)
+{
+    if (ms <= 0 || ms == INT64_MAX)
+        return json_null();
+    char buf[32];
+    er_time_format(ms, buf);
+    return json_string(buf);
 }

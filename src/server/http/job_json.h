@@ -43,6 +43,10 @@ int er_http_job_from_json(const json_t *obj, const char *queue, const er_job_lim
 bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue,
                                 er_job_spec *spec);
 
+/* A time as the API shows it in a jansson reply: RFC 3339 UTC, or null
+ * when unset (<= 0) or never (INT64_MAX). New reference; NULL on ENOMEM. */
+json_t *er_http_time_json(int64_t ms);
+
 /* The job object API.md shows (times as RFC 3339). */
 void er_http_job_write_json(const er_job *job, er_jsonw *w);
 /* The lease view a fetch returns: id, queue, name, payload, attempt,

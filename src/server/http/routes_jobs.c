@@ -50,13 +50,6 @@ static er_req *new_req(er_hctx *c, er_req_type type, json_t *body)
     return r;
 }
 
-static json_t *time_json(int64_t ms)
-{
-    char buf[32];
-    er_time_format(ms, buf);
-    return json_string(buf);
-}
-
 /* ---- enqueue ---- */
 
 static void finish_enqueue_one(er_hctx *c, er_req *r)
@@ -358,7 +351,7 @@ static void finish_ack_one(er_hctx *c, er_req *r)
     if (a->kind == ER_ACK_FAIL) {
         body = json_pack("{s:s}", "state", er_state_name(a->outcome.state));
         if (body && a->outcome.state == ER_STATE_SCHEDULED)
-            json_object_set_new(body, "run_at", time_json(a->outcome.run_at));
+            json_object_set_new(body, "run_at", er_http_time_json(a->outcome.run_at));
     } else {
         body = json_pack("{s:b}", "ok", 1);
     }
@@ -412,7 +405,7 @@ static void finish_heartbeat(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 200, json_pack("{s:o}", "lease_expires_at", time_json(r->expires_at)));
+    er_http_reply_json(c, 200, json_pack("{s:o}", "lease_expires_at", er_http_time_json(r->expires_at)));
 }
 
 void er_route_heartbeat(er_hctx *c)

@@ -63,15 +63,6 @@ static void reply_error_with(er_hctx *c, er_req *r, json_t *body)
     er_http_reply_json(c, er_error_http_status(err.code), body);
 }
 
-static json_t *time_json(int64_t ms)
-{
-    if (ms <= 0 || ms == INT64_MAX)
-        return json_null();
-    char buf[32];
-    er_time_format(ms, buf);
-    return json_string(buf);
-}
-
 /* {"scheduler": ...}: PUT (201 for a new key) and GET. */
 static void finish_sched(er_hctx *c, er_req *r)
 {
@@ -441,7 +432,7 @@ static void finish_cursor(er_hctx *c, er_req *r)
     const char *value = r->type == ER_REQ_PUT_CURSOR ? r->text : r->value;
     er_http_reply_json(c, 200,
                        json_pack("{s:s,s:o,s:o}", "name", r->id, "value", value_json(value),
-                                 "updated_at", time_json(r->updated_at)));
+                                 "updated_at", er_http_time_json(r->updated_at)));
 }
 
 void er_route_get_cursor(er_hctx *c)

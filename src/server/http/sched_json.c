@@ -50,15 +50,6 @@ int er_http_sched_spec_from_json(const json_t *obj, er_sched_spec *sp, er_error 
 
 /* ---- writing ---- */
 
-static json_t *time_json(int64_t ms)
-{
-    if (ms <= 0 || ms == INT64_MAX)
-        return json_null();
-    char buf[32];
-    er_time_format(ms, buf);
-    return json_string(buf);
-}
-
 static json_t *str_json(const er_spec_str *v)
 {
     return v->kind == ER_SPEC_SET ? json_stringn(v->s, v->n) : json_null();
@@ -129,10 +120,10 @@ json_t *er_http_sched_to_json(const er_sched_row *row, const er_scheduler *sc)
         t = er_scheduler_next(sc, t);
     }
     bad = bad || json_object_set_new(o, "key", json_string(row->key)) != 0 ||
-          json_object_set_new(o, "created_at", time_json(row->created_at)) != 0 ||
-          json_object_set_new(o, "updated_at", time_json(row->updated_at)) != 0 ||
-          json_object_set_new(o, "last_tick", time_json(row->last_tick)) != 0 ||
-          json_object_set_new(o, "next_run_at", time_json(row->next_run_at)) != 0;
+          json_object_set_new(o, "created_at", er_http_time_json(row->created_at)) != 0 ||
+          json_object_set_new(o, "updated_at", er_http_time_json(row->updated_at)) != 0 ||
+          json_object_set_new(o, "last_tick", er_http_time_json(row->last_tick)) != 0 ||
+          json_object_set_new(o, "next_run_at", er_http_time_json(row->next_run_at)) != 0;
     if (bad || json_object_set_new(o, "next_runs", runs) != 0) {
         if (bad)
             json_decref(runs);
