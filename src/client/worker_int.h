@@ -8,8 +8,8 @@
  * job timeouts (worker_timer.c), and the configuration and lifecycle that
  * start and stop them (worker.c). One mutex guards the shared state; every
  * network call is made without it, each thread on its own client (own
- * connection). Replies and acks are read and written as text
- * (fetched.h), not jansson trees. Not installed. Fields marked (mu) are
+ * connection). Replies and acks are read and written as text (jscan.h,
+ * fetched.h, ackq.h), not jansson trees. Not installed. Fields marked (mu) are
  * guarded by the worker's mutex; the outcome fields of a job belong to its
  * handler thread until it returns.
  */
@@ -17,6 +17,7 @@
 #define ER_CLIENT_WORKER_INT_H
 
 #include "client/client_int.h"
+#include "client/ackq.h"
 #include "client/fetched.h"
 #include "util/buf.h"
 
