@@ -1,14 +1,23 @@
 /* SPDX-License-Identifier: MIT
  *
- * The worker runtime's internals, shared by worker.c (threads, fetching,
- * heartbeats) and worker_job.c (job accessors, outcomes, shutdown). Not
- * installed. Fields marked (mu) are guarded by the worker's mutex; the
- * outcome fields of a job belong to its handler thread until it returns.
+ * The worker runtime's internals, shared by its files: `concurrency` handler
+ * threads fed from a local queue (worker_job.c), two fetcher threads that
+ * keep up to concurrency + prefetch jobs leased and carry pending outcomes
+ * on their fetches (worker_fetch.c), one acker thread that sends outcomes
+ * as they come (worker_ack.c), one timer thread for lease heartbeats and
+ * job timeouts (worker_timer.c), and the configuration and lifecycle that
+ * start and stop them (worker.c). One mutex guards the shared state; every
+ * network call is made without it, each thread on its own client (own
+ * connection). Replies and acks are read and written as text (jscan.h,
+ * fetched.h, ackq.h), not jansson trees. Not installed. Fields marked (mu) are
+ * guarded by the worker's mutex; the outcome fields of a job belong to its
+ * handler thread until it returns.
  */
 #ifndef ER_CLIENT_WORKER_INT_H
 #define ER_CLIENT_WORKER_INT_H
 
 #include "client/client_int.h"
+#include "client/ackq.h"
 #include "client/fetched.h"
 #include "util/buf.h"
 
@@ -25,6 +34,11 @@
 /* Fetcher threads (each with its own connection): a second fetch can be in
  * flight while the first one's reply is on its way. */
 #define ER_FETCHERS 2
+
+#define ER_WK_MAX_ACKS 1000 /* the API's limit of acks per request */
+/* Retry delays after a failed fetch or ack send, ms. */
+#define ER_WK_BACKOFF_MIN 100
+#define ER_WK_BACKOFF_MAX 5000
 
 enum { ER_JOB_QUEUED = 1, ER_JOB_RUNNING = 2, ER_JOB_DONE = 3 };
 
@@ -107,18 +121,55 @@ struct errand_worker {
         st_fetches, st_acks_sent;
 };
 
+/* ---- shared helpers (worker.c) ---- */
+
 /* Logs fields (taken) plus ts and level through the log callback. */
 void er_worker_log(errand_worker *w, int level, json_t *fields);
+/* Logs msg with the last error of client c. */
+void er_worker_log_client_error(errand_worker *w, int level, const char *msg, errand_client *c);
+/* A client of its own for a worker thread (returns owned, free with
+ * errand_client_free; NULL on ENOMEM), total_ms its request timeout. */
+errand_client *er_worker_thread_client(errand_worker *w, long total_ms);
+/* Waits on cv (with mu held) until the monotonic time until_mono, in ms. */
+void er_worker_timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t until_mono);
+/* The next retry delay after cur (0: the first), ER_WK_BACKOFF_MIN doubling
+ * up to ER_WK_BACKOFF_MAX. */
+int64_t er_worker_backoff_next(int64_t cur);
 
-void er_job_unref(errand_job *j);
+/* ---- the threads' bodies, started by errand_worker_run (arg: the worker) ---- */
+
+void *er_worker_handler_main(void *arg); /* worker_job.c */
+void *er_worker_fetcher_main(void *arg); /* worker_fetch.c */
+void *er_worker_acker_main(void *arg);   /* worker_ack.c */
+void *er_worker_timer_main(void *arg);   /* worker_timer.c */
+
+/* ---- jobs, the held list and the ready queue ---- */
+
+void er_job_unref(errand_job *j); /* worker_job.c */
+/* worker_fetch.c: */
 void er_held_remove_locked(errand_worker *w, errand_job *j);
+/* Wakes the fetcher when it sleeps and a fetch is now due. */
+void er_wake_fetcher_locked(errand_worker *w);
+/* Wakes one idle handler when jobs wait and no wake-up is under way. */
+void er_wake_handler_locked(errand_worker *w);
+
+/* ---- outcomes to the server (worker_ack.c) ---- */
+
 /* Writes the ack item {"id","lease_token",kind: body} of j into b (reset
  * first); body is JSON text. */
 void er_ack_item(const errand_job *j, const char *kind, const char *body, er_buf *b);
 /* Queues the ack item text of b (copied) and wakes the acker if it is due. */
 void er_push_ack_locked(errand_worker *w, const er_buf *b);
-/* Wakes the fetcher when it sleeps and a fetch is now due. */
-void er_wake_fetcher_locked(errand_worker *w);
+/* Puts acks that could not be sent back in front; takes acks. */
+void er_restore_acks_locked(errand_worker *w, er_ackq *acks);
+/* Logs the refused items of the results array `key` of a parsed reply. */
+void er_check_ack_results(errand_worker *w, const er_jscan *js, const char *text, const char *key);
+/* POST /v1/acks on c; returns 0, a transport error (retry), or 1 when the
+ * server refused the whole request (do not retry). Takes acks on 0 and 1;
+ * on an error leaves in acks those still to send. js and body are scratch. */
+int er_send_acks(errand_worker *w, errand_client *c, er_ackq *acks, er_jscan *js, er_buf *body);
+
+/* ---- a job's end (worker_job.c) ---- */
 
 /* What is left to do for a finished job once the mutex is released. */
 typedef struct er_finish {
@@ -142,7 +193,5 @@ void er_worker_abandon_locked(errand_worker *w, errand_job *j);
  * a running one (returns 2; notify its handler), or returns 0 when the job
  * already had its outcome. */
 int er_worker_lose_locked(errand_worker *w, errand_job *j);
-/* The graceful stop sequence of run(). */
-void er_worker_shutdown(errand_worker *w);
 
 #endif

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
- * The job side of liberrand's worker runtime: what a handler can read
- * (errand_job_id and friends), the outcomes it reports, how an outcome
- * becomes an ack item (with the max_started safety net), the per-job log
- * line, and the graceful-stop sequence. Threads and fetching live in
- * worker.c. Nothing here prints.
+ * The job side of liberrand's worker runtime: the handler threads that run
+ * jobs from the ready queue, what a handler can read (errand_job_id and
+ * friends), the outcomes it reports, how an outcome becomes an ack item
+ * (with the max_started safety net), the per-job log line, a job's end
+ * (finished, abandoned, lease lost) and its references. The other threads
+ * live in worker_fetch.c, worker_ack.c and worker_timer.c. Nothing here
+ * prints.
  */
 #include "client/worker_int.h"
 #include "util/clock.h"
@@ -14,6 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* ---- references ----------------------------------------------------------- */
+
+void er_job_unref(errand_job *j)
+{
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    free(j->msg);
+    free(j->result);
+    free(j); /* its strings live in the same block */
+}
 
 /* ---- accessors ------------------------------------------------------------ */
 
@@ -311,112 +324,71 @@ int er_worker_lose_locked(errand_worker *w, errand_job *j)
     return 1;
 }
 
-void er_worker_shutdown(errand_worker *w)
+/* ---- handler threads ---------------------------------------------------- */
+
+void *er_worker_handler_main(void *arg)
 {
-    er_ackq rel = {0};
-    er_buf b;
-    er_buf_init(&b, ER_WK_BODY_MAX);
-    long lost = 0;
+    errand_worker *w = arg;
+    er_buf item;
+    er_buf_init(&item, ER_WK_BODY_MAX);
+    errand_job *done = NULL; /* finished; the rest of its end waits for the next unlock */
+    er_finish fin = {0};
     pthread_mutex_lock(&w->mu);
-    w->stopping = true;
-    /* Prefetched jobs go back at once: another worker can start them now. */
-    errand_job *j = w->q_head;
-    size_t nprefetched = 0;
-    while (j) {
-        errand_job *nx = j->qnext;
-        er_ack_item(j, "release", "{}", &b);
-        if (b.err || er_ackq_push(&rel, b.data, b.len) < 0)
-            lost++; /* its lease expires instead */
-        nprefetched++;
-        er_held_remove_locked(w, j);
-        j->where = ER_JOB_DONE;
-        j->qnext = NULL;
-        er_job_unref(j);
-        j = nx;
-    }
-    w->q_head = w->q_tail = NULL;
-    w->nqueued = 0;
-    if (rel.n && er_ackq_prepend(&w->acks, &rel) < 0)
-        lost += (long)rel.n;
-    er_ackq_fini(&rel);
-    w->acks_lost += lost;
-    w->acker_force = true;
-    pthread_cond_signal(&w->cv_ack);
-    pthread_cond_broadcast(&w->cv_work);
-    pthread_cond_broadcast(&w->cv_fetch);
-    int running = w->running;
-    pthread_mutex_unlock(&w->mu);
-    er_buf_fini(&b);
-    atomic_fetch_add(&w->st_released, (long long)nprefetched);
-    er_worker_log(w, ERRAND_LOG_INFO,
-                  json_pack("{s:s,s:i,s:I,s:I}", "msg", "stopping: no more fetches", "running",
-                            running, "released_prefetched", (json_int_t)nprefetched, "grace_ms",
-                            (json_int_t)w->grace_ms));
-
-    /* Running handlers get up to the grace period. */
-    errand_job *notify[1000];
-    int nnotify = 0;
-    pthread_mutex_lock(&w->mu);
-    int64_t until = er_mono_ms() + w->grace_ms;
-    while (w->running > 0 && er_mono_ms() < until) {
-        struct timespec ts = {.tv_sec = (time_t)(until / 1000),
-                              .tv_nsec = (long)(until % 1000) * 1000000L};
-        pthread_cond_timedwait(&w->cv_idle, &w->mu, &ts);
-    }
-    /* Then the leases of jobs still running are released, not failed. */
-    for (errand_job *h = w->held.lnext; h != &w->held;) {
-        errand_job *nx = h->lnext;
-        if (h->where == ER_JOB_RUNNING) {
-            atomic_store(&h->stop, ERRAND_STOP_SHUTDOWN);
-            er_buf rb;
-            er_buf_init(&rb, ER_WK_BODY_MAX);
-            er_ack_item(h, "release", "{}", &rb);
-            er_push_ack_locked(w, &rb);
-            er_buf_fini(&rb);
-            er_held_remove_locked(w, h);
-            atomic_fetch_add(&w->st_released, 1);
-            if (nnotify < 1000) {
-                atomic_fetch_add(&h->refs, 1);
-                notify[nnotify++] = h;
-            }
+    for (;;) {
+        if (done && !w->q_head) {
+            pthread_mutex_unlock(&w->mu);
+            er_worker_finish_post(w, done, &fin);
+            done = NULL;
+            pthread_mutex_lock(&w->mu);
+            continue;
         }
-        h = nx;
+        while (!w->q_head && !w->stopping && !w->handlers_exit) {
+            w->idle_handlers++;
+            pthread_cond_wait(&w->cv_work, &w->mu);
+            w->idle_handlers--;
+            w->waking = false;
+        }
+        if (w->stopping || w->handlers_exit)
+            break;
+        /* Takes the next job in the same critical section that reported
+         * the last one. */
+        errand_job *j = w->q_head;
+        w->q_head = j->qnext;
+        if (!w->q_head)
+            w->q_tail = NULL;
+        j->qnext = NULL;
+        w->nqueued--;
+        w->running++;
+        j->where = ER_JOB_RUNNING;
+        er_wake_handler_locked(w);
+        int64_t now = er_mono_ms();
+        long t = w->timeout_ms;
+        if (j->job_timeout_ms > 0 && j->job_timeout_ms < t)
+            t = j->job_timeout_ms;
+        j->timeout_used = t;
+        j->start_mono = now;
+        j->start_wall = er_now_ms();
+        j->deadline = now + t;
+        j->abandon_at = j->deadline + (w->grace_ms - w->timeout_ms);
+        if (w->timer_sleeping && j->deadline < w->timer_wake)
+            pthread_cond_signal(&w->cv_timer);
+        atomic_fetch_add(&j->refs, 1); /* the handler's reference */
+        pthread_mutex_unlock(&w->mu);
+        if (done) {
+            er_worker_finish_post(w, done, &fin);
+            done = NULL;
+        }
+
+        int rc = w->handler(j, w->user);
+        er_worker_outcome(w, j, rc, &item, &fin);
+
+        pthread_mutex_lock(&w->mu);
+        er_worker_finish_locked(w, j, &item, &fin);
+        done = j;
     }
     pthread_mutex_unlock(&w->mu);
-    for (int i = 0; i < nnotify; i++) {
-        er_worker_log(w, ERRAND_LOG_WARN,
-                      json_pack("{s:s,s:s,s:s}", "msg",
-                                "grace period over: lease released, the job will be redelivered",
-                                "job_id", notify[i]->id, "queue", notify[i]->queue));
-        if (w->on_stop)
-            w->on_stop(notify[i], ERRAND_STOP_SHUTDOWN, w->stop_user);
-        er_job_unref(notify[i]);
-    }
-
-    for (int i = 0; i < w->nfetchers; i++)
-        pthread_join(w->fetchers[i], NULL);
-    pthread_mutex_lock(&w->mu);
-    w->handlers_exit = w->timer_exit = true;
-    pthread_cond_broadcast(&w->cv_work);
-    pthread_cond_signal(&w->cv_timer);
-    pthread_mutex_unlock(&w->mu);
-    if (w->timer_started)
-        pthread_join(w->timer, NULL);
-    pthread_mutex_lock(&w->mu);
-    w->acker_exit = w->acker_force = true;
-    pthread_cond_signal(&w->cv_ack);
-    pthread_mutex_unlock(&w->mu);
-    if (w->acker_started)
-        pthread_join(w->acker, NULL);
-    w->nfetchers = 0;
-    w->timer_started = w->acker_started = false;
-
-    errand_worker_stats st;
-    errand_worker_get_stats(w, &st);
-    er_worker_log(w, ERRAND_LOG_INFO,
-                  json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "msg", "worker stopped", "fetched",
-                            (json_int_t)st.fetched, "completed", (json_int_t)st.completed,
-                            "failed", (json_int_t)st.failed, "released",
-                            (json_int_t)st.released, "lease_lost", (json_int_t)st.lease_lost,
-                            "timed_out", (json_int_t)st.timed_out));
+    if (done)
+        er_worker_finish_post(w, done, &fin);
+    er_buf_fini(&item);
+    return NULL;
 }

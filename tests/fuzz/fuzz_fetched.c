@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
  * libFuzzer target for the worker runtime's reply reader (src/client/
- * fetched.c): the tokenizer must give jansson's verdict on every document
+ * jscan.c, fetched.c): the tokenizer must give jansson's verdict on every document
  * (except numbers too large for jansson, which it passes on as text, and raw
  * NUL bytes, which jansson takes as the end and it refuses), and on
  * an accepted one every string unescapes within its span and every object

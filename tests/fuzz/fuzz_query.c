@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
  * libFuzzer target for the HTTP frontend's query-string reader
- * (er_query_foreach, src/server/http/http.c), checked against a plain
+ * (er_query_foreach, src/server/http/http_parse.c), checked against a plain
  * reference decoder written here: the same key=value pairs in the same order,
  * the same verdict on bad escapes, NUL bytes and overlong parts, and a stop
  * at the callback's first nonzero return. The first input byte picks the pair

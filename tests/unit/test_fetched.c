@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
- * The worker's wire text (src/client/fetched.c): the strict tokenizer must
- * accept what jansson accepts and refuse what it refuses for a reply, the
- * job reader must unescape correctly and keep the payload as sent, and the
- * writer and the ack queue must produce valid JSON.
+ * The worker's wire text (src/client/jscan.c, fetched.c, ackq.c): the
+ * strict tokenizer must accept what jansson accepts and refuse what it
+ * refuses for a reply, the job reader must unescape correctly and keep the
+ * payload as sent, and the writer and the ack queue must produce valid
+ * JSON.
  */
+#include "client/ackq.h"
 #include "client/fetched.h"
 #include "errand/errand.h"
 #include "util/jsonw.h"

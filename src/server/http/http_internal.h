@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  *
  * Internals shared by the HTTP frontend's files: the server struct, the
- * per-request context, the route table's handler type and the reply and
- * body-parsing helpers of http.c. Nothing outside src/server includes this.
+ * per-request context and its pool (http.c), the route table and dispatch
+ * (http_dispatch.c), the reply helpers (http_reply.c) and the request
+ * parsing helpers (http_parse.c). Nothing outside src/server includes this.
  * A handler either replies at once or submits one engine request whose
  * finish callback replies; it never does both.
  */
@@ -49,6 +50,7 @@ typedef struct er_route {
     int flags;           /* handler-specific (e.g. which ack kind) */
 } er_route;
 
+/* The route table (http_dispatch.c). */
 extern const er_route er_routes[];
 extern const size_t er_nroutes;
 
@@ -93,7 +95,20 @@ struct er_server {
     uint64_t *http_counts; /* (er_nroutes + 1) * 5 */
 };
 
-/* ---- replies (http.c); each one ends the request and releases c ---- */
+/* ---- request contexts (http.c) ---- */
+
+/* A context from the server's pool (or malloc'd), reset, its route
+ * "unmatched"; NULL on ENOMEM. */
+er_hctx *er_http_ctx_get(er_server *s);
+/* Ends the request in flight: gives c back to the pool (or frees it). */
+void er_http_ctx_release(er_hctx *c);
+
+/* ---- dispatch (http_dispatch.c) ---- */
+
+/* The evhttp callback of every request (arg: the server). */
+void er_http_on_request(struct evhttp_request *req, void *arg);
+
+/* ---- replies (http_reply.c); each one ends the request and releases c ---- */
 
 /* Sends `body` (takes the reference; NULL means out of memory -> 503). */
 void er_http_reply_json(er_hctx *c, int status, json_t *body);
@@ -104,6 +119,10 @@ void er_http_jsonw_init(er_hctx *c, er_jsonw *w);
 void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w);
 /* Sends {"error":{code,message,field}} with the code's HTTP status. */
 void er_http_reply_error(er_hctx *c, const er_error *err);
+/* Sends that error body with any status (the 405 of dispatch); strings
+ * copied, a message or field over its limit is left out. */
+void er_http_send_error(er_hctx *c, int status, const char *code_name, const char *message,
+                        const char *field);
 /* Builds an error and sends it. */
 void er_http_fail(er_hctx *c, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -117,7 +136,7 @@ void er_http_reply_text(er_hctx *c, int status, const char *content_type, const 
 /* Hands r to the engine; `finish` formats the reply when it is done. Takes r. */
 void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish);
 
-/* ---- request parsing (http.c) ---- */
+/* ---- request parsing (http_parse.c) ---- */
 
 /* Parses the body as a JSON object (Content-Type checked). Returns 0 and a
  * new reference in *out, or replies with the error and returns < 0. */
@@ -148,6 +167,10 @@ int er_json_to_text(const json_t *v, size_t max, const char *field, char **out, 
  * value, or ER_EINVAL for bad encoding. */
 int er_query_foreach(const char *query, int (*fn)(void *arg, const char *k, const char *v),
                      void *arg, er_error *err);
+/* Percent-decodes src[0..n) into dst (cap includes the NUL), '+' as a space
+ * when plus_space. Returns the length, or -1 on a bad escape, an embedded
+ * NUL or overflow. */
+long er_http_pct_decode(const char *src, size_t n, bool plus_space, char *dst, size_t cap);
 
 /* ---- handlers ---- */
 void er_route_healthz(er_hctx *c);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT
  *
  * Internals of the PostgreSQL store, shared by its .c files and its tests:
- * the connection and pool structs, the statement table (prepared once per
- * connection), parameter building, error mapping and the row <-> er_job
- * mapping. Nothing outside src/store/postgres and tests/store includes it.
+ * the connection struct and reconnects (pg.c; the pool itself is private
+ * to pg.c), the statement table (pg_sql.c), parameter building, statements,
+ * error mapping and transactions (pg_exec.c), migrations (pg_migrate.c)
+ * and the row <-> er_job mapping (pg_rows.c). Nothing outside
+ * src/store/postgres and tests/store includes it.
  */
 #ifndef ER_STORE_PG_INT_H
 #define ER_STORE_PG_INT_H
@@ -62,7 +64,7 @@ enum {
 
 extern const char *const er_pg_sql[ER_PG_NSTMT];
 
-/* Schema migrations, applied in order at the first open (pg.c). */
+/* Schema migrations, applied in order at the first open (pg_migrate.c). */
 extern const char er_pg_migration_4[];
 extern const char *const er_pg_migrations[];
 extern const int er_pg_schema_version;
@@ -81,7 +83,9 @@ typedef struct er_pg_conn {
 
 typedef struct er_pg_pool er_pg_pool;
 
-/* Settings read in the current transaction (cleared at its end). */
+/* Settings read in the current transaction (cleared at its end); at most
+ * ER_PG_QCACHE_MAX queues. */
+#define ER_PG_QCACHE_MAX 64
 typedef struct er_pg_qs {
     char *name;
     er_queue_settings settings;
@@ -109,6 +113,8 @@ typedef struct er_pg_params {
     char buf[ER_PG_MAXP][32];
 } er_pg_params;
 
+/* ---- running SQL (pg_exec.c) ---- */
+
 void er_pg_p_str(er_pg_params *p, const char *s); /* NULL -> SQL NULL; borrowed */
 void er_pg_p_i64(er_pg_params *p, int64_t v);
 void er_pg_p_f64(er_pg_params *p, double v);
@@ -119,6 +125,14 @@ void er_pg_p_bool(er_pg_params *p, bool v);
  * are translated. Every SQL error aborts the PostgreSQL transaction, so
  * every code it returns is a storage error the caller must roll back. */
 int er_pg_error(er_store *s, const PGresult *res, const char *what, er_error *err);
+/* Sets ER_ENOMEM ("out of memory") in *err and returns it. */
+int er_pg_nomem(er_error *err);
+/* 0 when res (NULL: no result) is PGRES_TUPLES_OK or PGRES_COMMAND_OK,
+ * else er_pg_error's code; res stays the caller's. */
+int er_pg_check(er_store *s, PGresult *res, const char *what, er_error *err);
+/* Runs a simple (possibly multi-statement) query; the last result in *out
+ * when given (PQclear it). */
+int er_pg_simple(er_store *s, const char *sql, const char *what, PGresult **out, er_error *err);
 
 /* Runs prepared statement `id` (preparing it on first use on this
  * connection). On success *res holds the result (PQclear it). */
@@ -131,6 +145,13 @@ int er_pg_run(er_store *s, int id, const er_pg_params *p, int64_t *affected, er_
  * the open transaction (now() in PostgreSQL). */
 int64_t er_pg_now(const er_store *s, int64_t now);
 
+/* The store's begin, commit and rollback (store.h's ops); rollback is safe
+ * after a failed commit or statement, and with no transaction open. */
+int er_pg_begin(er_store *s, er_error *err);
+int er_pg_commit(er_store *s, er_error *err);
+void er_pg_rollback(er_store *s);
+/* Empties the transaction-scoped caches (settings, queues notified). */
+void er_pg_tx_caches_clear(er_store *s);
 /* Opens a transaction unless one is open (*own says whether this call did);
  * op_end commits an owned one on rc == 0 and rolls it back otherwise. */
 int er_pg_op_begin(er_store *s, bool *own, er_error *err);
@@ -143,6 +164,22 @@ void er_pg_mark_notified(er_store *s, const char *queue);
 er_pg_qs *er_pg_qs_find(er_store *s, const char *queue);
 int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs);
 
+
+/* ---- the connection (pg.c) ---- */
+
+/* Reconnects s's connection when it broke (server restart, network) and
+ * sets its session up again; prepared statements and session locks are
+ * gone with the old session. */
+int er_pg_ensure_conn(er_store *s, er_error *err);
+
+/* ---- migrations (pg_migrate.c) ---- */
+
+/* Creates or migrates the schema `schema` (its pool's) and writes the
+ * limits row lim (NULL: the defaults), in one transaction under an
+ * advisory lock. */
+int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim, er_error *err);
+
+/* ---- rows (pg_rows.c) ---- */
 
 /* Writes a job as the JSON object of its row (keys: the job row's columns),
  * which json_populate_record(NULL::jobs, ...) reads. */

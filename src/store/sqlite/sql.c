@@ -3,7 +3,7 @@
  * The SQLite store's SQL: the schema migrations and the text of every cached
  * statement. Partial indexes keep fetch, promote and reap proportional to the
  * jobs in the state they look at, not to the finished jobs kept by retention.
- * Only text lives here; sqlite.c runs it.
+ * Only text lives here; the other files run it.
  */
 #include "store/job_row.h"
 #include "store/sqlite/sqlite_int.h"
@@ -125,7 +125,7 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     /* ?s number themselves 1..ER_JOB_NCOLS in er_job_cols' order */
     [ER_SQ_INSERT_JOB] = "INSERT INTO jobs (" INSERT_COLS ") VALUES ("
                          ER_JOB_ROW(QMARK_, QMARK_LAST_) ") ON CONFLICT(id) DO NOTHING",
-    /* er_newjobs: the jobs of the enqueue_many call running (sqlite.c), in
+    /* er_newjobs: the jobs of the enqueue_many call running (batch.c), in
      * order. OR IGNORE (no constraint can abort it) spares the statement
      * journal; the rows it skipped are found after (jobs.c). */
     [ER_SQ_INSERT_MANY] =
@@ -160,7 +160,7 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                         " updated_at = ?3 WHERE id = ?4 AND state = 2 AND lease_token = ?5",
     [ER_SQ_COMPLETE] = "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, updated_at = ?2, "
                        CLEAR_LEASE " WHERE id = ?3 AND state = 2 AND lease_token = ?4",
-    /* er_acks: the items of the complete_many call running (sqlite.c) */
+    /* er_acks: the items of the complete_many call running (batch.c) */
     [ER_SQ_COMPLETE_MANY] = "UPDATE jobs SET state = 3, result = a.result, finished_at = ?1,"
                             " updated_at = ?1, " CLEAR_LEASE " FROM er_acks AS a"
                             " WHERE jobs.id = a.id AND jobs.state = 2"

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
  * Internals of the SQLite store, shared by its .c files and its tests: the
- * connection struct, the statement table (SQL text exposed so tests can run
- * EXPLAIN QUERY PLAN on it), the per-connection queue-settings cache and the
- * row <-> er_job mapping. Nothing outside src/store/sqlite and tests/store
- * includes this header.
+ * connection struct and statement cache (sqlite.c), the statement table
+ * (sql.c; SQL text exposed so tests can run EXPLAIN QUERY PLAN on it),
+ * transactions and checkpoints (txn.c), the per-connection queue-settings
+ * cache (queue_cache.c), the row <-> er_job mapping (rows.c) and the batch
+ * virtual tables (batch.c). Nothing outside src/store/sqlite and
+ * tests/store includes this header.
  */
 #ifndef ER_STORE_SQLITE_INT_H
 #define ER_STORE_SQLITE_INT_H
@@ -109,6 +111,8 @@ struct er_store {
     size_t nnew;
 };
 
+/* ---- the connection (sqlite.c) ---- */
+
 /* Maps a SQLite result code to an ER_E* code with sqlite's message in *err;
  * the one place SQLite codes are translated. */
 int er_sqlite_error(sqlite3 *db, int rc, const char *what, er_error *err);
@@ -119,10 +123,27 @@ int er_sqlite_prep(er_store *s, int id, sqlite3_stmt **st, er_error *err);
 /* Steps a statement expected to finish without rows; resets it. */
 int er_sqlite_run(er_store *s, sqlite3_stmt *st, er_error *err);
 
+/* The connection handle, for tests (EXPLAIN QUERY PLAN, integrity checks). */
+sqlite3 *er_sqlite_handle(er_store *s);
+
+/* ---- transactions and checkpoints (txn.c) ---- */
+
+/* The store's begin, commit and rollback (store.h's ops). */
+int er_sqlite_begin(er_store *s, er_error *err);
+int er_sqlite_commit(er_store *s, er_error *err);
+void er_sqlite_rollback(er_store *s);
 /* Opens a transaction unless one is open (*own says whether this call did);
  * op_end commits an owned one on rc == 0 and rolls it back otherwise. */
 int er_sqlite_op_begin(er_store *s, bool *own, er_error *err);
 int er_sqlite_op_end(er_store *s, bool own, int rc, er_error *err);
+/* The store's checkpoint op: a PASSIVE checkpoint between transactions once
+ * the log is long. */
+int er_sqlite_checkpoint(er_store *s, er_error *err);
+/* The connection's sqlite3_wal_hook (arg: the er_store), run after each
+ * commit. */
+int er_sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames);
+
+/* ---- the queue-settings cache (queue_cache.c) ---- */
 
 /* The cache entry for `queue`, loaded from the queues table on a miss
  * (defaults when no row). Borrowed until the next call that may load. */
@@ -130,6 +151,8 @@ int er_sqlite_queue_get(er_store *s, const char *queue, er_sqlite_queue **out, e
 /* Ensures a queues row exists for `queue` (so it lists). */
 int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err);
 void er_sqlite_queue_cache_clear(er_store *s);
+
+/* ---- rows (rows.c) ---- */
 
 /* Binds a job's columns (store/job_row.h) to ?1..?ER_JOB_NCOLS of
  * ER_SQ_INSERT_JOB. */
@@ -143,8 +166,11 @@ int er_sqlite_col_text(sqlite3_stmt *st, int i, char **dst, size_t *len);
 /* Reads one job by id into *out (ER_ENOTFOUND when none). */
 int er_sqlite_load_job(er_store *s, const char *id, er_job *out, er_error *err);
 
-/* The connection handle, for tests (EXPLAIN QUERY PLAN, integrity checks). */
-sqlite3 *er_sqlite_handle(er_store *s);
+/* ---- batch helpers (batch.c) ---- */
+
+/* Registers er_token() and the er_acks and er_newjobs virtual tables on s's
+ * connection; returns a SQLite result code. */
+int er_sqlite_batch_register(er_store *s);
 
 /* Operations (jobs.c, admin.c), in store.h's order. */
 int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The route table and dispatch: a request's method and path pick a route
+ * (404 when no path matches, 405 with Allow when only the method differs),
+ * the route's access level is checked (auth.c), and the path parameter is
+ * decoded and validated before the handler runs. It answers only these
+ * routing errors itself; handlers reply through http_reply.c. Event-loop
+ * thread only.
+ */
+#include <event2/http.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/job.h"
+#include "server/http/http_internal.h"
+
+const er_route er_routes[] = {
+    {EVHTTP_REQ_GET, "/healthz", ER_ACCESS_OPEN, er_route_healthz, 0},
+    {EVHTTP_REQ_GET, "/readyz", ER_ACCESS_OPEN, er_route_readyz, 0},
+    {EVHTTP_REQ_GET, "/metrics", ER_ACCESS_READ, er_route_metrics, 0},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/jobs", ER_ACCESS_PRODUCE, er_route_enqueue, 0},
+    {EVHTTP_REQ_GET, "/v1/queues/{queue}/jobs", ER_ACCESS_READ, er_route_list_jobs, 0},
+    {EVHTTP_REQ_POST, "/v1/fetch", ER_ACCESS_WORK, er_route_fetch, 0},
+    {EVHTTP_REQ_POST, "/v1/acks", ER_ACCESS_WORK, er_route_acks, 0},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/heartbeat", ER_ACCESS_WORK, er_route_heartbeat, 0},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/complete", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_COMPLETE},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/fail", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_FAIL},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/release", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_RELEASE},
+    {EVHTTP_REQ_GET, "/v1/jobs/{id}", ER_ACCESS_READ, er_route_get_job, 0},
+    {EVHTTP_REQ_DELETE, "/v1/jobs/{id}", ER_ACCESS_ADMIN, er_route_cancel_job, 0},
+    {EVHTTP_REQ_GET, "/v1/queues", ER_ACCESS_READ, er_route_list_queues, 0},
+    {EVHTTP_REQ_GET, "/v1/queues/{queue}", ER_ACCESS_READ, er_route_get_queue, 0},
+    {EVHTTP_REQ_PUT, "/v1/queues/{queue}", ER_ACCESS_ADMIN, er_route_put_queue, 0},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/pause", ER_ACCESS_ADMIN, er_route_pause_queue, 1},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/resume", ER_ACCESS_ADMIN, er_route_pause_queue, 0},
+    {EVHTTP_REQ_GET, "/v1/dead", ER_ACCESS_READ, er_route_list_dead, 0},
+    {EVHTTP_REQ_POST, "/v1/dead/{id}/redrive", ER_ACCESS_ADMIN, er_route_redrive, 0},
+    {EVHTTP_REQ_DELETE, "/v1/dead/{id}", ER_ACCESS_ADMIN, er_route_delete_dead, 0},
+    /* schedulers, cron, leases, cursors (routes_sched.c) */
+    {EVHTTP_REQ_GET, "/v1/cron/next", ER_ACCESS_READ, er_route_cron_next, 0},
+    {EVHTTP_REQ_GET, "/v1/schedulers", ER_ACCESS_READ, er_route_list_schedulers, 0},
+    {EVHTTP_REQ_PUT, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_put_scheduler, 0},
+    {EVHTTP_REQ_GET, "/v1/schedulers/{key}", ER_ACCESS_READ, er_route_get_scheduler, 0},
+    {EVHTTP_REQ_DELETE, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_delete_scheduler, 0},
+    {EVHTTP_REQ_POST, "/v1/schedulers/{key}/trigger", ER_ACCESS_ADMIN, er_route_trigger_scheduler,
+     0},
+    {EVHTTP_REQ_POST, "/v1/leases", ER_ACCESS_WORK, er_route_lease_acquire, 0},
+    {EVHTTP_REQ_POST, "/v1/leases/renew", ER_ACCESS_WORK, er_route_lease_op, ER_REQ_LEASE_RENEW},
+    {EVHTTP_REQ_POST, "/v1/leases/complete", ER_ACCESS_WORK, er_route_lease_op,
+     ER_REQ_LEASE_COMPLETE},
+    {EVHTTP_REQ_POST, "/v1/leases/release", ER_ACCESS_WORK, er_route_lease_op,
+     ER_REQ_LEASE_RELEASE},
+    {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0},
+    {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0},
+};
+const size_t er_nroutes = sizeof er_routes / sizeof er_routes[0];
+
+static const char *method_name(int m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    default: return "OTHER";
+    }
+}
+
+/* ---- dispatch ---- */
+
+/* Matches path against pattern; "{name}" matches one non-empty segment. */
+static bool route_match(const char *pat, const char *path, const char **pv, size_t *pl,
+                        const char **pname)
+{
+    while (*pat) {
+        if (*pat == '{') {
+            size_t n = strcspn(path, "/");
+            if (n == 0)
+                return false;
+            *pname = pat + 1;
+            *pv = path;
+            *pl = n;
+            path += n;
+            pat = strchr(pat, '}') + 1;
+        } else if (*pat++ != *path++) {
+            return false;
+        }
+    }
+    return *path == '\0';
+}
+
+void er_http_on_request(struct evhttp_request *req, void *arg)
+{
+    er_server *s = arg;
+    s->inflight++;
+    er_hctx *c = er_http_ctx_get(s);
+    if (!c) {
+        s->inflight--;
+        evhttp_send_error(req, 503, NULL);
+        return;
+    }
+    c->req = req;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path || !*path)
+        path = "/";
+    c->query = uri ? evhttp_uri_get_query(uri) : NULL;
+    int method = (int)evhttp_request_get_command(req);
+
+    const char *pv = NULL, *pname = NULL;
+    size_t pl = 0;
+    char allow[64];
+    size_t alen = 0;
+    allow[0] = '\0';
+    const er_route *rt = NULL;
+    for (size_t i = 0; i < er_nroutes; i++) {
+        const char *v = NULL, *nm = NULL;
+        size_t l = 0;
+        if (!route_match(er_routes[i].pattern, path, &v, &l, &nm))
+            continue;
+        if (er_routes[i].method == method) {
+            rt = &er_routes[i];
+            c->route = (int)i;
+            pv = v;
+            pl = l;
+            pname = nm;
+            break;
+        }
+        int w = snprintf(allow + alen, sizeof allow - alen, "%s%s", alen ? ", " : "",
+                         method_name(er_routes[i].method));
+        if (w > 0 && (size_t)w < sizeof allow - alen)
+            alen += (size_t)w;
+    }
+    if (!rt) {
+        if (alen) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+            er_error e;
+            er_error_set(&e, ER_EINVAL, "method", "method %s not allowed; allowed: %s",
+                         method_name(method), allow);
+            er_http_send_error(c, 405, er_error_code_name(ER_EINVAL), e.message, e.field);
+        } else {
+            er_http_fail(c, ER_ENOTFOUND, NULL, "no such endpoint");
+        }
+        return;
+    }
+    c->flags = rt->flags;
+
+    er_error err = {0};
+    if (rt->access != ER_ACCESS_OPEN && s->ntokens > 0) {
+        const char *authz =
+            evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+        if (er_http_authorize(s, authz, rt->access, &err) < 0) {
+            er_http_reply_error(c, &err);
+            return;
+        }
+    }
+    if (pname) {
+        /* {id} is a job id; {queue}, {key} and {name} follow the name rule */
+        char field[16];
+        size_t fl = strcspn(pname, "}");
+        if (fl >= sizeof field)
+            fl = sizeof field - 1;
+        memcpy(field, pname, fl);
+        field[fl] = '\0';
+        bool is_id = strcmp(field, "id") == 0;
+        if (er_http_pct_decode(pv, pl, false, c->param, sizeof c->param) < 0) {
+            er_http_fail(c, ER_EINVAL, field, "malformed or too long %s in the path", field);
+            return;
+        }
+        int rc = is_id ? er_id_validate(c->param, field, &err)
+                       : er_name_validate(c->param, field, &err);
+        if (rc < 0) {
+            er_http_reply_error(c, &err);
+            return;
+        }
+    }
+    rt->fn(c);
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The PostgreSQL store's schema migrations, run at a pool's first open in
+ * one transaction that holds an advisory lock on the schema (servers
+ * starting together migrate one after the other), and the limits row that
+ * errand.enqueue_job validates with, rewritten at every start. The
+ * migrations' text is in pg_sql.c and pg_migration_4.c; this file only
+ * applies them in order and records their versions.
+ */
+#include "store/postgres/pg_int.h"
+#include "util/log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The limits row errand.enqueue_job validates with: this server's, written
+ * at every start inside the migration's transaction. Nodes that disagree
+ * (a rolling change of --payload-max) follow the one that started last;
+ * the starting node logs the values it replaced. */
+static int write_limits(er_store *s, const er_job_limits *lim, er_error *err)
+{
+    er_job_defaults d;
+    er_job_defaults_server(&d);
+    long long pmax = lim && lim->payload_max ? (long long)lim->payload_max
+                                             : (long long)ER_PAYLOAD_MAX_DEFAULT;
+    PGresult *r = NULL;
+    int rc = er_pg_simple(s, "SELECT payload_max FROM limits", "limits", &r, err);
+    if (rc == 0 && PQntuples(r) == 1 && er_pg_i64(r, 0, 0) != pmax)
+        ER_LOG(ER_LOG_WARN, NULL,
+               "limits: payload_max was %lld (written by another errand server), now %lld",
+               (long long)er_pg_i64(r, 0, 0), pmax);
+    PQclear(r);
+    if (rc < 0)
+        return rc;
+    char sql[1536];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO limits (id, payload_max, name_max, id_max, priority_max,"
+             " max_attempts_max, delay_max_ms, timeout_max_ms, bulk_max, field_max, message_max,"
+             " default_max_attempts, default_backoff_type, default_backoff_delay_ms,"
+             " default_backoff_max_ms, default_backoff_jitter, default_timeout_ms,"
+             " default_priority, written_by, written_at) VALUES (true, %lld, %d, %d, %d, %d, %lld,"
+             " %lld, %d, %d, %d, %d, %d, %lld, %lld, %.17g, %lld, %d, 'errand %s', now())"
+             " ON CONFLICT (id) DO UPDATE SET payload_max = excluded.payload_max,"
+             " name_max = excluded.name_max, id_max = excluded.id_max,"
+             " priority_max = excluded.priority_max, max_attempts_max = excluded.max_attempts_max,"
+             " delay_max_ms = excluded.delay_max_ms, timeout_max_ms = excluded.timeout_max_ms,"
+             " bulk_max = excluded.bulk_max, field_max = excluded.field_max,"
+             " message_max = excluded.message_max,"
+             " default_max_attempts = excluded.default_max_attempts,"
+             " default_backoff_type = excluded.default_backoff_type,"
+             " default_backoff_delay_ms = excluded.default_backoff_delay_ms,"
+             " default_backoff_max_ms = excluded.default_backoff_max_ms,"
+             " default_backoff_jitter = excluded.default_backoff_jitter,"
+             " default_timeout_ms = excluded.default_timeout_ms,"
+             " default_priority = excluded.default_priority, written_by = excluded.written_by,"
+             " written_at = excluded.written_at",
+             pmax, ER_NAME_MAX, ER_ID_MAX, ER_PRIORITY_MAX, ER_MAX_ATTEMPTS_MAX,
+             (long long)ER_DELAY_MAX_MS, (long long)ER_TIMEOUT_MAX_MS, ER_BULK_MAX,
+             ER_FIELD_MAX - 1, ER_MESSAGE_MAX - 1, d.max_attempts, (int)d.backoff.type,
+             (long long)d.backoff.delay_ms, (long long)d.backoff.max_delay_ms, d.backoff.jitter,
+             (long long)d.timeout_ms, d.priority, ER_VERSION);
+    return er_pg_simple(s, sql, "limits", NULL, err);
+}
+
+/* Creates or migrates the schema in one transaction that holds an advisory
+ * lock on it, so servers starting together migrate one after the other. */
+int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim, er_error *err)
+{
+    char *ident = PQescapeIdentifier(s->c->pg, schema, strlen(schema));
+    char *lit = PQescapeLiteral(s->c->pg, schema, strlen(schema));
+    if (!ident || !lit) {
+        PQfreemem(ident);
+        PQfreemem(lit);
+        return er_pg_nomem(err);
+    }
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
+             " CREATE SCHEMA IF NOT EXISTS %s; SET LOCAL search_path TO %s;"
+             " CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY,"
+             " applied_at timestamptz NOT NULL DEFAULT now());"
+             " SELECT coalesce(max(version), 0) FROM migrations",
+             lit, ident, ident);
+    PQfreemem(ident);
+    PQfreemem(lit);
+    PGresult *r = NULL;
+    int rc = er_pg_simple(s, sql, "migration", &r, err);
+    int version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
+    PQclear(r);
+    if (rc == 0 && version > er_pg_schema_version)
+        rc = er_error_set(err, ER_EINVAL, "store",
+                          "store schema version %d is newer than this errand supports (%d)",
+                          version, er_pg_schema_version);
+    for (int v = version; rc == 0 && v < er_pg_schema_version; v++) {
+        rc = er_pg_simple(s, er_pg_migrations[v], "migration", NULL, err);
+        if (rc == 0) {
+            snprintf(sql, sizeof sql, "INSERT INTO migrations (version) VALUES (%d)", v + 1);
+            rc = er_pg_simple(s, sql, "migration", NULL, err);
+        }
+    }
+    if (rc == 0)
+        rc = write_limits(s, lim, err);
+    if (rc == 0)
+        rc = er_pg_simple(s, "COMMIT", "migration", NULL, err);
+    if (PQtransactionStatus(s->c->pg) != PQTRANS_IDLE)
+        PQclear(PQexec(s->c->pg, "ROLLBACK"));
+    return rc;
+}

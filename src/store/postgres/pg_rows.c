@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The PostgreSQL store's rows: a job as the JSON object of its row (which
+ * json_populate_record reads), a result row back into an er_job, integer
+ * columns, and loading one job by id. SQL NULL stays NULL (an integer NULL
+ * reads as 0).
+ */
+#include "store/postgres/pg_int.h"
+
+#include <stdlib.h>
+
+int64_t er_pg_i64(const PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col))
+        return 0;
+    return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* ---- rows ---- */
+
+void er_pg_job_json(const er_job *j, er_jsonw *w)
+{
+    er_jsonw_begin_object(w);
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        size_t n;
+        const char *t;
+        er_jsonw_key(w, c->name);
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD:
+            t = er_job_col_text(j, c, &n);
+            er_jsonw_str(w, t);
+            break;
+        case ER_COL_F64:
+            er_jsonw_double(w, er_job_col_f64(j, c));
+            break;
+        default:
+            er_jsonw_int(w, er_job_col_int(j, c));
+            break;
+        }
+    }
+    er_jsonw_end_object(w);
+}
+
+int er_pg_row_job(const PGresult *res, int row, int c0, er_job *j, er_error *err)
+{
+    int bad = 0;
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        int k = c0 + i;
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD:
+            if (er_job_col_set_text(j, c, PQgetisnull(res, row, k) ? NULL : PQgetvalue(res, row, k),
+                                    (size_t)PQgetlength(res, row, k)) < 0)
+                bad = 1;
+            break;
+        case ER_COL_F64:
+            er_job_col_set_f64(j, c, strtod(PQgetvalue(res, row, k), NULL));
+            break;
+        default:
+            er_job_col_set_int(j, c, er_pg_i64(res, row, k));
+            break;
+        }
+    }
+    if (bad)
+        return er_pg_nomem(err);
+    return 0;
+}
+
+int er_pg_load_job(er_store *s, const char *id, bool lock, er_job *out, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_str(&p, id);
+    PGresult *r;
+    int rc = er_pg_exec(s, lock ? ER_PG_GET_JOB_LOCK : ER_PG_GET_JOB, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    if (PQntuples(r) == 0) {
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "job '%s' not found", id);
+    } else {
+        er_job_init(out);
+        rc = er_pg_row_job(r, 0, 0, out, err);
+        if (rc < 0)
+            er_job_fini(out);
+    }
+    PQclear(r);
+    return rc;
+}
