@@ -167,6 +167,14 @@ int er_json_to_text(const json_t *v, size_t max, const char *field, char **out, 
  * value, or ER_EINVAL for bad encoding. */
 int er_query_foreach(const char *query, int (*fn)(void *arg, const char *k, const char *v),
                      void *arg, er_error *err);
+/* The largest `limit` of a list (jobs, dead letters, schedulers). */
+#define ER_HTTP_LIST_LIMIT_MAX 1000
+
+/* A decimal query value lo..hi into *out, or ER_EINVAL naming the key
+ * ("<key> must be lo..hi"). */
+int er_query_int(const char *key, const char *v, int lo, int hi, int *out, er_error *err);
+/* Refuses a query parameter a route does not take: ER_EINVAL naming it. */
+int er_query_unknown(const char *key, er_error *err);
 /* Percent-decodes src[0..n) into dst (cap includes the NUL), '+' as a space
  * when plus_space. Returns the length, or -1 on a bad escape, an embedded
  * NUL or overflow. */

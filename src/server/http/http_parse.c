@@ -8,6 +8,7 @@
  */
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -201,6 +202,22 @@ long er_http_pct_decode(const char *src, size_t n, bool plus_space, char *dst, s
     }
     dst[o] = '\0';
     return (long)o;
+}
+
+int er_query_int(const char *key, const char *v, int lo, int hi, int *out, er_error *err)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || errno || n < lo || n > hi)
+        return er_error_set(err, ER_EINVAL, key, "%s must be %d..%d", key, lo, hi);
+    *out = (int)n;
+    return 0;
+}
+
+int er_query_unknown(const char *key, er_error *err)
+{
+    return er_error_set(err, ER_EINVAL, key, "unknown query parameter %s", key);
 }
 
 int er_query_foreach(const char *query, int (*fn)(void *arg, const char *k, const char *v),

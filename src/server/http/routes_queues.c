@@ -15,7 +15,6 @@
 #include "server/http/job_json.h"
 #include "server/http/queue_json.h"
 
-#define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 50
 #define CURSOR_MAX 512
 
@@ -177,11 +176,7 @@ static int page_param(void *arg, const char *k, const char *v)
 {
     page_query *q = arg;
     if (strcmp(k, "limit") == 0) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (!*v || *end || n < 1 || n > LIST_LIMIT_MAX)
-            return er_error_set(q->err, ER_EINVAL, "limit", "limit must be 1..%d", LIST_LIMIT_MAX);
-        q->limit = (int)n;
+        return er_query_int("limit", v, 1, ER_HTTP_LIST_LIMIT_MAX, &q->limit, q->err);
     } else if (strcmp(k, "cursor") == 0) {
         size_t n = strlen(v);
         if (n > CURSOR_MAX)
@@ -207,9 +202,7 @@ static int page_param(void *arg, const char *k, const char *v)
         snprintf(q->queue, sizeof q->queue, "%s", v);
         q->has_queue = true;
     } else {
-        char f[64];
-        snprintf(f, sizeof f, "%s", k);
-        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter %s", f);
+        return er_query_unknown(k, q->err);
     }
     return 0;
 }

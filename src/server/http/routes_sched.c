@@ -19,7 +19,6 @@
 #include "server/http/sched_json.h"
 #include "util/tz.h"
 
-#define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 100
 #define CRON_COUNT_MAX 1000
 #define CRON_COUNT_DEFAULT 5
@@ -141,16 +140,9 @@ static int cron_param(void *arg, const char *k, const char *v)
             return er_error_set(q->err, ER_EINVAL, "from",
                                 "from must be an RFC 3339 time such as 2026-03-08T00:00:00Z");
     } else if (strcmp(k, "count") == 0) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (!*v || *end || n < 1 || n > CRON_COUNT_MAX)
-            return er_error_set(q->err, ER_EINVAL, "count", "count must be 1..%d",
-                                CRON_COUNT_MAX);
-        q->count = (int)n;
+        return er_query_int("count", v, 1, CRON_COUNT_MAX, &q->count, q->err);
     } else {
-        char f[64];
-        snprintf(f, sizeof f, "%s", k);
-        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter %s", f);
+        return er_query_unknown(k, q->err);
     }
     return 0;
 }
@@ -208,19 +200,13 @@ static int list_param(void *arg, const char *k, const char *v)
 {
     list_query *q = arg;
     if (strcmp(k, "limit") == 0) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (!*v || *end || n < 1 || n > LIST_LIMIT_MAX)
-            return er_error_set(q->err, ER_EINVAL, "limit", "limit must be 1..%d", LIST_LIMIT_MAX);
-        q->limit = (int)n;
+        return er_query_int("limit", v, 1, ER_HTTP_LIST_LIMIT_MAX, &q->limit, q->err);
     } else if (strcmp(k, "cursor") == 0) {
         if (*v && er_name_validate(v, "cursor", q->err) < 0)
             return ER_EINVAL;
         snprintf(q->cursor, sizeof q->cursor, "%s", v);
     } else {
-        char f[64];
-        snprintf(f, sizeof f, "%s", k);
-        return er_error_set(q->err, ER_EINVAL, f, "unknown query parameter %s", f);
+        return er_query_unknown(k, q->err);
     }
     return 0;
 }
