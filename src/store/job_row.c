@@ -4,7 +4,6 @@
  * stores' binds, reads and batch tables use instead of positional code.
  */
 #include "store/job_row.h"
-#include "core/job_spec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,41 +17,6 @@ _Static_assert(sizeof(er_state) == sizeof(int) && sizeof(er_backoff_type) == siz
 const er_job_col er_job_cols[ER_JOB_NCOLS] = {ER_JOB_ROW(ER_ROW_ENTRY_, ER_ROW_ENTRY_)};
 
 #define AT(j, c) ((char *)(j) + (c)->off)
-
-const char *er_job_col_text(const er_job *j, const er_job_col *c, size_t *len)
-{
-    const char *s = *(char *const *)AT(j, c);
-    switch (c->kind) {
-    case ER_COL_PAYLOAD:
-        if (!s) {
-            *len = 4;
-            return "null";
-        }
-        *len = j->payload_len;
-        return s;
-    case ER_COL_TEXT:
-        if (!s)
-            s = "";
-        /* fall through */
-    default:
-        *len = s ? strlen(s) : 0;
-        return s;
-    }
-}
-
-int64_t er_job_col_int(const er_job *j, const er_job_col *c)
-{
-    if (c->kind == ER_COL_FLAGS)
-        return er_job_set_flags(j);
-    if (c->size == sizeof(int64_t))
-        return *(const int64_t *)AT(j, c);
-    return *(const int *)AT(j, c);
-}
-
-double er_job_col_f64(const er_job *j, const er_job_col *c)
-{
-    return *(const double *)AT(j, c);
-}
 
 int er_job_col_set_text(er_job *j, const er_job_col *c, const char *s, size_t n)
 {

@@ -13,8 +13,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/job.h"
+#include "core/job_spec.h"
 
 /* X(column, kind, SQLite type, PostgreSQL type, er_job member); the last
  * column goes through LAST, so lists can be spelled without a trailing
@@ -85,12 +87,39 @@ enum { ER_JOB_NCOLS = 0 ER_JOB_ROW(ER_ROW_COUNT_, ER_ROW_COUNT_) };
 
 extern const er_job_col er_job_cols[ER_JOB_NCOLS];
 
+/* The readers are inline: batch tables call them for every column of
+ * every job. */
+#define ER_JOB_COL_AT(j, c) ((const char *)(j) + (c)->off)
+
 /* A text column's value (borrowed from j) and its length; NULL for SQL
  * NULL. */
-const char *er_job_col_text(const er_job *j, const er_job_col *c, size_t *len);
+static inline const char *er_job_col_text(const er_job *j, const er_job_col *c, size_t *len)
+{
+    const char *s = *(char *const *)ER_JOB_COL_AT(j, c);
+    if (c->kind == ER_COL_PAYLOAD) {
+        *len = s ? j->payload_len : 4;
+        return s ? s : "null";
+    }
+    if (!s && c->kind == ER_COL_TEXT)
+        s = "";
+    *len = s ? strlen(s) : 0;
+    return s;
+}
+
 /* An integer column's value (ER_COL_INT, ER_COL_I64, ER_COL_FLAGS). */
-int64_t er_job_col_int(const er_job *j, const er_job_col *c);
-double er_job_col_f64(const er_job *j, const er_job_col *c);
+static inline int64_t er_job_col_int(const er_job *j, const er_job_col *c)
+{
+    if (c->kind == ER_COL_FLAGS)
+        return er_job_set_flags(j);
+    if (c->size == sizeof(int64_t))
+        return *(const int64_t *)ER_JOB_COL_AT(j, c);
+    return *(const int *)ER_JOB_COL_AT(j, c);
+}
+
+static inline double er_job_col_f64(const er_job *j, const er_job_col *c)
+{
+    return *(const double *)ER_JOB_COL_AT(j, c);
+}
 
 /* Sets a text column from s[0..n) (copied; s NULL: NULL). 0 or ER_ENOMEM. */
 int er_job_col_set_text(er_job *j, const er_job_col *c, const char *s, size_t n);
