@@ -64,7 +64,8 @@ static int validate(const er_failure_spec *sp, er_failure *f, er_error *err)
     }
     int cls = -1;
     for (int i = 0; sp->cls.kind == ER_SPEC_SET && i < 4; i++)
-        if (strlen(class_names[i]) == sp->cls.n && memcmp(class_names[i], sp->cls.s, sp->cls.n) == 0)
+        if (strlen(class_names[i]) == sp->cls.n &&
+            memcmp(class_names[i], sp->cls.s, sp->cls.n) == 0)
             cls = i;
     if (cls < 0)
         return er_error_set(err, ER_EINVAL, "error.class",

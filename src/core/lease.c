@@ -43,8 +43,8 @@ int er_lease_part_validate(const char *s, const char *field, er_error *err)
 int er_lease_ttl_validate(int64_t ttl_ms, er_error *err)
 {
     if (ttl_ms < ER_LEASE_TTL_MIN_MS || ttl_ms > ER_LEASE_TTL_MAX_MS)
-        return er_error_set(err, ER_EINVAL, "ttl_ms", "ttl_ms must be %d..%lld", ER_LEASE_TTL_MIN_MS,
-                            (long long)ER_LEASE_TTL_MAX_MS);
+        return er_error_set(err, ER_EINVAL, "ttl_ms", "ttl_ms must be %d..%lld",
+                            ER_LEASE_TTL_MIN_MS, (long long)ER_LEASE_TTL_MAX_MS);
     return 0;
 }
 

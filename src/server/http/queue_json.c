@@ -71,7 +71,8 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     er_http_spec_int(json_object_get(b, "max_started"), ER_SPEC_NULL, &p->max_started);
     const json_t *d = obj_of(json_object_get(b, "defaults"), defaults, &p->defaults.obj);
     if (d) {
-        er_http_spec_int(json_object_get(d, "max_attempts"), ER_SPEC_NULL, &p->defaults.max_attempts);
+        er_http_spec_int(json_object_get(d, "max_attempts"), ER_SPEC_NULL,
+                         &p->defaults.max_attempts);
         er_http_spec_backoff(json_object_get(d, "backoff"), ER_SPEC_NULL, &p->defaults.backoff);
         er_http_spec_int(json_object_get(d, "timeout_ms"), ER_SPEC_NULL, &p->defaults.timeout_ms);
         er_http_spec_int(json_object_get(d, "priority"), ER_SPEC_NULL, &p->defaults.priority);

@@ -405,7 +405,8 @@ static void finish_heartbeat(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 200, json_pack("{s:o}", "lease_expires_at", er_http_time_json(r->expires_at)));
+    er_http_reply_json(c, 200,
+                       json_pack("{s:o}", "lease_expires_at", er_http_time_json(r->expires_at)));
 }
 
 void er_route_heartbeat(er_hctx *c)
