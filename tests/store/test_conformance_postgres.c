@@ -130,7 +130,7 @@ Test(postgres, store_clock_decides_promotion_leases_and_reaping)
     const char *qs[] = {"q"};
     er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 1,
                          .lease_ms = ER_LEASE_MIN_MS, .now = T0};
-    cr_assert_eq(OPS->fetch(st, &p, &R, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->fetch(st, &p, &l, &err), 0, "%s", err.message);
     cr_assert_eq(l.len, 1);
     int64_t exp = l.items[0].lease_expires_at;
     cr_assert(exp >= real + ER_LEASE_MIN_MS - 5000 && exp <= real + ER_LEASE_MIN_MS + 5000,
@@ -234,7 +234,7 @@ Test(postgres, concurrent_fetches_skip_each_others_locked_jobs)
     cr_assert_eq(fetch1("q", 2, T0, &a), 2);
     const char *qs[] = {"q"};
     er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w2", .max = 10, .now = T0};
-    cr_assert_eq(OPS->fetch(other, &p, &R, &b, &err), 0, "%s", err.message); /* no wait */
+    cr_assert_eq(OPS->fetch(other, &p, &b, &err), 0, "%s", err.message); /* no wait */
     cr_assert_eq(b.len, 2);
     cr_assert_str_eq(b.items[0].id, "j2");
     cr_assert_str_eq(b.items[1].id, "j3");

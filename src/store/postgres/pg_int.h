@@ -210,7 +210,7 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
                   er_error *err);
 int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                        er_error *err);
-int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+int er_pg_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                 er_error *err);
 int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
                     const char *progress, int64_t now, int64_t *expires_at, er_error *err);
@@ -249,7 +249,7 @@ int er_pg_scheduler_due(er_store *s, int64_t now, int limit, er_sched_list *out,
 int er_pg_scheduler_advance(er_store *s, const char *key, int64_t expected_next,
                             int64_t last_tick, int64_t next_run_at, er_error *err);
 int er_pg_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
-                        const char *key, int64_t ttl_ms, int64_t now, er_rand *r, er_lease *out,
+                        const char *key, int64_t ttl_ms, int64_t now, er_lease *out,
                         er_error *err);
 int er_pg_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
                       er_lease *out, er_error *err);
