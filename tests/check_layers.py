@@ -13,6 +13,7 @@
 #      engine  -> util, core, store, engine
 #      server  -> util, core, store, engine, server
 #      client  -> util, client, include/ (liberrand sits on util only)
+#      client_pg -> include/ (liberrand-pg: libpq and the public header)
 #      include -> include/ (the public header shows nothing internal)
 #      cli     -> anything; tests/, bench/ and examples/ are not checked.
 #  - in src/core (pure logic: no I/O, no clock, no environment, no threads),
@@ -32,7 +33,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = {"util", "core", "store", "engine", "server", "client", "cli"}
+LAYERS = {"util", "core", "store", "engine", "server", "client", "client_pg", "cli"}
 MAY_USE = {
     "util": {"util"},
     "core": {"util", "core"},
@@ -40,6 +41,7 @@ MAY_USE = {
     "engine": {"util", "core", "store", "engine"},
     "server": {"util", "core", "store", "engine", "server"},
     "client": {"util", "client", "include"},
+    "client_pg": {"include"},
     "include": {"include"},
     "cli": None,  # anything
 }

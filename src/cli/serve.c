@@ -49,9 +49,9 @@ static const er_setting serve_settings[] = {
      "JSON file of topic -> [{\"queue\", \"name\"}] routes for the outbox relay"},
     {"outbox-poll", ER_SET_DURATION, "500ms", 10, 60000, NULL,
      "how often the relay looks for new rows when no NOTIFY wakes it"},
-    {"outbox-retention", ER_SET_DURATION, "7d", 60000, 3650LL * 86400000, NULL,
+    {"outbox-retention", ER_SET_DURATION, "7d", 1000, 3650LL * 86400000, NULL,
      "published outbox rows older than this are deleted"},
-    {"outbox-processed-retention", ER_SET_DURATION, "30d", 60000, 3650LL * 86400000, NULL,
+    {"outbox-processed-retention", ER_SET_DURATION, "30d", 1000, 3650LL * 86400000, NULL,
      "processed_messages rows older than this are deleted"},
 };
 

@@ -44,16 +44,51 @@ static int topic_line(const char *text, size_t len, const char *topic, size_t *a
     return line;
 }
 
-/* The line of a route's value `v` under topic: the first occurrence of its
- * JSON text after the topic's key; else the topic's line. */
-static int value_line(const char *text, size_t len, const char *topic, json_t *v)
+/* The line where element i of topic's route list starts: the text was
+ * valid JSON (jansson read it), so a scan of brackets and strings finds it;
+ * else the topic's line. */
+static int route_line(const char *text, size_t len, const char *topic, size_t i)
 {
     size_t at = 0;
     int line = topic_line(text, len, topic, &at);
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    int vline = s && line ? line_of(text, len, at, s, NULL) : 0;
-    free(s);
-    return vline ? vline : line;
+    if (!line)
+        return 0;
+    size_t p = at + 1;
+    bool in_str = false;
+    while (p < len && (in_str || text[p] != '"')) /* the key's closing quote */
+        p += text[p] == '\\' ? 2 : 1;
+    while (p < len && text[p] != '[' && text[p] != '{')
+        p++;
+    if (p >= len || text[p] != '[')
+        return line;
+    int depth = 0;
+    size_t n = 0;
+    for (p++; p < len; p++) {
+        char ch = text[p];
+        if (in_str) {
+            if (ch == '\\')
+                p++;
+            else if (ch == '"')
+                in_str = false;
+            continue;
+        }
+        if (depth == 0 && n == i && ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
+            int l = 1;
+            for (size_t k = 0; k < p; k++)
+                l += text[k] == '\n';
+            return l;
+        }
+        if (ch == '"')
+            in_str = true;
+        else if (ch == '[' || ch == '{')
+            depth++;
+        else if (ch == ']' || ch == '}') {
+            if (depth-- == 0)
+                break;
+        } else if (ch == ',' && depth == 0)
+            n++;
+    }
+    return line;
 }
 
 static int fail_at(er_error *err, int line, const char *fmt, ...)
@@ -93,13 +128,13 @@ static int read_route(const char *text, size_t len, const char *topic, size_t i,
     char where[300];
     snprintf(where, sizeof where, "route %zu of topic \"%.200s\"", i + 1, topic);
     if (!json_is_object(r))
-        return fail_at(err, value_line(text, len, topic, r), "%s must be an object {\"queue\", "
+        return fail_at(err, route_line(text, len, topic, i), "%s must be an object {\"queue\", "
                        "\"name\"}", where);
     const char *key;
     json_t *v;
     json_object_foreach(r, key, v) {
         if (strcmp(key, "queue") != 0 && strcmp(key, "name") != 0)
-            return fail_at(err, value_line(text, len, topic, r), "%s: unknown member \"%.100s\"",
+            return fail_at(err, route_line(text, len, topic, i), "%s: unknown member \"%.100s\"",
                            where, key);
     }
     const char *field[2] = {"queue", "name"};
@@ -110,7 +145,7 @@ static int read_route(const char *text, size_t len, const char *topic, size_t i,
         if (!s || !er_name_ok(s, strlen(s))) {
             char what[400];
             snprintf(what, sizeof what, "%s: %s", where, field[k]);
-            return fail_at(err, value_line(text, len, topic, f ? f : r),
+            return fail_at(err, route_line(text, len, topic, i),
                            "%s must be 1..128 bytes of [A-Za-z0-9_.:-]", what);
         }
         *dst[k] = strdup(s);
@@ -142,7 +177,7 @@ static int read_topic(const char *text, size_t len, const char *topic, json_t *l
         for (size_t j = 0; j < i; j++)
             if (strcmp(t->routes[j].queue, t->routes[i].queue) == 0 &&
                 strcmp(t->routes[j].name, t->routes[i].name) == 0)
-                return fail_at(err, value_line(text, len, topic, json_array_get(list, i)),
+                return fail_at(err, route_line(text, len, topic, i),
                                "topic \"%.200s\" lists the route to queue \"%s\" twice", topic,
                                t->routes[i].queue);
     }

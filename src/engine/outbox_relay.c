@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define HOUSEKEEPING_MS 60000 /* retention of published rows and processed messages */
+#define HOUSEKEEPING_MS 60000 /* at most; a retention under 4 min runs it more often */
 #define COUNTS_MS 5000        /* backlog, unroutable and set-aside counts */
 #define WARN_MS 60000         /* one unroutable-rows warning a minute at most */
 #define CLEANUP_BATCH 1000
@@ -348,7 +348,10 @@ static void refresh_counts(er_outbox *o, int64_t mono)
 
 static void housekeeping(er_outbox *o, int64_t mono)
 {
-    o->next_housekeeping = mono + HOUSEKEEPING_MS;
+    int64_t every = o->cfg.retention_ms / 4;
+    every = every < o->cfg.processed_retention_ms / 4 ? every : o->cfg.processed_retention_ms / 4;
+    o->next_housekeeping = mono + (every < HOUSEKEEPING_MS ? (every > 250 ? every : 250)
+                                                           : HOUSEKEEPING_MS);
     char age[32], page[32], batch[16];
     snprintf(age, sizeof age, "%lld", (long long)o->cfg.retention_ms);
     snprintf(page, sizeof page, "%lld", (long long)o->cfg.processed_retention_ms);
