@@ -56,7 +56,9 @@ static void set_error(er_outbox *o, bool connected, const char *msg)
 {
     pthread_mutex_lock(&o->mu);
     o->stats.connected = connected;
-    snprintf(o->stats.last_error, sizeof o->stats.last_error, "%s", msg ? msg : "");
+    size_t n = msg ? strnlen(msg, sizeof o->stats.last_error - 1) : 0;
+    memcpy(o->stats.last_error, msg ? msg : "", n);
+    o->stats.last_error[n] = '\0';
     pthread_mutex_unlock(&o->mu);
 }
 

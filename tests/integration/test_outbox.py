@@ -12,6 +12,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -259,6 +260,19 @@ class RelayTest(unittest.TestCase):
         wait_until(lambda: self.db.sql("SELECT attempts FROM outbox_events"
                                        " WHERE payload ? 's'")[0][0] == "2",
                    timeout=10, what="a second try after the backoff")
+
+    def test_shutdown_mid_drain_marks_only_rows_whose_jobs_are_committed(self):
+        insert_events(self.db, 20000, topic="user.signed_up")
+        s = self.start()
+        wait_until(lambda: unpublished(self.db) < 19000, timeout=30, what="the drain under way")
+        s.signal(signal.SIGTERM)
+        self.assertEqual(s.wait(20), 0, s.log_text())
+        published = {r[0] for r in self.db.sql("SELECT id FROM outbox_events"
+                                                " WHERE published_at IS NOT NULL")}
+        self.assertGreater(len(published), 0)
+        jobs = {r[0].split(":")[1] for r in s.query("SELECT id FROM jobs")}
+        self.assertEqual(published - jobs, set(), "a row marked without its job")
+        self.assertEqual(jobs - published, set(), "the batch in flight was not finished")
 
     def test_published_rows_are_deleted_past_the_retention(self):
         s = self.start(args=["--outbox-retention", "1s"])
