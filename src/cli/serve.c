@@ -230,6 +230,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
     if (outbox_db) {
         er_outbox_config ocfg = {
             .db_url = outbox_db,
+            .store_url = strncmp(ecfg.store_url, "postgres", 8) == 0 ? ecfg.store_url : NULL,
             .poll_ms = er_settings_get(&st, "outbox-poll")->num,
             .retention_ms = er_settings_get(&st, "outbox-retention")->num,
             .processed_retention_ms = er_settings_get(&st, "outbox-processed-retention")->num,

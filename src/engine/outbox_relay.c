@@ -7,7 +7,9 @@
 #include "engine/outbox_relay.h"
 #include "engine/outbox_schema.h"
 #include "store/postgres/pg_int.h"
+#include "util/buf.h"
 #include "util/clock.h"
+#include "util/jsonw.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -39,6 +41,9 @@ struct er_outbox {
     atomic_bool stop;
     int wake[2];
     PGconn *conn;
+    char *store_url;       /* errand's store when it is PostgreSQL, else NULL */
+    char enqueue_sql[160]; /* set while the outbox shares errand's database: one job */
+    char bulk_sql[160];    /* and a queue's jobs */
     er_rand rand;
     int64_t next_housekeeping, next_counts, next_warn;
 
@@ -155,14 +160,25 @@ static int enqueue(er_outbox *o, er_job *jobs, size_t n, er_error *err)
     return rc;
 }
 
-typedef struct row_failure {
+/* One claimed row: its jobs are jobs[first .. first + njobs). */
+typedef struct claimed {
     const char *id;
-    char message[ER_MESSAGE_MAX + 160];
+    size_t first, njobs;
     int attempts;
+    bool failed;
     er_outbox_failure why;
-} row_failure;
+    char message[ER_MESSAGE_MAX + 160];
+} claimed;
 
-static void mark_failure(er_outbox *o, const row_failure *f)
+static void fail_row(claimed *c, er_outbox_failure why, const char *field, const char *msg)
+{
+    c->failed = true;
+    c->why = why;
+    snprintf(c->message, sizeof c->message, "%s%s%s", field && *field ? field : "",
+             field && *field ? ": " : "", msg);
+}
+
+static void mark_failure(er_outbox *o, const claimed *f)
 {
     bool aside = f->why == ER_OUTBOX_SET_ASIDE || f->attempts + 1 >= ER_OUTBOX_MAX_ATTEMPTS;
     char delay[32];
@@ -175,6 +191,99 @@ static void mark_failure(er_outbox *o, const row_failure *f)
            4, p);
     ER_LOG(ER_LOG_WARN, NULL, "outbox relay: event %s %s: %s", f->id,
            aside ? "set aside" : "will be retried", f->message);
+}
+
+/* A job as errand.enqueue_job reads it: the request body of the HTTP API. */
+static void job_body(const er_job *j, er_buf *b)
+{
+    er_buf_adds(b, "{\"name\":");
+    er_json_str(b, j->name);
+    er_buf_adds(b, ",\"id\":");
+    er_json_str(b, j->id);
+    er_buf_adds(b, ",\"idempotency_key\":");
+    er_json_str(b, j->idempotency_key);
+    if (j->trace_id) {
+        er_buf_adds(b, ",\"trace_id\":");
+        er_json_str(b, j->trace_id);
+    }
+    er_buf_adds(b, ",\"payload\":");
+    er_buf_add(b, j->payload, j->payload_len);
+    er_buf_adds(b, "}");
+}
+
+/* One statement's outcome under a savepoint: true when it succeeded; else
+ * rolled back to the savepoint, with the error's first line in msg. */
+static bool under_savepoint(er_outbox *o, const char *sql, int np, const char *const *p,
+                            char *msg, size_t size)
+{
+    PGresult *r = PQexecParams(o->conn, sql, np, NULL, p, NULL, NULL, 0);
+    int st = PQresultStatus(r);
+    bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
+    if (!ok)
+        first_line(PQresultErrorMessage(r), msg, size);
+    PQclear(r);
+    if (!ok)
+        run_ok(o, "ROLLBACK TO SAVEPOINT enqueue", 0, NULL);
+    return ok;
+}
+
+/* One-transaction mode: the jobs go in with errand's own SQL function in
+ * the claim's transaction. All rows at once; when that is refused, row by
+ * row, so one refused row fails alone. 0, or -1 (the connection broke). */
+static int enqueue_sql(er_outbox *o, er_job *jobs, claimed *rows, int n)
+{
+    er_buf b;
+    er_buf_init(&b, (size_t)64 << 20);
+    char msg[ER_MESSAGE_MAX];
+    if (!run_ok(o, "SAVEPOINT enqueue", 0, NULL))
+        return -1;
+    /* one enqueue_bulk call per queue of the batch */
+    size_t njobs = n > 0 ? rows[n - 1].first + rows[n - 1].njobs : 0;
+    bool *sent = calloc(njobs + 1, 1);
+    bool all = sent != NULL;
+    for (size_t j = 0; all && j < njobs; j++) {
+        if (sent[j])
+            continue;
+        er_buf_reset(&b);
+        er_buf_adds(&b, "[");
+        for (size_t k = j; k < njobs; k++) {
+            if (sent[k] || strcmp(jobs[k].queue, jobs[j].queue) != 0)
+                continue;
+            if (k != j)
+                er_buf_adds(&b, ",");
+            job_body(&jobs[k], &b);
+            sent[k] = true;
+        }
+        er_buf_adds(&b, "]");
+        const char *p[] = {jobs[j].queue, er_buf_str(&b)};
+        all = !b.err && under_savepoint(o, o->bulk_sql, 2, p, msg, sizeof msg);
+    }
+    free(sent);
+    if (!all) {
+        if (PQstatus(o->conn) != CONNECTION_OK)
+            return er_buf_fini(&b), -1;
+        /* again, row by row: a refused row fails, the others go in */
+        for (int i = 0; i < n; i++) {
+            if (rows[i].failed)
+                continue;
+            if (!run_ok(o, "SAVEPOINT enqueue", 0, NULL))
+                return er_buf_fini(&b), -1;
+            for (size_t k = 0; k < rows[i].njobs; k++) {
+                const er_job *j = &jobs[rows[i].first + k];
+                er_buf_reset(&b);
+                job_body(j, &b);
+                const char *p[] = {j->queue, er_buf_str(&b)};
+                if (b.err || !under_savepoint(o, o->enqueue_sql, 2, p, msg, sizeof msg)) {
+                    fail_row(&rows[i], ER_OUTBOX_RETRY, "", b.err ? "out of memory" : msg);
+                    break;
+                }
+            }
+            if (PQstatus(o->conn) != CONNECTION_OK)
+                return er_buf_fini(&b), -1;
+        }
+    }
+    er_buf_fini(&b);
+    return 0;
 }
 
 /* One claim-enqueue-mark transaction. Returns the rows claimed, or -1
@@ -200,12 +309,10 @@ static int relay_batch(er_outbox *o)
     }
     int n = PQntuples(r);
     er_job *jobs = calloc((size_t)n * o->max_routes + 1, sizeof *jobs);
-    size_t *first = calloc((size_t)n + 1, sizeof *first); /* row i's jobs start here */
-    row_failure *fails = calloc((size_t)n + 1, sizeof *fails);
-    er_pg_array ok = {0};
-    size_t njobs = 0, nfails = 0, nok = 0;
+    claimed *rows = calloc((size_t)n + 1, sizeof *rows);
+    size_t njobs = 0;
     int64_t oldest = 0, now = er_now_ms();
-    bool oom = !jobs || !first || !fails;
+    bool oom = !jobs || !rows;
     for (int i = 0; i < n && !oom; i++) {
         er_outbox_event ev = {
             .id = PQgetvalue(r, i, 0),
@@ -217,57 +324,64 @@ static int relay_batch(er_outbox *o)
         };
         int64_t age = atoll(PQgetvalue(r, i, 7));
         oldest = age > oldest ? age : oldest;
+        rows[i].id = ev.id;
+        rows[i].attempts = atoi(PQgetvalue(r, i, 6));
+        rows[i].first = njobs;
         const er_outbox_topic *t = er_outbox_routes_find(&o->cfg.routes, ev.topic);
-        first[i] = njobs;
-        if (!t)
-            continue; /* the claim names routed topics only */
-        int rc = 0;
-        er_error err = {0};
-        er_outbox_failure why = ER_OUTBOX_RETRY;
-        for (size_t k = 0; rc == 0 && k < t->nroutes; k++) {
-            rc = er_outbox_job(&ev, &t->routes[k], &o->cfg.limits, now, &o->rand, &jobs[njobs],
-                               &why, &err);
-            if (rc == 0)
-                njobs++;
-        }
-        if (rc < 0) {
-            while (njobs > first[i])
-                er_job_fini(&jobs[--njobs]);
-            if (rc == ER_ENOMEM) {
+        for (size_t k = 0; t && k < t->nroutes; k++) {
+            er_error err = {0};
+            er_outbox_failure why = ER_OUTBOX_RETRY;
+            int rc = er_outbox_job(&ev, &t->routes[k], &o->cfg.limits, now, &o->rand,
+                                   &jobs[njobs], &why, &err);
+            if (rc == ER_ENOMEM)
                 oom = true;
+            if (rc < 0) {
+                while (njobs > rows[i].first)
+                    er_job_fini(&jobs[--njobs]);
+                fail_row(&rows[i], why, err.field, err.message);
                 break;
             }
-            row_failure *f = &fails[nfails++];
-            f->id = ev.id;
-            f->attempts = atoi(PQgetvalue(r, i, 6));
-            f->why = why;
-            snprintf(f->message, sizeof f->message, "%s%s%s", err.field[0] ? err.field : "",
-                     err.field[0] ? ": " : "", err.message);
-            continue;
+            njobs++;
         }
-        er_pg_array_str(&ok, ev.id);
-        nok++;
+        rows[i].njobs = rows[i].failed ? 0 : njobs - rows[i].first;
     }
-    const char *ids = er_pg_array_done(&ok);
-    int rc = oom || !ids ? ER_ENOMEM : 0;
+    int rc = oom ? ER_ENOMEM : 0;
     er_error err = {0};
-    if (rc == 0 && njobs > 0) {
-        rc = enqueue(o, jobs, njobs, &err);
-        jobs = NULL; /* taken */
-    }
     uint64_t created = 0;
-    if (rc == 0) {
+    if (rc == 0 && njobs > 0 && o->enqueue_sql[0]) {
+        rc = enqueue_sql(o, jobs, rows, n) < 0 ? ER_EUNAVAIL : 0;
+        for (int i = 0; rc == 0 && i < n; i++)
+            created += rows[i].failed ? 0 : rows[i].njobs;
+    } else if (rc == 0 && njobs > 0) {
+        er_job *taken = jobs;
+        jobs = NULL;
+        rc = enqueue(o, taken, njobs, &err);
         pthread_mutex_lock(&o->mu);
-        for (size_t i = 0; i < njobs; i++)
+        for (size_t i = 0; rc == 0 && i < njobs; i++)
             created += !o->answer_dup[i];
         pthread_mutex_unlock(&o->mu);
-        const char *mp[] = {ids};
-        if (nok > 0 && !run_ok(o, "UPDATE outbox_events SET published_at = now()"
-                                  " WHERE id = ANY($1::uuid[])", 1, mp))
-            rc = ER_EUNAVAIL;
     }
-    for (size_t i = 0; rc == 0 && i < nfails; i++)
-        mark_failure(o, &fails[i]);
+    er_pg_array ok = {0};
+    size_t nok = 0, nfails = 0;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].failed) {
+            nfails++;
+        } else {
+            er_pg_array_str(&ok, rows[i].id);
+            nok++;
+        }
+    }
+    const char *ids = er_pg_array_done(&ok);
+    if (rc == 0 && !ids)
+        rc = ER_ENOMEM;
+    const char *mp[] = {ids};
+    if (rc == 0 && nok > 0 &&
+        !run_ok(o, "UPDATE outbox_events SET published_at = now() WHERE id = ANY($1::uuid[])",
+                1, mp))
+        rc = ER_EUNAVAIL;
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (rows[i].failed)
+            mark_failure(o, &rows[i]);
     bool committed = rc == 0 && run_ok(o, "COMMIT", 0, NULL);
     if (!committed) {
         if (rc < 0 && rc != ER_EUNAVAIL) {
@@ -286,8 +400,7 @@ static int relay_batch(er_outbox *o)
         free(jobs);
     }
     PQclear(r);
-    free(first);
-    free(fails);
+    free(rows);
     er_pg_array_fini(&ok);
     if (!committed)
         return -1;
@@ -385,6 +498,56 @@ static void housekeeping(er_outbox *o, int64_t mono)
     }
 }
 
+/* Whether the outbox database is errand's store's own (same cluster, same
+ * database): a probe session with a random application_name on the store's
+ * URL is looked for from the relay's session. Then the relay enqueues with
+ * the store's SQL functions in its claim transaction, when it may call
+ * them. */
+static void detect_same_db(er_outbox *o)
+{
+    o->enqueue_sql[0] = o->bulk_sql[0] = '\0';
+    if (!o->store_url)
+        return;
+    char *conninfo = NULL, schema[ER_PG_SCHEMA_MAX + 1];
+    er_error err = {0};
+    if (er_pg_url_parts(o->store_url, &conninfo, schema, &err) < 0)
+        return;
+    char tok[33], app[64];
+    er_secure_token(tok);
+    snprintf(app, sizeof app, "errand-probe-%s", tok);
+    PGconn *probe = er_outbox_connect(conninfo, app, &err);
+    free(conninfo);
+    if (!probe)
+        return;
+    char *ident = PQescapeIdentifier(o->conn, schema, strlen(schema));
+    char fn[160];
+    snprintf(fn, sizeof fn, "%s.enqueue_bulk(text,jsonb)", ident ? ident : "");
+    const char *p[] = {app, fn};
+    PGresult *r = run(o,
+                      "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1"
+                      " AND datname = current_database()),"
+                      " coalesce(has_function_privilege(to_regprocedure($2), 'EXECUTE'), false)",
+                      2, p);
+    bool same = r && PQgetvalue(r, 0, 0)[0] == 't', may = r && PQgetvalue(r, 0, 1)[0] == 't';
+    PQclear(r);
+    PQfinish(probe);
+    if (same && may && ident) {
+        snprintf(o->enqueue_sql, sizeof o->enqueue_sql, "SELECT %s.enqueue_job($1, $2::jsonb)",
+                 ident);
+        snprintf(o->bulk_sql, sizeof o->bulk_sql,
+                 "SELECT count(*) FROM %s.enqueue_bulk($1, $2::jsonb)", ident);
+        ER_LOG(ER_LOG_INFO, NULL, "outbox relay: the outbox is in errand's own database: claim, "
+                                  "enqueue and mark in one transaction");
+    } else if (same) {
+        ER_LOG(ER_LOG_WARN, NULL, "outbox relay: the outbox is in errand's own database, but its "
+                                  "user may not call %s; relaying in two transactions", fn);
+    }
+    PQfreemem(ident);
+    pthread_mutex_lock(&o->mu);
+    o->stats.one_transaction = o->enqueue_sql[0] != '\0';
+    pthread_mutex_unlock(&o->mu);
+}
+
 /* Connects and checks the schema; false (and the error kept) when not. */
 static bool connect_db(er_outbox *o)
 {
@@ -400,6 +563,7 @@ static bool connect_db(er_outbox *o)
         v = -1;
     }
     if (v >= 0 && run_ok(o, "LISTEN errand_outbox", 0, NULL)) {
+        detect_same_db(o);
         set_error(o, true, NULL);
         ER_LOG(ER_LOG_INFO, NULL, "outbox relay: connected");
         return true;
@@ -489,9 +653,10 @@ int er_outbox_start(er_engine *e, er_outbox_config *cfg, er_outbox **out, er_err
         if (o->cfg.routes.topics[i].nroutes > o->max_routes)
             o->max_routes = o->cfg.routes.topics[i].nroutes;
     o->url = strdup(cfg->db_url);
+    o->store_url = cfg->store_url ? strdup(cfg->store_url) : NULL;
     o->topics = topics_literal(&o->cfg.routes);
     o->answer_dup = calloc((size_t)ER_OUTBOX_BATCH * (o->max_routes ? o->max_routes : 1) + 1, 1);
-    if (!o->url || !o->topics || !o->answer_dup || pipe2(o->wake, O_NONBLOCK | O_CLOEXEC) < 0 ||
+    if (!o->url || (cfg->store_url && !o->store_url) || !o->topics || !o->answer_dup || pipe2(o->wake, O_NONBLOCK | O_CLOEXEC) < 0 ||
         pthread_create(&o->thread, NULL, relay_main, o) != 0) {
         er_outbox_free(o);
         return er_error_set(err, ER_ENOMEM, "", "cannot start the outbox relay");
@@ -531,6 +696,7 @@ void er_outbox_free(er_outbox *o)
     free(o->answer_dup);
     free(o->topics);
     free(o->url);
+    free(o->store_url);
     free(o);
 }
 

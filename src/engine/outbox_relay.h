@@ -23,6 +23,7 @@
 
 typedef struct er_outbox_config {
     const char *db_url;             /* copied */
+    const char *store_url;          /* errand's store when PostgreSQL (copied), else NULL */
     er_outbox_routes routes;        /* taken (zeroed in the caller's config) */
     int64_t poll_ms;                /* wait between empty batches (a NOTIFY ends it early) */
     int64_t retention_ms;           /* published rows older than this are deleted */
@@ -49,6 +50,7 @@ void er_outbox_free(er_outbox *o);
 
 typedef struct er_outbox_stats {
     bool connected;
+    bool one_transaction;            /* the outbox shares errand's PostgreSQL database */
     char last_error[256];            /* "" when none */
     uint64_t events_published;       /* rows marked published by this node */
     uint64_t jobs_enqueued;          /* jobs created for them (duplicates not counted) */

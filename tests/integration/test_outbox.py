@@ -285,6 +285,63 @@ class RelayTest(unittest.TestCase):
 
 
 @unittest.skipUnless(PG_URL, "ERRAND_TEST_PG_URL is not set")
+class SameDatabaseTest(unittest.TestCase):
+    """The outbox in errand's own PostgreSQL database: claim, enqueue (with
+    errand's SQL functions) and mark are one transaction."""
+
+    def setUp(self):
+        self.db = AppDb("same")
+        self.store = with_params(self.db.url, schema="errand")
+        self.s = relay_server(self.db, store=self.store).start()
+        wait_until(lambda: self.s.get("/readyz")[1].get("outbox", {}).get("transactions") == 1,
+                   timeout=15, what="one-transaction mode")
+
+    def tearDown(self):
+        self.s.cleanup()
+        self.db.drop()
+
+    def test_events_become_jobs_in_the_claims_transaction(self):
+        insert_events(self.db, 300)
+        wait_until(lambda: unpublished(self.db) == 0, timeout=15, what="relayed")
+        self.assertEqual(len(jobs_of(self.s, "payments")), 300)
+        self.assertEqual(len(jobs_of(self.s, "emails")), 300)
+        j = jobs_of(self.s, "payments")[0]
+        self.assertTrue(j["id"].startswith("outbox:"), j)
+        self.assertEqual(j["idempotency_key"], j["payload"]["event_id"])
+        self.assertEqual(metric(self.s, "errand_outbox_events_published_total"), 300)
+
+    def test_a_mark_that_fails_takes_the_jobs_with_it(self):
+        # in two transactions the jobs would exist; here they never commit
+        self.db.sql("""
+            CREATE FUNCTION no_mark() RETURNS trigger LANGUAGE plpgsql AS
+              $$BEGIN RAISE EXCEPTION 'marking refused by the test'; END$$;
+            CREATE TRIGGER no_mark BEFORE UPDATE ON outbox_events
+              FOR EACH ROW EXECUTE FUNCTION no_mark();""")
+        insert_events(self.db, 5)
+        wait_until(lambda: "marking refused" in (self.s.get("/readyz")[1]["outbox"]["error"]
+                                                 or ""), timeout=15, what="the refusal shown")
+        self.assertEqual(jobs_of(self.s, "payments"), [])
+        self.db.sql("DROP TRIGGER no_mark ON outbox_events")
+        wait_until(lambda: unpublished(self.db) == 0, timeout=15, what="relayed after the fix")
+        self.assertEqual(len(jobs_of(self.s, "payments")), 5)
+
+    def test_a_row_errands_sql_refuses_fails_alone(self):
+        # errand's SQL functions read their limits from the schema: make them
+        # stricter than the relay's own check, so only SQL refuses the big row
+        self.db.sql("UPDATE errand.limits SET payload_max = 2000")
+        self.db.sql("INSERT INTO outbox_events (topic, payload, created_at) VALUES"
+                    " ('user.signed_up', '{\"small\": 1}', now() - interval '2 s'),"
+                    " ('user.signed_up', jsonb_build_object('big', repeat('x', 3000)),"
+                    "  now() - interval '1 s'),"
+                    " ('user.signed_up', '{\"small\": 2}', now())")
+        wait_until(lambda: len(jobs_of(self.s, "emails")) == 2, timeout=15, what="the small rows")
+        row = self.db.sql("SELECT attempts, published_at IS NULL, last_error FROM outbox_events"
+                          " WHERE payload ? 'big'")[0]
+        self.assertEqual(row[:2], ["1", "t"], row)
+        self.assertIn("payload", row[2])
+
+
+@unittest.skipUnless(PG_URL, "ERRAND_TEST_PG_URL is not set")
 class DrainTest(unittest.TestCase):
     """10,000 events drain on each errand store; the lag falls to zero."""
 

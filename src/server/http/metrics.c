@@ -29,6 +29,8 @@ static void outbox_status(er_outbox *o, er_jsonw *w)
     er_jsonw_str(w, st.connected ? "connected" : "unreachable");
     er_jsonw_key(w, "error");
     er_jsonw_str(w, st.last_error[0] ? st.last_error : NULL);
+    er_jsonw_key(w, "transactions");
+    er_jsonw_int(w, st.one_transaction ? 1 : 2);
     er_jsonw_key(w, "lag_ms");
     er_jsonw_int(w, st.lag_ms);
     er_jsonw_end_object(w);

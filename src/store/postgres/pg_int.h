@@ -261,6 +261,11 @@ int er_pg_cursor_get(er_store *s, const char *name, char **value, int64_t *updat
                      er_error *err);
 int er_pg_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
                      const char *value, int64_t now, char **current, er_error *err);
+/* A store URL's libpq part (*conninfo, malloc'd: the URL without errand's
+ * options) and its schema (default "errand"); ER_EINVAL for a bad option. */
+#define ER_PG_SCHEMA_MAX 57
+int er_pg_url_parts(const char *url, char **conninfo, char schema[ER_PG_SCHEMA_MAX + 1],
+                    er_error *err);
 /* Wake-up listeners (pg_listen.c), store.h's listener ops. */
 int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err);
 int er_pg_listener_fd(const er_store_listener *l);
