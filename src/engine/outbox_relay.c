@@ -461,41 +461,35 @@ static void refresh_counts(er_outbox *o, int64_t mono)
     }
 }
 
+/* Runs a DELETE of rows older than age_ms, CLEANUP_BATCH at a time (each
+ * its own transaction), until one comes back short. */
+static void delete_older(er_outbox *o, const char *sql, int64_t age_ms)
+{
+    char age[32], batch[16];
+    snprintf(age, sizeof age, "%lld", (long long)age_ms);
+    snprintf(batch, sizeof batch, "%d", CLEANUP_BATCH);
+    for (int i = 0; i < 100 && !atomic_load(&o->stop); i++) {
+        const char *p[] = {age, batch};
+        PGresult *r = run(o, sql, 2, p);
+        int n = r ? atoi(PQcmdTuples(r)) : 0;
+        PQclear(r);
+        if (n < CLEANUP_BATCH)
+            break;
+    }
+}
+
 static void housekeeping(er_outbox *o, int64_t mono)
 {
     int64_t every = o->cfg.retention_ms / 4;
     every = every < o->cfg.processed_retention_ms / 4 ? every : o->cfg.processed_retention_ms / 4;
     o->next_housekeeping = mono + (every < HOUSEKEEPING_MS ? (every > 250 ? every : 250)
                                                            : HOUSEKEEPING_MS);
-    char age[32], page[32], batch[16];
-    snprintf(age, sizeof age, "%lld", (long long)o->cfg.retention_ms);
-    snprintf(page, sizeof page, "%lld", (long long)o->cfg.processed_retention_ms);
-    snprintf(batch, sizeof batch, "%d", CLEANUP_BATCH);
-    /* small batches, each its own transaction, until one comes back short */
-    for (int i = 0; i < 100 && !atomic_load(&o->stop); i++) {
-        const char *p[] = {age, batch};
-        PGresult *r = run(o,
-                          "DELETE FROM outbox_events WHERE id IN (SELECT id FROM outbox_events"
-                          " WHERE published_at < now() - $1::bigint * interval '1 millisecond'"
-                          " LIMIT $2::int)",
-                          2, p);
-        int n = r ? atoi(PQcmdTuples(r)) : 0;
-        PQclear(r);
-        if (n < CLEANUP_BATCH)
-            break;
-    }
-    for (int i = 0; i < 100 && !atomic_load(&o->stop); i++) {
-        const char *p[] = {page, batch};
-        PGresult *r = run(o,
-                          "DELETE FROM processed_messages WHERE ctid IN (SELECT ctid FROM"
-                          " processed_messages WHERE processed_at < now() - $1::bigint"
-                          " * interval '1 millisecond' LIMIT $2::int)",
-                          2, p);
-        int n = r ? atoi(PQcmdTuples(r)) : 0;
-        PQclear(r);
-        if (n < CLEANUP_BATCH)
-            break;
-    }
+    delete_older(o, "DELETE FROM outbox_events WHERE id IN (SELECT id FROM outbox_events"
+                    " WHERE published_at < now() - $1::bigint * interval '1 millisecond'"
+                    " LIMIT $2::int)", o->cfg.retention_ms);
+    delete_older(o, "DELETE FROM processed_messages WHERE ctid IN (SELECT ctid FROM"
+                    " processed_messages WHERE processed_at < now() - $1::bigint"
+                    " * interval '1 millisecond' LIMIT $2::int)", o->cfg.processed_retention_ms);
 }
 
 /* Whether the outbox database is errand's store's own (same cluster, same

@@ -18,20 +18,9 @@
 #include "engine/outbox_schema.h"
 #include "errand/errand_pg.h"
 
-static char g_schema[64];
+#include "pg_test_url.h"
 
-static const char *base_url(void)
-{
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u) {
-        const char *skip = getenv("ERRAND_TEST_PG_SKIP");
-        if (skip && strcmp(skip, "1") == 0)
-            cr_skip_test("ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1");
-        cr_assert_fail("ERRAND_TEST_PG_URL is not set (scripts/pg start; "
-                       "export ERRAND_TEST_PG_URL=$(scripts/pg url))");
-    }
-    return u;
-}
+static char g_schema[64];
 
 static void ok(PGconn *c, const char *sql)
 {
@@ -85,14 +74,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    PGconn *c = PQconnectdb(getenv("ERRAND_TEST_PG_URL"));
-    char q[128];
-    snprintf(q, sizeof q, "DROP SCHEMA IF EXISTS %s CASCADE", g_schema);
-    if (PQstatus(c) == CONNECTION_OK) {
-        PQclear(PQexec(c, "SET client_min_messages = warning"));
-        PQclear(PQexec(c, q));
-    }
-    PQfinish(c);
+    pg_test_drop_schema(g_schema);
 }
 
 TestSuite(outbox_pg, .init = setup, .fini = teardown);
