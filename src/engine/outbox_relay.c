@@ -21,10 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HOUSEKEEPING_MS 60000 /* at most; a retention under 4 min runs it more often */
-#define COUNTS_MS 5000        /* backlog, unroutable and set-aside counts */
+#define COUNTS_MS 1000        /* backlog, unroutable and set-aside counts, when not draining */
+#define STOP_CANCEL_MS 5000   /* a statement still running this long after stop is cancelled */
 #define WARN_MS 60000         /* one unroutable-rows warning a minute at most */
 #define CLEANUP_BATCH 1000
 #define BACKOFF_MIN_MS 500
@@ -48,6 +50,7 @@ struct er_outbox {
     int64_t next_housekeeping, next_counts, next_warn;
 
     pthread_mutex_t mu; /* guards what follows */
+    PGcancel *cancel;   /* of conn, for er_outbox_free */
     pthread_cond_t cv;
     bool loop_gone;
     bool answered;
@@ -424,8 +427,8 @@ static int64_t count_of(er_outbox *o, const char *sql, bool with_topics)
     return v;
 }
 
-/* Backlog, lag, unroutable and set-aside rows, every COUNTS_MS and after a
- * batch that was not full (an index scan of unpublished rows). */
+/* Backlog, lag, unroutable and set-aside rows, at most every COUNTS_MS and
+ * only after a batch that was not full (index scans of unpublished rows). */
 static void refresh_counts(er_outbox *o, int64_t mono)
 {
     o->next_counts = mono + COUNTS_MS;
@@ -557,6 +560,9 @@ static bool connect_db(er_outbox *o)
         v = -1;
     }
     if (v >= 0 && run_ok(o, "LISTEN errand_outbox", 0, NULL)) {
+        pthread_mutex_lock(&o->mu);
+        o->cancel = PQgetCancel(o->conn);
+        pthread_mutex_unlock(&o->mu);
         detect_same_db(o);
         set_error(o, true, NULL);
         ER_LOG(ER_LOG_INFO, NULL, "outbox relay: connected");
@@ -571,6 +577,17 @@ static bool connect_db(er_outbox *o)
     PQfinish(o->conn);
     o->conn = NULL;
     return false;
+}
+
+/* Drops the connection (and its cancel handle). */
+static void disconnect(er_outbox *o)
+{
+    pthread_mutex_lock(&o->mu);
+    PQfreeCancel(o->cancel);
+    o->cancel = NULL;
+    pthread_mutex_unlock(&o->mu);
+    PQfinish(o->conn);
+    o->conn = NULL;
 }
 
 static void *relay_main(void *arg)
@@ -595,10 +612,8 @@ static void *relay_main(void *arg)
         int n = relay_batch(o);
         int64_t mono = er_mono_ms();
         if (n < 0) {
-            if (PQstatus(o->conn) != CONNECTION_OK) {
-                PQfinish(o->conn);
-                o->conn = NULL;
-            }
+            if (PQstatus(o->conn) != CONNECTION_OK)
+                disconnect(o);
             wait_for(o, backoff);
             backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
             continue;
@@ -606,15 +621,14 @@ static void *relay_main(void *arg)
         backoff = BACKOFF_MIN_MS;
         if (n == ER_OUTBOX_BATCH)
             continue; /* a full batch: more may be waiting */
-        if (mono >= o->next_counts || n > 0)
+        if (mono >= o->next_counts)
             refresh_counts(o, mono);
         if (mono >= o->next_housekeeping)
             housekeeping(o, mono);
         if (n == 0 && !atomic_load(&o->stop))
             wait_for(o, o->cfg.poll_ms);
     }
-    PQfinish(o->conn);
-    o->conn = NULL;
+    disconnect(o);
     return NULL;
 }
 
@@ -679,8 +693,23 @@ void er_outbox_free(er_outbox *o)
     o->loop_gone = true;
     pthread_cond_broadcast(&o->cv);
     pthread_mutex_unlock(&o->mu);
-    if (o->started)
-        pthread_join(o->thread, NULL);
+    if (o->started) {
+        /* a statement the database does not answer (a lock wait, a
+         * partition) is cancelled rather than waited for */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += STOP_CANCEL_MS / 1000;
+        if (pthread_timedjoin_np(o->thread, NULL, &until) != 0) {
+            pthread_mutex_lock(&o->mu);
+            char buf[256];
+            if (o->cancel)
+                PQcancel(o->cancel, buf, sizeof buf);
+            pthread_mutex_unlock(&o->mu);
+            ER_LOG(ER_LOG_WARN, NULL, "outbox relay: still busy %d s after stop; its statement "
+                                      "was cancelled", STOP_CANCEL_MS / 1000);
+            pthread_join(o->thread, NULL);
+        }
+    }
     for (int i = 0; i < 2; i++)
         if (o->wake[i] >= 0)
             close(o->wake[i]);

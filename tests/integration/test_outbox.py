@@ -159,10 +159,10 @@ class RelayTest(unittest.TestCase):
         self.assertEqual(st, 200)
         self.assertEqual(body["outbox"]["status"], "connected")
 
-    def test_a_relay_killed_between_enqueue_and_mark_creates_no_second_job(self):
-        # The mark (UPDATE ... published_at) waits on an advisory lock this
-        # test holds, so errand's store has committed the jobs but the rows
-        # are not marked when errand is SIGKILLed.
+    def hold_marks(self):
+        """Makes the relay's mark (UPDATE ... published_at) wait on an
+        advisory lock a psql session of the test holds; returns that session
+        (write COMMIT to it to let the marks go)."""
         self.db.sql("""
             CREATE FUNCTION hold_mark() RETURNS trigger LANGUAGE plpgsql AS
               $$BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END$$;
@@ -175,6 +175,17 @@ class RelayTest(unittest.TestCase):
         wait_until(lambda: self.db.sql("SELECT count(*) FROM pg_locks WHERE locktype ="
                                        " 'advisory' AND granted")[0][0] == "1",
                    timeout=10, what="the test holds the lock")
+        return holder
+
+    def release_marks(self, holder):
+        holder.stdin.write("COMMIT;\n")
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        self.db.sql("DROP TRIGGER hold_mark ON outbox_events")
+
+    def test_a_relay_killed_between_enqueue_and_mark_creates_no_second_job(self):
+        # errand's store has committed the jobs, the rows are not marked
+        holder = self.hold_marks()
         insert_events(self.db, 20)
         s = self.start()
         wait_until(lambda: len(jobs_of(s, "payments")) == 20, timeout=15,
@@ -186,10 +197,7 @@ class RelayTest(unittest.TestCase):
         # the killed relay's session still waits on the lock: end it
         self.db.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE application_name = 'errand-outbox-relay'")
-        holder.stdin.write("COMMIT;\n")
-        holder.stdin.close()
-        holder.wait(timeout=10)
-        self.db.sql("DROP TRIGGER hold_mark ON outbox_events")
+        self.release_marks(holder)
         s.start()
         wait_until(lambda: unpublished(self.db) == 0, timeout=15, what="the rows marked")
         after = sorted(j["id"] for j in jobs_of(s, "payments") + jobs_of(s, "emails"))
@@ -197,6 +205,19 @@ class RelayTest(unittest.TestCase):
         self.assertEqual(metric(s, "errand_outbox_events_published_total"), 20)
         self.assertEqual(metric(s, "errand_outbox_jobs_enqueued_total"), 0,
                          "every job of the second relay was a duplicate")
+
+    def test_shutdown_cancels_a_statement_the_database_does_not_answer(self):
+        holder = self.hold_marks()
+        insert_events(self.db, 10)
+        s = self.start()
+        wait_until(lambda: len(jobs_of(s, "payments")) == 10, timeout=15, what="jobs committed")
+        t0 = time.monotonic()
+        s.signal(signal.SIGTERM)
+        self.assertEqual(s.wait(20), 0, s.log_text())
+        self.assertLess(time.monotonic() - t0, 15)
+        self.assertIn("was cancelled", s.log_text())
+        self.assertEqual(unpublished(self.db), 10, "the cancelled mark rolled back")
+        self.release_marks(holder)
 
     def test_two_relays_on_one_table_never_publish_a_row_twice(self):
         a, b = self.start(), self.start()
