@@ -42,6 +42,9 @@ static const er_setting serve_settings[] = {
      "how often finished jobs are deleted by retention"},
     {"shutdown-grace", ER_SET_DURATION, "30s", 0, 3600000, NULL,
      "longest wait for in-flight requests on shutdown"},
+    {"dedup-window", ER_SET_DURATION, "30d", 0, ER_DEDUP_WINDOW_MAX_MS, NULL,
+     "how long a job id a client gave stays a duplicate after retention deleted its job "
+     "(up to 3650d; 0 remembers none)"},
     {"outbox-db", ER_SET_STRING, NULL, 0, 0, NULL,
      "the application's PostgreSQL database whose outbox_events this server relays "
      "(postgres://...; needs --outbox-routes; docs/outbox.md)"},
@@ -208,7 +211,8 @@ int er_cli_serve(int argc, char **argv, char **envp)
                                     ? ER_DURABILITY_FULL
                                     : ER_DURABILITY_NORMAL,
                   .busy_timeout_ms = 5000,
-                  .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num}},
+                  .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num},
+                  .dedup_window_ms = er_settings_get(&st, "dedup-window")->num},
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,

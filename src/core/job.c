@@ -266,6 +266,7 @@ int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now)
     job->run_at = job->created_at = job->updated_at = now;
     job->started_at = job->finished_at = job->redriven_at = 0;
     job->redrive_count = 0;
+    job->id_generated = false; /* derived from the dead job's: it can collide */
     return 0;
 }
 

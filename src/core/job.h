@@ -148,6 +148,9 @@ typedef struct er_job {
      * (ER_BACKOFF_GIVEN_*) says which backoff members, when set_backoff. */
     bool set_max_attempts, set_backoff, set_timeout, set_priority;
     unsigned backoff_given;
+    /* The id was generated (er_job_new_id), not given by a client: it can
+     * collide with no other, so it needs no tombstone (store.h). */
+    bool id_generated;
 } er_job;
 
 void er_job_init(er_job *job);

@@ -329,6 +329,7 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         er_job_new_id(now, r, gen);
         if (!(job->id = strdup(gen)))
             return oom(err);
+        job->id_generated = true;
     }
     if (take_str(&sp->group, &job->group, err) < 0 ||
         take_str(&sp->trace_id, &job->trace_id, err) < 0)
@@ -400,7 +401,8 @@ void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
 int er_job_set_flags(const er_job *j)
 {
     return (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) | (j->set_timeout ? 4 : 0) |
-           (j->set_priority ? 8 : 0) | (j->set_backoff ? (int)(j->backoff_given & 15) << 4 : 0);
+           (j->set_priority ? 8 : 0) | (j->set_backoff ? (int)(j->backoff_given & 15) << 4 : 0) |
+           (j->id_generated ? ER_FLAG_ID_GENERATED : 0);
 }
 
 void er_job_set_flags_apply(er_job *j, int flags)
@@ -411,4 +413,5 @@ void er_job_set_flags_apply(er_job *j, int flags)
     j->set_priority = (flags & 8) != 0;
     unsigned given = (unsigned)(flags >> 4) & 15;
     j->backoff_given = j->set_backoff ? (given ? given : ER_BACKOFF_GIVEN_ALL) : 0;
+    j->id_generated = (flags & ER_FLAG_ID_GENERATED) != 0;
 }

@@ -144,7 +144,11 @@ void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
  * request gave. Bits 0..3: max_attempts, backoff, timeout_ms, priority;
  * bits 4..7: backoff type, delay_ms, max_delay_ms, jitter. A row written
  * before bits 4..7 existed (backoff bit alone) reads as the whole backoff
- * given, which is what it was then. */
+ * given, which is what it was then. Bit 8 (ER_FLAG_ID_GENERATED): the id
+ * was generated; a row written before it existed reads as a client's id,
+ * so retention keeps its tombstone (the safe side). The stores' SQL tests
+ * this bit by its value, 256. */
+#define ER_FLAG_ID_GENERATED 256
 int er_job_set_flags(const er_job *job);
 void er_job_set_flags_apply(er_job *job, int flags);
 

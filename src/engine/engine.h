@@ -36,6 +36,8 @@ typedef struct er_engine_config {
     int64_t maintenance_ms;       /* timer period for promote/reap, default 50 */
     int64_t retention_ms;         /* retention period, default 10000 */
 } er_engine_config;
+/* store.dedup_window_ms is the dedup window of tombstones (store.h); 0 keeps
+ * none. */
 
 typedef enum er_req_type {
     ER_REQ_ENQUEUE,      /* in: jobs (1 or more, all validated); out: dup flags, job */
@@ -107,6 +109,8 @@ struct er_req {
     int rc;                    /* 0 or ER_E* for the whole request */
     er_error err;
     bool *duplicate;           /* ENQUEUE: njobs flags */
+    er_tombstone_list tombs;   /* ENQUEUE, TRIGGER_SCHEDULER: the duplicates a tombstone
+                                  remembers (index: which job), in job order */
     er_job job;                /* ENQUEUE (single: the stored job), GET_JOB, CANCEL, REDRIVE */
     er_job_list list;          /* FETCH (leased jobs), LIST_JOBS, LIST_DEAD */
     char *next_cursor;         /* LIST_*: owned, NULL when the last page */

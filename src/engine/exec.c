@@ -89,6 +89,7 @@ static void wake_enqueued(er_exec_ctx *x, const er_req *req)
 static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
 {
     er_error *err = &req->err;
+    er_tombstone_list_fini(&req->tombs);
     if (!req->duplicate) {
         req->duplicate = calloc(req->njobs ? req->njobs : 1, sizeof *req->duplicate);
         if (!req->duplicate)
@@ -109,9 +110,11 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
     }
     int rc;
     if (req->njobs == 1)
-        rc = x->ops->enqueue(x->store, &req->jobs[0], &req->duplicate[0], &req->job, err);
+        rc = x->ops->enqueue(x->store, &req->jobs[0], &req->duplicate[0], &req->job, &req->tombs,
+                             err);
     else
-        rc = er_store_enqueue_many(x->ops, x->store, req->jobs, req->njobs, req->duplicate, err);
+        rc = er_store_enqueue_many(x->ops, x->store, req->jobs, req->njobs, req->duplicate,
+                                   &req->tombs, err);
     if (rc < 0)
         return rc;
     wake_enqueued(x, req);
@@ -135,6 +138,7 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
 {
     er_job *jobs = malloc(total * sizeof *jobs);
     bool *dup = malloc(total * sizeof *dup);
+    er_tombstone_list tombs = {0};
     int rc = 0;
     if (!jobs || !dup) {
         rc = er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
@@ -147,6 +151,7 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
     for (er_req *r = first;; r = r->next) {
         er_error_clear(&r->err);
         r->rc = 0;
+        er_tombstone_list_fini(&r->tombs);
         if (!r->duplicate &&
             !(r->duplicate = calloc(r->njobs ? r->njobs : 1, sizeof *r->duplicate))) {
             rc = er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
@@ -167,20 +172,34 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
         if (r == last)
             break;
     }
-    rc = x->ops->enqueue_many(x->store, jobs, total, dup, &first->err);
+    rc = x->ops->enqueue_many(x->store, jobs, total, dup, &tombs, &first->err);
     if (rc < 0) {
         if (!er_is_storage_error(rc))
             rc = 1;
         goto out;
     }
     k = 0;
+    size_t t = 0;
     for (er_req *r = first;; r = r->next) {
         memcpy(r->duplicate, dup + k, r->njobs * sizeof *dup);
+        /* the tombstones of this request's jobs, indexed within it */
+        bool remembered = false;
+        for (; t < tombs.len && tombs.items[t].index < k + r->njobs; t++) {
+            er_tombstone *tb = &tombs.items[t];
+            if (er_tombstone_list_add(&r->tombs, tb->index - k, tb->queue, tb->state,
+                                      tb->finished_at) < 0) {
+                rc = er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
+                goto out;
+            }
+            remembered = true;
+        }
         k += r->njobs;
         wake_enqueued(x, r);
         if (r->njobs == 1) {
             /* the stored job: the existing one for a duplicate */
-            if (r->duplicate[0])
+            if (remembered)
+                rc = 0;
+            else if (r->duplicate[0])
                 rc = x->ops->get_job(x->store, r->jobs[0].id, &r->job, &r->err);
             else if (er_job_copy(&r->job, &r->jobs[0]) < 0)
                 rc = er_error_set(&r->err, ER_ENOMEM, "", "out of memory");
@@ -198,6 +217,7 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
 out:
     free(jobs);
     free(dup);
+    er_tombstone_list_fini(&tombs);
     return rc;
 }
 
@@ -232,7 +252,7 @@ int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
 }
 
 int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicate,
-                        er_job *existing, er_error *err)
+                        er_job *existing, er_tombstone_list *tombs, er_error *err)
 {
     er_queue_settings qs;
     int rc = x->ops->get_queue_settings(x->store, job->queue, &qs, err);
@@ -240,7 +260,7 @@ int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicat
         return rc;
     er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
     job->updated_at = now;
-    rc = x->ops->enqueue(x->store, job, duplicate, existing, err);
+    rc = x->ops->enqueue(x->store, job, duplicate, existing, tombs, err);
     if (rc == 0 && !*duplicate && job->state == ER_STATE_WAITING)
         er_wake_add(&x->wake, job->queue, 1);
     return rc;

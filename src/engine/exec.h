@@ -69,9 +69,10 @@ bool er_is_storage_error(int rc);
 
 /* Enqueues one validated job the way ER_REQ_ENQUEUE does (queue defaults,
  * wake-ups of parked fetchers). `existing` (may be NULL) receives the
- * stored job on a duplicate. Returns 0 or a negative code. */
+ * stored job on a duplicate, `tombs` (may be NULL) the tombstone of a
+ * remembered id. Returns 0 or a negative code. */
 int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicate,
-                        er_job *existing, er_error *err);
+                        er_job *existing, er_tombstone_list *tombs, er_error *err);
 
 /* Schedulers, leases, cursors (exec_sched.c). */
 bool er_sched_req_is_read(const er_req *req);

@@ -229,7 +229,7 @@ static int trigger_scheduler(er_exec_ctx *x, er_req *req, int64_t now)
         rc = er_scheduler_job(sc, row.key, now - now % 1000, now, &x->rand, &job, &req->err);
     bool dup = false;
     if (rc == 0)
-        rc = er_exec_enqueue_job(x, &job, now, &dup, &req->job, &req->err);
+        rc = er_exec_enqueue_job(x, &job, now, &dup, &req->job, &req->tombs, &req->err);
     if (rc == 0 && !dup) {
         er_job_fini(&req->job);
         rc = er_job_copy(&req->job, &job) < 0 ? er_error_set(&req->err, ER_ENOMEM, "", "oom") : 0;
@@ -393,7 +393,7 @@ static int cron_one(er_exec_ctx *x, const er_sched_row *row, int64_t now, er_err
             continue;
         }
         bool dup = false;
-        rc = er_exec_enqueue_job(x, &job, now, &dup, NULL, &err);
+        rc = er_exec_enqueue_job(x, &job, now, &dup, NULL, NULL, &err);
         er_job_fini(&job);
         if (er_is_storage_error(rc))
             break;

@@ -41,6 +41,7 @@ void er_req_free(er_req *req)
     free(req->queue);
     free(req->cursor);
     free(req->duplicate);
+    er_tombstone_list_fini(&req->tombs);
     er_job_fini(&req->job);
     er_job_list_fini(&req->list);
     free(req->next_cursor);

@@ -62,15 +62,50 @@ void er_queue_info_list_free(er_queue_info *qs, size_t n)
 }
 
 int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
-                          bool *duplicate, er_error *err)
+                          bool *duplicate, er_tombstone_list *tombs, er_error *err)
 {
     if (ops->enqueue_many)
-        return ops->enqueue_many(s, jobs, n, duplicate, err);
+        return ops->enqueue_many(s, jobs, n, duplicate, tombs, err);
     for (size_t i = 0; i < n; i++) {
-        int rc = ops->enqueue(s, &jobs[i], &duplicate[i], NULL, err);
+        size_t had = tombs ? tombs->len : 0;
+        int rc = ops->enqueue(s, &jobs[i], &duplicate[i], NULL, tombs, err);
         if (rc < 0)
             return rc;
+        if (tombs && tombs->len > had)
+            tombs->items[had].index = i;
     }
+    return 0;
+}
+
+int er_store_redrive_remembered(const er_job *copy, const er_tombstone *t, er_error *err)
+{
+    const char *state = er_state_name(t->state);
+    return er_error_set(err, ER_ECONFLICT, "id",
+                        "job '%s' existed (%s in queue '%s', deleted by retention) and its id "
+                        "is still remembered (the dedup window)",
+                        copy->id, state ? state : "?", t->queue);
+}
+
+void er_tombstone_list_fini(er_tombstone_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->len; i++)
+        free(l->items[i].queue);
+    free(l->items);
+    l->items = NULL;
+    l->len = l->cap = 0;
+}
+
+int er_tombstone_list_add(er_tombstone_list *l, size_t index, const char *queue, er_state state,
+                          int64_t finished_at)
+{
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return ER_ENOMEM;
+    char *q = strdup(queue ? queue : "");
+    if (!q)
+        return ER_ENOMEM;
+    l->items[l->len++] = (er_tombstone){index, q, state, finished_at};
     return 0;
 }
 

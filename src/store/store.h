@@ -41,7 +41,37 @@ typedef struct er_store_options {
      * (PostgreSQL's errand.enqueue_job) is given them at open. A
      * payload_max of 0 means ER_PAYLOAD_MAX_DEFAULT. */
     er_job_limits limits;
+    /* How long an id the client gave still deduplicates after retention
+     * deleted its finished job (a tombstone, below); 0 keeps none. At most
+     * ER_DEDUP_WINDOW_MAX_MS. */
+    int64_t dedup_window_ms;
 } er_store_options;
+
+#define ER_DEDUP_WINDOW_DEFAULT_MS (30LL * 86400000)   /* 30 days */
+#define ER_DEDUP_WINDOW_MAX_MS (3650LL * 86400000)     /* 10 years */
+
+/* What a store keeps of a finished job that retention deleted, so its id
+ * stays a duplicate for the dedup window after finished_at: the enqueue of
+ * a remembered id changes nothing and reports this instead of a stored job.
+ * Only ids a client gave are remembered (er_job.id_generated is false);
+ * idempotency keys never are. */
+typedef struct er_tombstone {
+    size_t index;        /* which job of the enqueue call it answers */
+    char *queue;         /* owned */
+    er_state state;      /* the job's state when deleted: completed or dead */
+    int64_t finished_at;
+} er_tombstone;
+
+/* A growable list of tombstones; free with er_tombstone_list_fini. */
+typedef struct er_tombstone_list {
+    er_tombstone *items;
+    size_t len, cap;
+} er_tombstone_list;
+
+void er_tombstone_list_fini(er_tombstone_list *l);
+/* Appends {index, copy of queue, state, finished_at}; 0 or ER_ENOMEM. */
+int er_tombstone_list_add(er_tombstone_list *l, size_t index, const char *queue, er_state state,
+                          int64_t finished_at);
 
 /* The most items a store list (jobs, schedulers, names) holds. */
 #define ER_LIST_MAX ((size_t)1 << 24)
@@ -124,9 +154,12 @@ typedef struct er_store_ops {
 
     /* Inserts a validated job (defaults already applied). When a job with
      * the same id exists: nothing changes, *duplicate = true, and `existing`
-     * (when not NULL) receives the stored job. */
+     * (when not NULL) receives the stored job. When the id is remembered by
+     * a tombstone within the dedup window: nothing changes, *duplicate =
+     * true, `existing` stays empty, and the tombstone (index 0) is appended
+     * to *tombs (when not NULL). */
     int (*enqueue)(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
-                   er_error *err);
+                   er_tombstone_list *tombs, er_error *err);
 
     /* Leases up to p->max waiting jobs from p->queues (tried in order; paused
      * or throttled queues skipped; within a queue higher priority first, then
@@ -201,7 +234,10 @@ typedef struct er_store_ops {
      * past the queue's max_stalled (er_stall_decide). */
     int (*reap)(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
                 er_error *err);
-    /* Deletes finished jobs by each queue's retention settings. */
+    /* Deletes finished jobs by each queue's retention settings, keeping a
+     * tombstone of each one whose id a client gave and whose finished_at
+     * is within the dedup window; then deletes up to `limit` tombstones
+     * past the window. *n = jobs deleted. */
     int (*retention)(er_store *s, int64_t now, int limit, int *n, er_error *err);
     /* The earliest run_at of a scheduled job or lease expiry of an active
      * one (so the engine can sleep until then); INT64_MAX when none. */
@@ -209,10 +245,11 @@ typedef struct er_store_ops {
 
     /* Optional, NULL when a store has none (er_store_enqueue_many then calls
      * enqueue per job): inserts n validated jobs, in order, in one round
-     * trip. duplicate[i] = true when job i's id existed or came earlier in
-     * the batch; such a job changes nothing. */
+     * trip. duplicate[i] = true when job i's id existed, came earlier in
+     * the batch, or is remembered by a tombstone (then appended to *tombs,
+     * when not NULL, with index i, in order); such a job changes nothing. */
     int (*enqueue_many)(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
-                        er_error *err);
+                        er_tombstone_list *tombs, er_error *err);
 
     /* Optional, NULL when a store has none (the engine then calls complete
      * per item): has the effect of calling complete for items[0..n) in
@@ -382,8 +419,12 @@ void er_name_set_give(er_name_set *ns, char ***queues, size_t *nqueues);
  * ER_EINVAL (field "cursor") for anything else. */
 int er_dead_cursor_parse(const char *cursor, int64_t *at, int64_t *seq, er_error *err);
 
+/* The refusal of a redrive whose new id a tombstone remembers (t): ER_ECONFLICT
+ * in *err, field "id". */
+int er_store_redrive_remembered(const er_job *copy, const er_tombstone *t, er_error *err);
+
 /* ops->enqueue_many when the store has it, else ops->enqueue for each job. */
 int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
-                          bool *duplicate, er_error *err);
+                          bool *duplicate, er_tombstone_list *tombs, er_error *err);
 
 #endif

@@ -19,9 +19,13 @@
 
 #define T0 1700000000000LL
 
+/* The dedup window the next open_store() opens with. */
+static int64_t g_window = ER_DEDUP_WINDOW_DEFAULT_MS;
+
 static void open_store(void)
 {
-    er_store_options opt = {.durability = ER_DURABILITY_NORMAL, .busy_timeout_ms = 1000};
+    er_store_options opt = {.durability = ER_DURABILITY_NORMAL, .busy_timeout_ms = 1000,
+                            .dedup_window_ms = g_window};
     er_error err = {0};
     int rc = OPS->open(g_url, &opt, &S, &err);
     cr_assert_eq(rc, 0, "open: %s", err.message);
@@ -29,6 +33,7 @@ static void open_store(void)
 
 static void setup(void)
 {
+    g_window = ER_DEDUP_WINDOW_DEFAULT_MS;
     er_rand_init_seeded(&R, 42);
     store_fresh();
     open_store();
@@ -76,7 +81,7 @@ static void put(const char *id, const char *queue, int priority, int64_t run_at,
     mkjob(&j, id, queue, priority, run_at, now);
     bool dupl = true;
     er_error err = {0};
-    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, &err), 0, "enqueue %s: %s", id, err.message);
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0, "enqueue %s: %s", id, err.message);
     cr_assert(!dupl);
     er_job_fini(&j);
 }
@@ -138,7 +143,7 @@ Test(conformance, enqueue_then_get_returns_every_field)
     j.set_priority = true;
     bool dupl;
     er_error err = {0};
-    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, &err), 0);
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0);
     er_job g;
     cr_assert_eq(OPS->get_job(S, "j1", &g, &err), 0);
     cr_assert_str_eq(g.id, "j1");
@@ -174,7 +179,7 @@ Test(conformance, duplicate_id_changes_nothing_and_returns_existing)
     er_job existing;
     er_job_init(&existing);
     er_error err = {0};
-    cr_assert_eq(OPS->enqueue(S, &j, &dupl, &existing, &err), 0);
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, &existing, NULL, &err), 0);
     cr_assert(dupl);
     cr_assert_str_eq(existing.queue, "mail");
     cr_assert_eq(existing.priority, 1);
@@ -204,9 +209,9 @@ Test(conformance, enqueue_many_inserts_in_order_and_reports_duplicates)
     jobs[4].set_backoff = true;
     bool dup[5] = {true, false, true, false, true};
     er_error err = {0};
-    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 5, dup, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 5, dup, NULL, &err), 0, "%s", err.message);
     cr_assert(!dup[0] && dup[1] && !dup[2] && dup[3] && !dup[4]);
-    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 0, dup, &err), 0);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 0, dup, NULL, &err), 0);
     for (int i = 0; i < 5; i++)
         er_job_fini(&jobs[i]);
     er_job g;
@@ -250,7 +255,7 @@ Test(conformance, enqueue_many_of_only_duplicates_changes_nothing)
     mkjob(&jobs[2], "y", "m", 5, T0, T0);
     bool dup[3] = {false, false, false};
     er_error err = {0};
-    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, NULL, &err), 0, "%s", err.message);
     cr_assert(dup[0] && dup[1] && dup[2]);
     for (int i = 0; i < 3; i++)
         er_job_fini(&jobs[i]);
@@ -276,7 +281,7 @@ Test(conformance, enqueue_many_large_batch_marks_each_duplicate_in_order)
     }
     bool dup[N];
     er_error err = {0};
-    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, N, dup, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, N, dup, NULL, &err), 0, "%s", err.message);
     int fresh = 0;
     for (int i = 0; i < N; i++) {
         bool want = i % 7 == 6 || i == 150;
@@ -808,6 +813,204 @@ Test(conformance, retention_deletes_by_age_and_by_count)
     cr_assert_eq(OPS->get_job(S, "a-new", &g, &err), ER_ENOTFOUND);
     cr_assert_eq(state_of("c-dead"), ER_STATE_DEAD);
     cr_assert_eq(state_of("waiting"), ER_STATE_WAITING);
+}
+
+/* ---- tombstones: ids that outlive retention ---- */
+
+/* Reopens the store with another dedup window (the data stays). */
+static void reopen(int64_t window)
+{
+    OPS->close(S);
+    g_window = window;
+    open_store();
+}
+
+/* Enqueues id at `now`: 1 when it is a duplicate a tombstone remembers
+ * (filling *t: queue, state, finished_at), 0 when stored, -1 when a
+ * duplicate of a stored job. */
+static int enqueue_at(const char *id, int64_t now, er_tombstone *t)
+{
+    er_job j, existing;
+    mkjob(&j, id, "other", 0, now, now);
+    er_job_init(&existing);
+    er_tombstone_list tl = {0};
+    bool dupl = false;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, &existing, &tl, &err), 0, "%s", err.message);
+    int what = 0;
+    if (tl.len) {
+        cr_assert(dupl);
+        cr_assert_eq(tl.len, 1);
+        cr_assert_eq(tl.items[0].index, 0);
+        cr_assert_null(existing.id, "no stored job for a remembered id");
+        if (t) {
+            *t = tl.items[0];
+            t->queue = strdup(tl.items[0].queue);
+        }
+        what = 1;
+    } else if (dupl) {
+        cr_assert_str_eq(existing.id, id);
+        what = -1;
+    }
+    er_tombstone_list_fini(&tl);
+    er_job_fini(&existing);
+    er_job_fini(&j);
+    return what;
+}
+
+static int retention_at(int64_t now, int limit)
+{
+    int n = -1;
+    er_error err = {0};
+    cr_assert_eq(OPS->retention(S, now, limit, &n, &err), 0, "%s", err.message);
+    return n;
+}
+
+Test(conformance, tombstone_keeps_a_deleted_id_a_duplicate)
+{
+    settings_put("age", set_keep_age_60s);
+    complete_job("t-done", "age", T0);
+    kill_job("t-dead", "age", T0 + 1);
+    cr_assert_eq(retention_at(T0 + 121001, 1000), 2);
+    er_error err = {0};
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "t-done", &g, &err), ER_ENOTFOUND);
+
+    er_tombstone t;
+    cr_assert_eq(enqueue_at("t-done", T0 + 200000, &t), 1);
+    cr_assert_str_eq(t.queue, "age");
+    cr_assert_eq(t.state, ER_STATE_COMPLETED);
+    cr_assert_eq(t.finished_at, T0);
+    free(t.queue);
+    cr_assert_eq(enqueue_at("t-dead", T0 + 200000, &t), 1);
+    cr_assert_eq(t.state, ER_STATE_DEAD);
+    cr_assert_eq(t.finished_at, T0 + 1);
+    free(t.queue);
+    cr_assert_eq(OPS->get_job(S, "t-done", &g, &err), ER_ENOTFOUND, "nothing was stored");
+
+    /* bulk: remembered ids are duplicates, listed with their tombstones in order */
+    er_job jobs[4];
+    const char *ids[] = {"t-dead", "fresh", "t-done", "fresh"};
+    for (int i = 0; i < 4; i++)
+        mkjob(&jobs[i], ids[i], "other", 0, T0 + 200000, T0 + 200000);
+    bool dup[4];
+    er_tombstone_list tl = {0};
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 4, dup, &tl, &err), 0, "%s", err.message);
+    cr_assert(dup[0] && !dup[1] && dup[2] && dup[3]);
+    cr_assert_eq(tl.len, 2);
+    cr_assert_eq(tl.items[0].index, 0);
+    cr_assert_eq(tl.items[0].state, ER_STATE_DEAD);
+    cr_assert_eq(tl.items[1].index, 2);
+    cr_assert_eq(tl.items[1].state, ER_STATE_COMPLETED);
+    cr_assert_str_eq(tl.items[1].queue, "age");
+    er_tombstone_list_fini(&tl);
+    for (int i = 0; i < 4; i++)
+        er_job_fini(&jobs[i]);
+    cr_assert_eq(state_of("fresh"), ER_STATE_WAITING);
+    cr_assert_eq(OPS->get_job(S, "t-dead", &g, &err), ER_ENOTFOUND);
+}
+
+Test(conformance, tombstone_past_the_window_is_new)
+{
+    reopen(120000);
+    settings_put("age", set_keep_age_60s);
+    complete_job("w1", "age", T0);
+    complete_job("w2", "age", T0 + 30000);
+    cr_assert_eq(retention_at(T0 + 91000, 1000), 2);
+    cr_assert_eq(enqueue_at("w1", T0 + 119999, NULL), 1, "at the window's last ms");
+    cr_assert_eq(enqueue_at("w1", T0 + 120000, NULL), 0, "past the window it is new");
+    cr_assert_eq(state_of("w1"), ER_STATE_WAITING);
+    cr_assert_eq(enqueue_at("w2", T0 + 120001, NULL), 1);
+    /* a job stored again wins over its old tombstone, even when a longer
+     * window would still remember the id */
+    reopen(ER_DEDUP_WINDOW_DEFAULT_MS);
+    cr_assert_eq(enqueue_at("w1", T0 + 130000, NULL), -1);
+}
+
+Test(conformance, tombstones_are_cleaned_past_the_window_in_bounded_batches)
+{
+    reopen(120000);
+    settings_put("age", set_keep_age_60s);
+    complete_job("c1", "age", T0);
+    complete_job("c2", "age", T0);
+    complete_job("c3", "age", T0 + 50000);
+    cr_assert_eq(retention_at(T0 + 61000, 1000), 2);
+    cr_assert_eq(retention_at(T0 + 111000, 1000), 1);
+    /* past c1's and c2's window, not c3's: a pass of limit 1 cleans one */
+    cr_assert_eq(retention_at(T0 + 120001, 1), 0);
+    /* a longer window shows which tombstones are still kept */
+    reopen(ER_DEDUP_WINDOW_DEFAULT_MS);
+    int kept = (enqueue_at("c1", T0 + 200000, NULL) == 1) + (enqueue_at("c2", T0 + 200000, NULL) == 1);
+    cr_assert_eq(kept, 1, "one of c1, c2 cleaned, the other kept");
+    cr_assert_eq(enqueue_at("c3", T0 + 200000, NULL), 1, "c3 is within its window");
+    /* past every window: all cleaned */
+    reopen(120000);
+    retention_at(T0 + 500000, 1000);
+    reopen(ER_DEDUP_WINDOW_DEFAULT_MS);
+    cr_assert_eq(enqueue_at("c3", T0 + 500001, NULL), 0);
+}
+
+Test(conformance, tombstones_only_for_ids_a_client_gave_and_never_for_keys)
+{
+    settings_put("age", set_keep_age_60s);
+    /* a generated id is not remembered */
+    er_job j;
+    mkjob(&j, "0190aa00000000000000000000", "age", 0, T0, T0);
+    j.id_generated = true;
+    bool dupl = true;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0, "%s", err.message);
+    er_job_fini(&j);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("age", 1, T0, &l), 1);
+    cr_assert_eq(OPS->complete(S, l.items[0].id, l.items[0].lease_token, NULL, T0, &err), 0);
+    er_job_list_fini(&l);
+    /* an idempotency key is not remembered: k2 shares k1's */
+    mkjob(&j, "k1", "age", 0, T0, T0);
+    free(j.idempotency_key);
+    j.idempotency_key = sdup("shared-key");
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0);
+    er_job_fini(&j);
+    cr_assert_eq(fetch1("age", 1, T0, &l), 1);
+    cr_assert_eq(OPS->complete(S, "k1", l.items[0].lease_token, NULL, T0, &err), 0);
+    er_job_list_fini(&l);
+    cr_assert_eq(retention_at(T0 + 61000, 1000), 2);
+
+    cr_assert_eq(enqueue_at("0190aa00000000000000000000", T0 + 62000, NULL), 0);
+    mkjob(&j, "k2", "age", 0, T0 + 62000, T0 + 62000);
+    free(j.idempotency_key);
+    j.idempotency_key = sdup("shared-key");
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0);
+    cr_assert(!dupl, "keys are not deduplicated");
+    er_job_fini(&j);
+    cr_assert_eq(enqueue_at("k1", T0 + 62000, NULL), 1, "the id is");
+}
+
+Test(conformance, tombstone_window_zero_remembers_nothing)
+{
+    reopen(0);
+    settings_put("age", set_keep_age_60s);
+    complete_job("z1", "age", T0);
+    cr_assert_eq(retention_at(T0 + 61000, 1000), 1);
+    cr_assert_eq(enqueue_at("z1", T0 + 61001, NULL), 0);
+}
+
+Test(conformance, redrive_refused_when_a_tombstone_remembers_its_id)
+{
+    settings_put("age", set_keep_age_60s);
+    complete_job("x-redrive-1", "age", T0);
+    cr_assert_eq(retention_at(T0 + 61000, 1000), 1);
+    kill_job("x", "q", T0 + 62000);
+    er_job nj;
+    er_error err = {0};
+    cr_assert_eq(OPS->redrive(S, "x", T0 + 63000, &nj, &err), ER_ECONFLICT);
+    cr_assert_str_eq(err.field, "id");
+    cr_assert(strstr(err.message, "x-redrive-1"), "%s", err.message);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "x-redrive-1", &g, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->get_job(S, "x", &g, &err), 0);
+    cr_assert_eq(g.redrive_count, 0, "the dead job is as it was");
+    er_job_fini(&g);
 }
 
 /* ---- cancel ---- */

@@ -196,7 +196,7 @@ static int cron_pass(int64_t now, int64_t on_time_after)
             er_job j;
             cr_assert_eq(er_scheduler_job(&sc, row->key, p.ticks[k], now, &R, &j, &err), 0);
             bool dup = true;
-            cr_assert_eq(OPS->enqueue(S, &j, &dup, NULL, &err), 0, "%s", err.message);
+            cr_assert_eq(OPS->enqueue(S, &j, &dup, NULL, NULL, &err), 0, "%s", err.message);
             made += !dup;
             er_job_fini(&j);
             last = p.ticks[k];

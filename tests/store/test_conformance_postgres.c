@@ -78,7 +78,7 @@ static er_store *open_url(const char *url)
 {
     er_store *s = NULL;
     er_error err = {0};
-    er_store_options opt = {.busy_timeout_ms = 1000};
+    er_store_options opt = {.busy_timeout_ms = 1000, .dedup_window_ms = ER_DEDUP_WINDOW_DEFAULT_MS};
     cr_assert_eq(OPS->open(url, &opt, &s, &err), 0, "open %s: %s", url, err.message);
     return s;
 }
@@ -94,7 +94,7 @@ Test(postgres, store_clock_decides_promotion_leases_and_reaping)
     j.state = ER_STATE_SCHEDULED;
     bool dupl;
     er_error err = {0};
-    cr_assert_eq(OPS->enqueue(st, &j, &dupl, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->enqueue(st, &j, &dupl, NULL, NULL, &err), 0, "%s", err.message);
     er_job_fini(&j);
     int n = -1;
     /* the caller's clock (T0, years ago) says not due; the injected store agrees */
@@ -326,7 +326,7 @@ Test(postgres, listeners_are_notified_when_jobs_become_ready_at_commit)
     mkjob(&bj[0], "bm1", "bulkq", 0, T0, T0);
     mkjob(&bj[1], "bm2", "bulkq", 0, T0, T0);
     bool d[2];
-    cr_assert_eq(er_store_enqueue_many(OPS, S, bj, 2, d, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, bj, 2, d, NULL, &err), 0, "%s", err.message);
     er_job_fini(&bj[0]);
     er_job_fini(&bj[1]);
     wait_for(l, &s, 1);
@@ -657,6 +657,130 @@ Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
     cr_assert(j.backoff.jitter == 0.0);
     cr_assert_eq(j.max_attempts, 3);
     er_job_fini(&j);
+    OPS->close(s);
+    er_postgres_pool_drain();
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    snprintf(q, sizeof q, "DROP SCHEMA %s CASCADE; DROP ROLE %s", old, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQfinish(c);
+}
+
+/* The application's SQL functions honour tombstones as the server does:
+ * a remembered id changes nothing and comes back; the window is the
+ * servers' (the limits row); a generated id is flagged and not remembered. */
+static void set_keep_60s(er_queue_settings *s)
+{
+    s->retention.completed_age_s = 60;
+}
+
+Test(postgres, sql_enqueue_honours_tombstones)
+{
+    settings_put("q", set_keep_60s);
+    int64_t now = er_now_ms();
+    complete_job("sql-t1", "q", now);
+    cr_assert_eq(retention_at(now + 61000, 1000), 1);
+    PGconn *c = raw();
+    PGresult *r = call(c, "SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"sql-t1\"}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "sql-t1");
+    PQclear(r);
+    r = call(c, "SELECT %s.enqueue_job('q', '{\"name\":\"n\",\"id\":\"sql-t1\"}')", NULL);
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "sql-t1");
+    PQclear(r);
+    r = call(c, "SELECT * FROM %s.enqueue_bulk('q', '[{\"name\":\"n\",\"id\":\"sql-t1\"},"
+                "{\"name\":\"n\",\"id\":\"sql-new\"}]')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_eq(PQntuples(r), 2);
+    PQclear(r);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "sql-t1", &g, &err), ER_ENOTFOUND, "nothing stored");
+    cr_assert_eq(OPS->get_job(S, "sql-new", &g, &err), 0);
+    cr_assert(!g.id_generated);
+    er_job_fini(&g);
+    /* a generated id is flagged, as core flags it */
+    r = call(c, "SELECT %s.enqueue('q', 'n', '{}')", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_eq(OPS->get_job(S, PQgetvalue(r, 0, 0), &g, &err), 0);
+    cr_assert(g.id_generated);
+    er_job_fini(&g);
+    PQclear(r);
+    /* the limits row's window decides: 0 remembers none */
+    r = call(c, "UPDATE %s.limits SET dedup_window_ms = 0", NULL);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    r = call(c, "SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"sql-t1\"}')", NULL);
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(S, "sql-t1", &g, &err), 0, "stored now: %s", err.message);
+    er_job_fini(&g);
+    PQfinish(c);
+}
+
+/* A schema of the previous release (version 4) with a finished job a
+ * client named: migrated by the next open, retention then keeps its
+ * tombstone (a row without the generated-id flag counts as a client's),
+ * and both the server's enqueue and the SQL functions see the duplicate;
+ * the previous grants still reach the replaced function. */
+Test(postgres, a_version_4_schema_gets_tombstones_after_migration)
+{
+    PGconn *c = raw();
+    char old[80], q[2048], role[64];
+    snprintf(old, sizeof old, "%s_v4", g_schema);
+    snprintf(role, sizeof role, "v4app_%ld", (long)getpid());
+    snprintf(q, sizeof q,
+             "CREATE SCHEMA %s; SET search_path TO %s; CREATE TABLE migrations (version integer"
+             " PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+             old, old);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    for (int v = 0; v < 4; v++) {
+        cr_assert_eq(sql(c, er_pg_migrations[v], NULL), PGRES_COMMAND_OK, "v%d: %s", v + 1,
+                     PQerrorMessage(c));
+        snprintf(q, sizeof q, "INSERT INTO migrations (version) VALUES (%d)", v + 1);
+        cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    }
+    long long t = (long long)er_now_ms() - 120000;
+    snprintf(q, sizeof q,
+             "INSERT INTO queues (name, settings) VALUES ('q', '{\"retention\":{\"completed\":"
+             "{\"age_s\":60,\"count\":0},\"dead\":\"keep\"}}');"
+             " INSERT INTO jobs (id, queue, name, payload, state, priority, run_at, max_attempts,"
+             " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms,"
+             " idempotency_key, created_at, updated_at, finished_at, set_flags) VALUES"
+             " ('old-done', 'q', 'n', '{}', 3, 0, %lld, 8, 0, 2000, 900000, 0.5, 30000,"
+             " 'old-done', %lld, %lld, %lld, 0);"
+             " DROP ROLE IF EXISTS %s; CREATE ROLE %s; GRANT USAGE ON SCHEMA %s TO %s;"
+             " GRANT EXECUTE ON FUNCTION enqueue(text, text, jsonb, jsonb) TO %s; RESET search_path",
+             t, t, t, t, role, role, old, role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+
+    char url[1024];
+    const char *b = base_url();
+    snprintf(url, sizeof url, "%s%cschema=%s", b, strchr(b, '?') ? '&' : '?', old);
+    er_store *s = open_url(url);
+    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", old);
+    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    int n = 0;
+    er_error err = {0};
+    cr_assert_eq(OPS->retention(s, 0, 1000, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 1);
+    er_job j, existing;
+    mkjob(&j, "old-done", "q", 0, er_now_ms(), er_now_ms());
+    er_job_init(&existing);
+    er_tombstone_list tl = {0};
+    bool dup = false;
+    cr_assert_eq(OPS->enqueue(s, &j, &dup, &existing, &tl, &err), 0, "%s", err.message);
+    cr_assert(dup);
+    cr_assert_eq(tl.len, 1);
+    cr_assert_eq(tl.items[0].finished_at, t);
+    cr_assert_eq(tl.items[0].state, ER_STATE_COMPLETED);
+    er_tombstone_list_fini(&tl);
+    er_job_fini(&j);
+    snprintf(q, sizeof q,
+             "SET ROLE %s; SELECT %s.enqueue('q', 'n', '{}', '{\"id\":\"old-done\"}'); RESET ROLE",
+             role, old);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    cr_assert_eq(OPS->get_job(s, "old-done", &j, &err), ER_ENOTFOUND, "still remembered");
     OPS->close(s);
     er_postgres_pool_drain();
     PQclear(PQexec(c, "SET client_min_messages = warning"));

@@ -413,7 +413,7 @@ static int enqueue_pages(int *next_id, int n)
         jobs[i].payload_len = strlen(big);
     }
     er_error err = {0};
-    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, (size_t)n, dup, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, (size_t)n, dup, NULL, &err), 0, "%s", err.message);
     for (int i = 0; i < n; i++)
         er_job_fini(&jobs[i]);
     free(jobs);

@@ -190,7 +190,7 @@ static bool workload(er_store *s)
                 mkjob(&js[k], id);
             }
             if (rc == 0)
-                rc = OPS->enqueue_many(s, js, 4, dup, &err);
+                rc = OPS->enqueue_many(s, js, 4, dup, NULL, &err);
             for (int k = 0; k < 4; k++) {
                 if (rc == 0 && k < 3)
                     cr_assert(!dup[k]);
@@ -206,7 +206,7 @@ static bool workload(er_store *s)
             er_job j;
             mkjob(&j, id);
             bool dup;
-            rc = OPS->enqueue(s, &j, &dup, NULL, &err);
+            rc = OPS->enqueue(s, &j, &dup, NULL, NULL, &err);
             er_job_fini(&j);
             if (rc == 0)
                 pend(id, ER_STATE_WAITING);
@@ -292,7 +292,7 @@ static void verify(void)
     er_job j;
     mkjob(&j, "after");
     bool dup;
-    cr_assert_eq(OPS->enqueue(s, &j, &dup, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->enqueue(s, &j, &dup, NULL, NULL, &err), 0, "%s", err.message);
     er_job_fini(&j);
     OPS->close(s);
     check_integrity();

@@ -541,16 +541,34 @@ Test(job, set_flags_round_trip_and_old_rows_read_as_whole_backoff)
 {
     cr_assert_eq(enq("{\"name\":\"a\",\"priority\":1,\"backoff\":{\"delay_ms\":9}}"), 0);
     int f = er_job_set_flags(&job);
-    cr_assert_eq(f, 8 | 2 | (ER_BACKOFF_GIVEN_DELAY << 4));
+    cr_assert_eq(f, 8 | 2 | (ER_BACKOFF_GIVEN_DELAY << 4) | ER_FLAG_ID_GENERATED);
     er_job j2;
     er_job_init(&j2);
     er_job_set_flags_apply(&j2, f);
     cr_assert(j2.set_priority && j2.set_backoff && !j2.set_timeout && !j2.set_max_attempts);
+    cr_assert(j2.id_generated);
     cr_assert_eq(j2.backoff_given, ER_BACKOFF_GIVEN_DELAY);
     er_job_set_flags_apply(&j2, 2); /* written before the backoff member bits */
     cr_assert_eq(j2.backoff_given, ER_BACKOFF_GIVEN_ALL);
     er_job_set_flags_apply(&j2, 0);
     cr_assert(!j2.set_backoff && j2.backoff_given == 0);
+    cr_assert(!j2.id_generated); /* an older row: its id counts as a client's */
+}
+
+Test(job, only_a_generated_id_is_flagged_generated)
+{
+    cr_assert_eq(enq("{\"name\":\"a\",\"id\":\"mine-1\"}"), 0);
+    cr_assert(!job.id_generated);
+    cr_assert_eq(er_job_set_flags(&job) & ER_FLAG_ID_GENERATED, 0);
+    er_job_fini(&job);
+    cr_assert_eq(enq("{\"name\":\"a\"}"), 0);
+    cr_assert(job.id_generated);
+    er_job dead = job, copy;
+    dead.state = ER_STATE_DEAD;
+    int n = 0;
+    cr_assert_eq(er_job_redrive_plan(&dead, 5, &copy, &n, NULL), 0);
+    cr_assert(!copy.id_generated, "a redrive id is derived, so it can collide");
+    er_job_fini(&copy);
 }
 
 Test(job, server_defaults_apply_without_queue_defaults)

@@ -53,6 +53,13 @@ void er_http_job_write_json(const er_job *job, er_jsonw *w);
  * max_attempts, started, lease_token, lease_expires_at, idempotency_key,
  * trace_id, group, priority, timeout_ms, created_at. */
 void er_http_job_write_lease_json(const er_job *job, er_jsonw *w);
+/* A tombstone as an enqueue reply shows it: {"id" (only when id is not
+ * NULL), "queue", "state", "finished_at"}. */
+void er_http_tombstone_write_json(const char *id, const char *queue, er_state state,
+                                  int64_t finished_at, er_jsonw *w);
+/* The same as a jansson object (new reference; NULL on ENOMEM). */
+json_t *er_http_tombstone_to_json(const char *id, const char *queue, er_state state,
+                                  int64_t finished_at);
 /* er_http_job_write_json as a jansson object (new reference; NULL on ENOMEM). */
 json_t *er_http_job_to_json(const er_job *job);
 

@@ -64,10 +64,18 @@ static void finish_enqueue_one(er_hctx *c, er_req *r)
     er_http_jsonw_init(c, &w);
     er_jsonw_begin_object(&w);
     er_jsonw_key(&w, "job");
-    er_http_job_write_json(job, &w);
+    if (r->tombs.len)
+        er_jsonw_null(&w); /* deleted by retention; its id is remembered */
+    else
+        er_http_job_write_json(job, &w);
     if (dup) {
         er_jsonw_key(&w, "duplicate");
         er_jsonw_bool(&w, true);
+    }
+    if (r->tombs.len) {
+        const er_tombstone *t = &r->tombs.items[0];
+        er_jsonw_key(&w, "tombstone");
+        er_http_tombstone_write_json(NULL, t->queue, t->state, t->finished_at, &w);
     }
     er_jsonw_end_object(&w);
     er_http_reply_jsonw(c, dup ? 200 : 201, &w);
@@ -79,17 +87,25 @@ static void finish_enqueue_bulk(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    json_t *ids = json_array(), *dups = json_array();
-    int bad = !ids || !dups;
+    json_t *ids = json_array(), *dups = json_array(), *tombs = json_array();
+    int bad = !ids || !dups || !tombs;
     for (size_t i = 0; i < r->njobs && !bad; i++) {
         bad |= json_array_append_new(ids, json_string(r->jobs[i].id));
         if (r->duplicate && r->duplicate[i])
             bad |= json_array_append_new(dups, json_string(r->jobs[i].id));
     }
-    json_t *body = bad ? NULL : json_pack("{s:o,s:o}", "ids", ids, "duplicates", dups);
+    for (size_t i = 0; i < r->tombs.len && !bad; i++) {
+        const er_tombstone *t = &r->tombs.items[i];
+        bad |= json_array_append_new(tombs, er_http_tombstone_to_json(r->jobs[t->index].id, t->queue,
+                                                                     t->state, t->finished_at));
+    }
+    json_t *body = bad ? NULL
+                       : json_pack("{s:o,s:o,s:o}", "ids", ids, "duplicates", dups, "tombstones",
+                                   tombs);
     if (bad) {
         json_decref(ids);
         json_decref(dups);
+        json_decref(tombs);
     }
     er_http_reply_json(c, 201, body);
 }

@@ -263,7 +263,8 @@ void er_route_delete_scheduler(er_hctx *c)
     submit_param(c, ER_REQ_DELETE_SCHEDULER, finish_ok);
 }
 
-/* {"job": ..., "duplicate": bool}: 201 when the tick's job is new. */
+/* {"job": ..., "duplicate": bool}: 201 when the tick's job is new; "job":
+ * null and a "tombstone" when retention deleted it. */
 static void finish_trigger(er_hctx *c, er_req *r)
 {
     if (r->rc) {
@@ -274,9 +275,17 @@ static void finish_trigger(er_hctx *c, er_req *r)
     er_http_jsonw_init(c, &w);
     er_jsonw_begin_object(&w);
     er_jsonw_key(&w, "job");
-    er_http_job_write_json(&r->job, &w);
+    if (r->tombs.len)
+        er_jsonw_null(&w); /* the tick's job was deleted by retention */
+    else
+        er_http_job_write_json(&r->job, &w);
     er_jsonw_key(&w, "duplicate");
     er_jsonw_bool(&w, !r->created);
+    if (r->tombs.len) {
+        const er_tombstone *t = &r->tombs.items[0];
+        er_jsonw_key(&w, "tombstone");
+        er_http_tombstone_write_json(NULL, t->queue, t->state, t->finished_at, &w);
+    }
     er_jsonw_end_object(&w);
     er_http_reply_jsonw(c, r->created ? 201 : 200, &w);
 }

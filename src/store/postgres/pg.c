@@ -266,6 +266,7 @@ static int pg_open(const char *url, const er_store_options *opt, er_store **out,
     }
     s->pool = pl;
     s->caller_clock = pl->caller_clock;
+    s->dedup_window_ms = opt ? opt->dedup_window_ms : ER_DEDUP_WINDOW_DEFAULT_MS;
     s->durability = dur;
     s->busy_ms = busy;
     if (fresh) {

@@ -174,6 +174,13 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
     int n = 0;
     if ((rc = er_job_redrive_plan(&dead, now, &nj, &n, err)) < 0)
         goto out;
+    er_tombstone_list tombs = {0};
+    rc = er_pg_tombstone_find(s, &nj, now, 0, &tombs, err);
+    if (rc == 0 && tombs.len)
+        rc = er_store_redrive_remembered(&nj, &tombs.items[0], err);
+    er_tombstone_list_fini(&tombs);
+    if (rc < 0)
+        goto out;
     er_jsonw w;
     er_jsonw_init(&w, (size_t)1 << 30);
     er_pg_job_json(&nj, &w);
@@ -358,9 +365,10 @@ int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size
     return 0;
 }
 
-/* Runs one retention DELETE over every queue in the arrays; adds to *n. */
-static int ret_delete(er_store *s, int id, er_pg_array *names, er_pg_array *vals, int limit,
-                      int *n, er_error *err)
+/* Runs one retention DELETE over every queue in the arrays, keeping
+ * tombstones within the dedup window; adds the jobs deleted to *n. */
+static int ret_delete(er_store *s, int id, er_pg_array *names, er_pg_array *vals, int64_t now,
+                      int limit, int *n, er_error *err)
 {
     if (names->n == 0 || *n >= limit)
         return 0;
@@ -368,12 +376,16 @@ static int ret_delete(er_store *s, int id, er_pg_array *names, er_pg_array *vals
     er_pg_p_str(&p, er_pg_array_done(names));
     er_pg_p_str(&p, er_pg_array_done(vals));
     er_pg_p_i64(&p, limit - *n);
+    er_pg_p_i64(&p, s->dedup_window_ms);
+    er_pg_p_i64(&p, now);
     if (names->oom || vals->oom)
         return nomem(err);
-    int64_t deleted = 0;
-    int rc = er_pg_run(s, id, &p, &deleted, err);
-    if (rc == 0)
-        *n += (int)deleted;
+    PGresult *r;
+    int rc = er_pg_exec(s, id, &p, &r, err);
+    if (rc == 0) {
+        *n += (int)er_pg_i64(r, 0, 0);
+        PQclear(r);
+    }
     return rc;
 }
 
@@ -406,17 +418,24 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
     }
     PQclear(r);
     if (rc == 0)
-        rc = ret_delete(s, ER_PG_RET_COMPLETED_AGE, &an, &av, limit, n, err);
+        rc = ret_delete(s, ER_PG_RET_COMPLETED_AGE, &an, &av, now, limit, n, err);
     if (rc == 0)
-        rc = ret_delete(s, ER_PG_RET_COMPLETED_COUNT, &cn, &cv, limit, n, err);
+        rc = ret_delete(s, ER_PG_RET_COMPLETED_COUNT, &cn, &cv, now, limit, n, err);
     if (rc == 0)
-        rc = ret_delete(s, ER_PG_RET_DEAD_AGE, &dn, &dv, limit, n, err);
+        rc = ret_delete(s, ER_PG_RET_DEAD_AGE, &dn, &dv, now, limit, n, err);
     er_pg_array_fini(&an);
     er_pg_array_fini(&av);
     er_pg_array_fini(&cn);
     er_pg_array_fini(&cv);
     er_pg_array_fini(&dn);
     er_pg_array_fini(&dv);
+    if (rc == 0) {
+        /* tombstones past the window, a bounded batch per pass */
+        er_pg_params p = {0};
+        er_pg_p_i64(&p, now - s->dedup_window_ms);
+        er_pg_p_i64(&p, limit);
+        rc = er_pg_run(s, ER_PG_TOMB_CLEAN, &p, NULL, err);
+    }
     return rc;
 }
 

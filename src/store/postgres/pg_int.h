@@ -47,6 +47,8 @@ enum {
     ER_PG_RET_COMPLETED_COUNT,
     ER_PG_RET_DEAD_AGE,
     ER_PG_NEXT_DUE,
+    ER_PG_TOMB_GET,
+    ER_PG_TOMB_CLEAN,
     /* schedulers, leases, cursors (pg_sched.c) */
     ER_PG_SCHED_PUT,
     ER_PG_SCHED_GET,
@@ -66,12 +68,22 @@ extern const char *const er_pg_sql[ER_PG_NSTMT];
 
 /* Schema migrations, applied in order at the first open (pg_migrate.c). */
 extern const char er_pg_migration_4[];
+extern const char er_pg_migration_5[];
 extern const char *const er_pg_migrations[];
 extern const int er_pg_schema_version;
 
 /* Columns of every job SELECT/RETURNING: the job row (store/job_row.h),
  * then seq. */
 enum { ER_PG_COL_SEQ = ER_JOB_NCOLS, ER_PG_NCOLS = ER_JOB_NCOLS + 1 };
+
+/* Appends job's tombstone (as item `index`) to *tombs when its id is a
+ * client's, a tombstone within the dedup window remembers it and no job
+ * holds the id again; else nothing. `now` as the store's ops take it. */
+int er_pg_tombstone_find(er_store *s, const er_job *job, int64_t now, size_t index,
+                         er_tombstone_list *tombs, er_error *err);
+/* The window to look tombstones up with for job: 0 (none) for a generated
+ * id or when the store keeps none. */
+int64_t er_pg_tomb_window(const er_store *s, const er_job *job);
 
 /* One physical connection; lives in a pool between er_store uses. */
 typedef struct er_pg_conn {
@@ -99,6 +111,7 @@ struct er_store {
     er_durability durability;
     int busy_ms;
     int64_t tx_now;    /* the store's clock (now()) of the open transaction */
+    int64_t dedup_window_ms; /* er_store_options.dedup_window_ms */
     er_pg_qs *qc;      /* transaction-scoped settings cache */
     size_t nqc;
     char **notified; /* queues notified in this transaction */
@@ -207,9 +220,9 @@ void er_pg_array_fini(er_pg_array *a);
 
 /* Operations (pg_jobs.c, pg_admin.c), in store.h's order. */
 int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
-                  er_error *err);
+                  er_tombstone_list *tombs, er_error *err);
 int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
-                       er_error *err);
+                       er_tombstone_list *tombs, er_error *err);
 int er_pg_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                 er_error *err);
 int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,

@@ -21,8 +21,55 @@ static int nomem(er_error *err)
     return er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
+int64_t er_pg_tomb_window(const er_store *s, const er_job *job)
+{
+    return job->id_generated ? 0 : s->dedup_window_ms;
+}
+
+/* The caller's time for a tombstone lookup, or NULL for the store's clock. */
+static void p_now(er_pg_params *p, const er_store *s, int64_t now)
+{
+    if (s->caller_clock)
+        er_pg_p_i64(p, now);
+    else
+        er_pg_p_str(p, NULL);
+}
+
+/* Appends the tombstone in columns c, c+1, c+2 of row `row` (queue, state,
+ * finished_at; NULL queue: none). */
+static int add_tomb(PGresult *r, int row, int c, size_t index, er_tombstone_list *tombs,
+                    er_error *err)
+{
+    if (!tombs || PQgetisnull(r, row, c))
+        return 0;
+    if (er_tombstone_list_add(tombs, index, PQgetvalue(r, row, c), (er_state)er_pg_i64(r, row, c + 1),
+                              er_pg_i64(r, row, c + 2)) < 0)
+        return nomem(err);
+    return 0;
+}
+
+int er_pg_tombstone_find(er_store *s, const er_job *job, int64_t now, size_t index,
+                         er_tombstone_list *tombs, er_error *err)
+{
+    int64_t window = er_pg_tomb_window(s, job);
+    if (window <= 0)
+        return 0;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, job->id);
+    er_pg_p_i64(&p, window);
+    p_now(&p, s, now);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_TOMB_GET, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    if (PQntuples(r) > 0)
+        rc = add_tomb(r, 0, 0, index, tombs, err);
+    PQclear(r);
+    return rc;
+}
+
 int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
-                  er_error *err)
+                  er_tombstone_list *tombs, er_error *err)
 {
     *duplicate = false;
     /* one NOTIFY per queue and transaction is enough: listeners wake once */
@@ -37,14 +84,21 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
     er_pg_params p = {0};
     er_pg_p_str(&p, w.out.data);
     er_pg_p_bool(&p, notify);
+    er_pg_p_i64(&p, er_pg_tomb_window(s, job));
+    p_now(&p, s, job->updated_at);
     PGresult *r;
     int rc = er_pg_exec(s, ER_PG_INSERT_JOB, &p, &r, err);
     er_jsonw_fini(&w);
     if (rc < 0)
         return rc;
+    enum { TOMB_COL = 1 + ER_PG_NCOLS };
     if (er_pg_i64(r, 0, 0) > 0) {
         if (notify && s->in_tx)
             er_pg_mark_notified(s, job->queue);
+    } else if (!PQgetisnull(r, 0, TOMB_COL)) {
+        *duplicate = true;
+        if (tombs)
+            rc = add_tomb(r, 0, TOMB_COL, 0, tombs, err);
     } else {
         *duplicate = true;
         if (existing && !PQgetisnull(r, 0, 1)) {
@@ -62,8 +116,14 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
     return rc;
 }
 
+static int tomb_cmp(const void *a, const void *b)
+{
+    const er_tombstone *x = a, *y = b;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
 int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
-                       er_error *err)
+                       er_tombstone_list *tombs, er_error *err)
 {
     if (n == 0)
         return 0;
@@ -77,8 +137,14 @@ int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
         er_jsonw_fini(&w);
         return nomem(err);
     }
+    /* lookups only when a job of the batch has a client's id */
+    int64_t window = 0;
+    for (size_t i = 0; i < n && !window; i++)
+        window = er_pg_tomb_window(s, &jobs[i]);
     er_pg_params p = {0};
     er_pg_p_str(&p, w.out.data);
+    er_pg_p_i64(&p, window);
+    p_now(&p, s, jobs[0].updated_at);
     PGresult *r;
     int rc = er_pg_exec(s, ER_PG_INSERT_MANY, &p, &r, err);
     er_jsonw_fini(&w);
@@ -86,13 +152,20 @@ int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
         return rc;
     for (size_t i = 0; i < n; i++)
         duplicate[i] = true;
-    for (int row = 0; row < PQntuples(r); row++) {
+    size_t had = tombs ? tombs->len : 0;
+    for (int row = 0; rc == 0 && row < PQntuples(r); row++) {
         int64_t i = er_pg_i64(r, row, 0);
-        if (i >= 0 && (size_t)i < n)
+        if (i < 0 || (size_t)i >= n)
+            continue;
+        if (PQgetisnull(r, row, 1))
             duplicate[i] = false;
+        else
+            rc = add_tomb(r, row, 1, (size_t)i, tombs, err);
     }
     PQclear(r);
-    return 0;
+    if (rc == 0 && tombs && tombs->len - had > 1)
+        qsort(tombs->items + had, tombs->len - had, sizeof *tombs->items, tomb_cmp);
+    return rc;
 }
 
 /* A leased row with what orders a fetch batch. */

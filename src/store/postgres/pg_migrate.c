@@ -4,7 +4,7 @@
  * one transaction that holds an advisory lock on the schema (servers
  * starting together migrate one after the other), and the limits row that
  * errand.enqueue_job validates with, rewritten at every start. The
- * migrations' text is in pg_sql.c and pg_migration_4.c; this file only
+ * migrations' text is in pg_sql.c, pg_migration_4.c and pg_migration_5.c; this file only
  * applies them in order and records their versions.
  */
 #include "store/postgres/pg_int.h"
@@ -13,10 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The limits row errand.enqueue_job validates with: this server's, written
- * at every start inside the migration's transaction. Nodes that disagree
- * (a rolling change of --payload-max) follow the one that started last;
- * the starting node logs the values it replaced. */
+/* The limits row errand.enqueue_job validates with (and the dedup window
+ * its tombstone lookups use): this server's, written at every start inside
+ * the migration's transaction. Nodes that disagree (a rolling change of
+ * --payload-max) follow the one that started last; the starting node logs
+ * the values it replaced. */
 static int write_limits(er_store *s, const er_job_limits *lim, er_error *err)
 {
     er_job_defaults d;
@@ -24,22 +25,27 @@ static int write_limits(er_store *s, const er_job_limits *lim, er_error *err)
     long long pmax = lim && lim->payload_max ? (long long)lim->payload_max
                                              : (long long)ER_PAYLOAD_MAX_DEFAULT;
     PGresult *r = NULL;
-    int rc = er_pg_simple(s, "SELECT payload_max FROM limits", "limits", &r, err);
+    int rc = er_pg_simple(s, "SELECT payload_max, dedup_window_ms FROM limits", "limits", &r, err);
     if (rc == 0 && PQntuples(r) == 1 && er_pg_i64(r, 0, 0) != pmax)
         ER_LOG(ER_LOG_WARN, NULL,
                "limits: payload_max was %lld (written by another errand server), now %lld",
                (long long)er_pg_i64(r, 0, 0), pmax);
+    if (rc == 0 && PQntuples(r) == 1 && er_pg_i64(r, 0, 1) != s->dedup_window_ms)
+        ER_LOG(ER_LOG_WARN, NULL,
+               "limits: dedup_window_ms was %lld (written by another errand server), now %lld",
+               (long long)er_pg_i64(r, 0, 1), (long long)s->dedup_window_ms);
     PQclear(r);
     if (rc < 0)
         return rc;
-    char sql[1536];
+    char sql[2048];
     snprintf(sql, sizeof sql,
              "INSERT INTO limits (id, payload_max, name_max, id_max, priority_max,"
              " max_attempts_max, delay_max_ms, timeout_max_ms, bulk_max, field_max, message_max,"
              " default_max_attempts, default_backoff_type, default_backoff_delay_ms,"
              " default_backoff_max_ms, default_backoff_jitter, default_timeout_ms,"
-             " default_priority, written_by, written_at) VALUES (true, %lld, %d, %d, %d, %d, %lld,"
-             " %lld, %d, %d, %d, %d, %d, %lld, %lld, %.17g, %lld, %d, 'errand %s', now())"
+             " default_priority, dedup_window_ms, written_by, written_at) VALUES (true, %lld, %d,"
+             " %d, %d, %d, %lld, %lld, %d, %d, %d, %d, %d, %lld, %lld, %.17g, %lld, %d, %lld,"
+             " 'errand %s', now())"
              " ON CONFLICT (id) DO UPDATE SET payload_max = excluded.payload_max,"
              " name_max = excluded.name_max, id_max = excluded.id_max,"
              " priority_max = excluded.priority_max, max_attempts_max = excluded.max_attempts_max,"
@@ -52,13 +58,14 @@ static int write_limits(er_store *s, const er_job_limits *lim, er_error *err)
              " default_backoff_max_ms = excluded.default_backoff_max_ms,"
              " default_backoff_jitter = excluded.default_backoff_jitter,"
              " default_timeout_ms = excluded.default_timeout_ms,"
-             " default_priority = excluded.default_priority, written_by = excluded.written_by,"
+             " default_priority = excluded.default_priority,"
+             " dedup_window_ms = excluded.dedup_window_ms, written_by = excluded.written_by,"
              " written_at = excluded.written_at",
              pmax, ER_NAME_MAX, ER_ID_MAX, ER_PRIORITY_MAX, ER_MAX_ATTEMPTS_MAX,
              (long long)ER_DELAY_MAX_MS, (long long)ER_TIMEOUT_MAX_MS, ER_BULK_MAX,
              ER_FIELD_MAX - 1, ER_MESSAGE_MAX - 1, d.max_attempts, (int)d.backoff.type,
              (long long)d.backoff.delay_ms, (long long)d.backoff.max_delay_ms, d.backoff.jitter,
-             (long long)d.timeout_ms, d.priority, ER_VERSION);
+             (long long)d.timeout_ms, d.priority, (long long)s->dedup_window_ms, ER_VERSION);
     return er_pg_simple(s, sql, "limits", NULL, err);
 }
 

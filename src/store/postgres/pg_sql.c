@@ -308,6 +308,8 @@ const char *const er_pg_migrations[] = {
 
     /* 4: the limits row, errand.enqueue_job, the fetch row work (pg_migration_4.c) */
     er_pg_migration_4,
+    /* 5: tombstones, and _enqueue honouring them (pg_migration_5.c) */
+    er_pg_migration_5,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -325,6 +327,25 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
 
 #define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
 
+/* The store's clock in ms, or the caller's when the parameter is not NULL */
+#define NOW_MS(p) "coalesce(" p "::bigint, (extract(epoch FROM now()) * 1000)::bigint)"
+
+/* A tombstone that remembers id expression idp within the window wp (ms,
+ * 0: none) of the time nowp, while no job holds the id again. */
+#define TOMB_WHERE(idp, wp, nowp)                                                           \
+    " WHERE " wp "::bigint > 0 AND tb.id = " idp " AND tb.finished_at > " NOW_MS(nowp) " - " \
+    wp "::bigint AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.id = tb.id)"
+
+/* A retention DELETE d, keeping tombstones: $4 the window (0: none), $5 now */
+#define RET_KEEP(del)                                                                      \
+    "WITH d AS (" del " RETURNING id, queue, state, finished_at, set_flags),"              \
+    " t AS (INSERT INTO tombstones (id, queue, state, finished_at)"                        \
+    " SELECT id, queue, state, finished_at FROM d WHERE $4::bigint > 0"                    \
+    " AND set_flags & 256 = 0 AND finished_at > $5::bigint - $4::bigint"                   \
+    " ON CONFLICT (id) DO UPDATE SET queue = excluded.queue, state = excluded.state,"     \
+    " finished_at = excluded.finished_at)"                                                 \
+    " SELECT count(*) FROM d"
+
 /* A lease-checked update u (one row when it applied) reported with the
  * job's state before it (NULL when there is no such job), so one round
  * trip tells applied / stale / not found: columns applied, state. */
@@ -334,28 +355,43 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
 
 const char *const er_pg_sql[ER_PG_NSTMT] = {
     /* $1: the job (er_pg_job_json), $2: notify (the job is waiting and its
-     * queue was not notified yet in this transaction). Columns: inserted,
-     * then the existing job when not. */
+     * queue was not notified yet in this transaction), $3: the tombstone
+     * window (0: no lookup), $4: now (NULL: the store's clock). Columns:
+     * inserted, the existing job when not, then the tombstone that
+     * remembers the id (queue, state, finished_at) when one does. */
     [ER_PG_INSERT_JOB] =
-        "WITH ins AS (INSERT INTO jobs " INSERT_COLS INSERT_FROM_JSON("$1::json")
-        " ON CONFLICT (id) DO NOTHING RETURNING queue, state),"
+        "WITH t AS (SELECT tb.queue, tb.state, tb.finished_at FROM tombstones tb"
+        TOMB_WHERE("($1::json ->> 'id')", "$3", "$4") "),"
+        " ins AS (INSERT INTO jobs " INSERT_COLS INSERT_FROM_JSON("$1::json")
+        " WHERE NOT EXISTS (SELECT 1 FROM t) ON CONFLICT (id) DO NOTHING RETURNING queue, state),"
         " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
-        " SELECT n.c, " COLS " FROM (SELECT count(*) AS c,"
+        " SELECT n.c, " COLS ", t.queue, t.state, t.finished_at FROM (SELECT count(*) AS c,"
         " count(CASE WHEN state = 1 AND $2::boolean THEN notify_ready(queue) END) AS w"
-        " FROM ins) n LEFT JOIN jobs j ON j.id = ($1::json ->> 'id') AND n.c = 0",
-    /* $1: a JSON array of jobs (er_pg_job_json each). Returns the positions
-     * (from 0) inserted: the first of each id that did not exist. */
+        " FROM ins) n LEFT JOIN t ON true"
+        " LEFT JOIN jobs j ON j.id = ($1::json ->> 'id') AND n.c = 0",
+    /* $1: a JSON array of jobs (er_pg_job_json each), $2: the tombstone
+     * window (0: no lookups), $3: now (NULL: the store's clock). Returns the
+     * positions (from 0) inserted: the first of each id that did not exist,
+     * with NULL tombstone columns; and in position order the positions a
+     * tombstone remembers, with its queue, state, finished_at. The LIMIT 1
+     * keeps each lookup one index probe (no join over the whole table). */
     [ER_PG_INSERT_MANY] =
         "WITH x AS (SELECT * FROM json_populate_recordset(NULL::jobs, $1::json)"
         " WITH ORDINALITY AS x),"
+        " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
+        " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$2", "$3")
+        " AND x.set_flags & 256 = 0 LIMIT 1) m),"
         " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
+        " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
         " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
         " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
         " ON CONFLICT (name) DO NOTHING),"
         " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
         " WHERE state = 1) w)"
-        " SELECT f.i FROM (SELECT min(x.ordinality) - 1 AS i FROM x JOIN ins ON ins.id = x.id"
-        " GROUP BY x.id) f, (SELECT count(*) FROM nt) n",
+        " SELECT f.i, NULL::text, NULL::smallint, NULL::bigint FROM (SELECT min(x.ordinality) - 1"
+        " AS i FROM x JOIN ins ON ins.id = x.id GROUP BY x.id) f, (SELECT count(*) FROM nt) n"
+        " UNION ALL (SELECT t.ordinality - 1, t.queue, t.state, t.finished_at FROM t"
+        " ORDER BY t.ordinality)",
     [ER_PG_GET_JOB] = "SELECT " COLS " FROM jobs j WHERE j.id = $1",
     [ER_PG_GET_JOB_LOCK] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
                            " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = $1"
@@ -440,20 +476,26 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS x(seq, st, err)"
         " WHERE j.seq = x.seq RETURNING j.queue, j.state)"
         " SELECT queue, notify_ready(queue) FROM u WHERE state = 1 GROUP BY queue",
-    /* $1 queues, $2 cutoff per queue, $3 limit */
-    [ER_PG_RET_COMPLETED_AGE] =
+    /* $1 queues, $2 cutoff per queue, $3 limit; RET_KEEP's $4, $5 */
+    [ER_PG_RET_COMPLETED_AGE] = RET_KEEP(
         "DELETE FROM jobs WHERE seq IN (SELECT d.seq FROM unnest($1::text[], $2::bigint[])"
         " AS r(q, cutoff) CROSS JOIN LATERAL (SELECT seq FROM jobs WHERE state = 3"
-        " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)",
+        " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)"),
     /* $2 how many of the newest completed jobs each queue keeps */
-    [ER_PG_RET_COMPLETED_COUNT] =
+    [ER_PG_RET_COMPLETED_COUNT] = RET_KEEP(
         "DELETE FROM jobs WHERE seq IN (SELECT d.seq FROM unnest($1::text[], $2::bigint[])"
         " AS r(q, keep) CROSS JOIN LATERAL (SELECT seq FROM jobs WHERE state = 3"
-        " AND queue = r.q ORDER BY finished_at DESC OFFSET r.keep LIMIT $3) d LIMIT $3)",
-    [ER_PG_RET_DEAD_AGE] =
+        " AND queue = r.q ORDER BY finished_at DESC OFFSET r.keep LIMIT $3) d LIMIT $3)"),
+    [ER_PG_RET_DEAD_AGE] = RET_KEEP(
         "DELETE FROM jobs WHERE seq IN (SELECT d.seq FROM unnest($1::text[], $2::bigint[])"
         " AS r(q, cutoff) CROSS JOIN LATERAL (SELECT seq FROM jobs WHERE state = 4"
-        " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)",
+        " AND queue = r.q AND finished_at < r.cutoff ORDER BY finished_at LIMIT $3) d LIMIT $3)"),
+    /* $1 id, $2 window, $3 now (NULL: the store's clock) */
+    [ER_PG_TOMB_GET] = "SELECT tb.queue, tb.state, tb.finished_at FROM tombstones tb"
+                       TOMB_WHERE("$1::text", "$2", "$3"),
+    /* $1 the oldest finished_at still kept, minus 1; $2 limit */
+    [ER_PG_TOMB_CLEAN] = "DELETE FROM tombstones WHERE id IN (SELECT id FROM tombstones"
+                         " WHERE finished_at <= $1 ORDER BY finished_at LIMIT $2)",
     [ER_PG_NEXT_DUE] = "SELECT least((SELECT min(run_at) FROM jobs WHERE state = 0),"
                        " (SELECT min(lease_expires_at) FROM jobs WHERE state = 2))",
     /* schedulers, leases, cursors (pg_sched.c) */

@@ -247,6 +247,13 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
     int n = 0;
     if ((rc = er_job_redrive_plan(&dead, now, &nj, &n, err)) < 0)
         goto out;
+    er_tombstone_list tombs = {0};
+    rc = er_sqlite_tombstone_find(s, &nj, now, 0, &tombs, err);
+    if (rc == 0 && tombs.len)
+        rc = er_store_redrive_remembered(&nj, &tombs.items[0], err);
+    er_tombstone_list_fini(&tombs);
+    if (rc < 0)
+        goto out;
     sqlite3_stmt *st = NULL;
     rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
     if (rc == 0)
@@ -424,9 +431,27 @@ int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
     return 0;
 }
 
-/* Runs one bounded retention DELETE; adds the rows deleted to *n. */
-static int ret_delete(er_store *s, int id, const char *queue, int64_t arg, int limit, int *n,
-                      er_error *err)
+/* Keeps a tombstone of a job a retention DELETE returned (its id, queue,
+ * state, finished_at, set_flags), unless its id was generated or it
+ * finished before the dedup window (cutoff). */
+static int keep_tombstone(er_store *s, sqlite3_stmt *del, int64_t cutoff, er_error *err)
+{
+    if ((sqlite3_column_int(del, 4) & ER_FLAG_ID_GENERATED) ||
+        sqlite3_column_int64(del, 3) <= cutoff)
+        return 0;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_TOMB_PUT, &st, err);
+    if (rc < 0)
+        return rc;
+    for (int c = 0; c < 4; c++)
+        sqlite3_bind_value(st, c + 1, sqlite3_column_value(del, c));
+    return er_sqlite_run(s, st, err);
+}
+
+/* Runs one bounded retention DELETE, keeping tombstones within the dedup
+ * window; adds the rows deleted to *n. */
+static int ret_delete(er_store *s, int id, const char *queue, int64_t arg, int64_t now,
+                      int limit, int *n, er_error *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, id, &st, err);
@@ -435,10 +460,31 @@ static int ret_delete(er_store *s, int id, const char *queue, int64_t arg, int l
     sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, arg);
     sqlite3_bind_int(st, 3, limit);
-    rc = er_sqlite_run(s, st, err);
-    if (rc == 0)
-        *n += sqlite3_changes(s->db);
+    bool keep = s->dedup_window_ms > 0;
+    int64_t cutoff = now - s->dedup_window_ms;
+    int src;
+    /* the DELETE is done at the first step; its rows are read from memory */
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        (*n)++;
+        if (rc == 0 && keep)
+            rc = keep_tombstone(s, st, cutoff, err);
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "retention", err);
+    sqlite3_reset(st);
     return rc;
+}
+
+/* Deletes up to `limit` tombstones past the dedup window. */
+static int tombstones_clean(er_store *s, int64_t now, int limit, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_TOMB_CLEAN, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now - s->dedup_window_ms);
+    sqlite3_bind_int(st, 2, limit);
+    return er_sqlite_run(s, st, err);
 }
 
 static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error *err)
@@ -450,15 +496,17 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
         const er_retention *r = &qs[i].settings.retention;
         if (r->completed_age_s > 0)
             rc = ret_delete(s, ER_SQ_RET_COMPLETED_AGE, qs[i].name,
-                            now - r->completed_age_s * 1000, limit - *n, n, err);
+                            now - r->completed_age_s * 1000, now, limit - *n, n, err);
         if (rc == 0 && r->completed_count > 0 && *n < limit)
-            rc = ret_delete(s, ER_SQ_RET_COMPLETED_COUNT, qs[i].name, r->completed_count,
+            rc = ret_delete(s, ER_SQ_RET_COMPLETED_COUNT, qs[i].name, r->completed_count, now,
                             limit - *n, n, err);
         if (rc == 0 && r->dead_age_s > 0 && *n < limit)
-            rc = ret_delete(s, ER_SQ_RET_DEAD_AGE, qs[i].name, now - r->dead_age_s * 1000,
+            rc = ret_delete(s, ER_SQ_RET_DEAD_AGE, qs[i].name, now - r->dead_age_s * 1000, now,
                             limit - *n, n, err);
     }
     er_queue_info_list_free(qs, len);
+    if (rc == 0)
+        rc = tombstones_clean(s, now, limit, err);
     return rc;
 }
 

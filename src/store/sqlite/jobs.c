@@ -16,16 +16,60 @@
 #include <stdlib.h>
 #include <string.h>
 
+int er_sqlite_tombstone_find(er_store *s, const er_job *job, int64_t now, size_t index,
+                             er_tombstone_list *tombs, er_error *err)
+{
+    if (job->id_generated || s->dedup_window_ms <= 0)
+        return 0;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_TOMB_GET, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, now - s->dedup_window_ms);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+        er_state state = (er_state)sqlite3_column_int(st, 1);
+        int64_t finished_at = sqlite3_column_int64(st, 2);
+        char queue[ER_NAME_MAX + 1];
+        snprintf(queue, sizeof queue, "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_reset(st);
+        /* a job stored again since (the window was longer when it came
+         * back) is the duplicate to report */
+        rc = er_sqlite_prep(s, ER_SQ_JOB_SEQ, &st, err);
+        if (rc < 0)
+            return rc;
+        sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
+        src = sqlite3_step(st);
+        if (src == SQLITE_DONE && er_tombstone_list_add(tombs, index, queue, state, finished_at) < 0)
+            rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    if (rc == 0 && src != SQLITE_ROW && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "read tombstone", err);
+    sqlite3_reset(st);
+    return rc;
+}
+
 int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
-                      er_error *err)
+                      er_tombstone_list *tombs, er_error *err)
 {
     bool own;
     *duplicate = false;
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
+    er_tombstone_list mine = {0};
+    er_tombstone_list *tl = tombs ? tombs : &mine;
+    size_t had = tl->len;
+    rc = er_sqlite_tombstone_find(s, job, job->updated_at, 0, tl, err);
+    if (rc == 0 && tl->len > had) {
+        *duplicate = true;
+        er_tombstone_list_fini(&mine);
+        return er_sqlite_op_end(s, own, 0, err);
+    }
     sqlite3_stmt *st = NULL;
-    rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
+    if (rc == 0)
+        rc = er_sqlite_prep(s, ER_SQ_INSERT_JOB, &st, err);
     if (rc == 0)
         rc = er_sqlite_bind_job(s, st, job, err);
     if (rc == 0)
@@ -117,8 +161,69 @@ static int insert_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
     return rc;
 }
 
-int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+/* Looks up the tombstones of the batch's client-given ids (none when the
+ * table is empty: one step). */
+static int find_tombstones(er_store *s, const er_job *jobs, size_t n, er_tombstone_list *tl,
                            er_error *err)
+{
+    size_t given = 0;
+    for (size_t i = 0; i < n; i++)
+        given += !jobs[i].id_generated;
+    if (given == 0 || s->dedup_window_ms <= 0)
+        return 0;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_TOMB_ANY, &st, err);
+    if (rc < 0)
+        return rc;
+    int src = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (src == SQLITE_DONE)
+        return 0;
+    if (src != SQLITE_ROW)
+        return er_sqlite_error(s->db, src, "read tombstones", err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = er_sqlite_tombstone_find(s, &jobs[i], jobs[i].updated_at, i, tl, err);
+    return rc;
+}
+
+/* insert_many for the jobs no tombstone remembers: the others are
+ * duplicates, and the rest go in as one batch of shallow copies. */
+static int insert_unremembered(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                               const er_tombstone_list *tl, er_error *err)
+{
+    er_job *rest = malloc(n * sizeof *rest);
+    bool *rdup = calloc(n, sizeof *rdup);
+    size_t *at = malloc(n * sizeof *at);
+    int rc = 0;
+    if (!rest || !rdup || !at) {
+        rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+        goto out;
+    }
+    size_t m = 0, t = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t < tl->len && tl->items[t].index == i) {
+            duplicate[i] = true;
+            t++;
+            continue;
+        }
+        rest[m] = jobs[i];
+        at[m++] = i;
+    }
+    if (m == 1)
+        rc = er_sqlite_enqueue(s, &rest[0], &rdup[0], NULL, NULL, err);
+    else if (m > 1)
+        rc = insert_many(s, rest, m, rdup, err);
+    for (size_t k = 0; rc == 0 && k < m; k++)
+        duplicate[at[k]] = rdup[k];
+out:
+    free(rest);
+    free(rdup);
+    free(at);
+    return rc;
+}
+
+int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                           er_tombstone_list *tombs, er_error *err)
 {
     for (size_t i = 0; i < n; i++)
         duplicate[i] = false;
@@ -128,10 +233,22 @@ int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *dupl
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    if (n == 1)
-        rc = er_sqlite_enqueue(s, &jobs[0], &duplicate[0], NULL, err);
-    else
+    er_tombstone_list found = {0};
+    rc = find_tombstones(s, jobs, n, &found, err);
+    if (rc == 0 && found.len)
+        rc = insert_unremembered(s, jobs, n, duplicate, &found, err);
+    else if (rc == 0 && n == 1)
+        rc = er_sqlite_enqueue(s, &jobs[0], &duplicate[0], NULL, NULL, err);
+    else if (rc == 0)
         rc = insert_many(s, jobs, n, duplicate, err);
+    if (rc == 0 && tombs) {
+        for (size_t i = 0; rc == 0 && i < found.len; i++) {
+            const er_tombstone *t = &found.items[i];
+            if (er_tombstone_list_add(tombs, t->index, t->queue, t->state, t->finished_at) < 0)
+                rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+        }
+    }
+    er_tombstone_list_fini(&found);
     if (rc < 0) {
         for (size_t i = 0; i < n; i++)
             duplicate[i] = false;

@@ -102,6 +102,15 @@ const char *const er_sqlite_migrations[] = {
     "CREATE INDEX jobs_queue_state ON jobs(queue, state, seq) WHERE state <> 2;"
     "DROP INDEX jobs_active;"
     "CREATE INDEX jobs_active ON jobs(lease_expires_at, queue, state) WHERE state = 2;",
+    /* 4: tombstones: what retention keeps of a deleted job whose id a
+     * client gave, so the id stays a duplicate for the dedup window */
+    "CREATE TABLE tombstones ("
+    " id TEXT PRIMARY KEY,"
+    " queue TEXT NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " finished_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX tombstones_finished ON tombstones(finished_at);",
 };
 
 const int er_sqlite_schema_version =
@@ -117,6 +126,9 @@ const int er_sqlite_schema_version =
 #define QMARK_LAST_(c, k, st, pt, m) "?"
 
 #define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
+
+/* What a retention DELETE returns: a tombstone's columns (admin.c) */
+#define RET_RETURNING " RETURNING id, queue, state, finished_at, set_flags"
 
 const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
@@ -206,17 +218,28 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                          " updated_at = ?4, " CLEAR_LEASE " WHERE seq = ?5",
     [ER_SQ_RET_COMPLETED_AGE] = "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs"
                                 " WHERE state = 3 AND queue = ?1 AND finished_at < ?2"
-                                " ORDER BY finished_at LIMIT ?3)",
+                                " ORDER BY finished_at LIMIT ?3)" RET_RETURNING,
     [ER_SQ_RET_COMPLETED_COUNT] = "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs"
                                   " WHERE state = 3 AND queue = ?1"
-                                  " ORDER BY finished_at DESC LIMIT ?3 OFFSET ?2)",
+                                  " ORDER BY finished_at DESC LIMIT ?3 OFFSET ?2)"
+                                  RET_RETURNING,
     [ER_SQ_RET_DEAD_AGE] = "DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs"
                            " WHERE state = 4 AND queue = ?1 AND finished_at < ?2"
-                           " ORDER BY finished_at LIMIT ?3)",
+                           " ORDER BY finished_at LIMIT ?3)" RET_RETURNING,
     [ER_SQ_NEXT_SCHEDULED] = "SELECT run_at FROM jobs WHERE state = 0 ORDER BY run_at LIMIT 1",
     [ER_SQ_NEXT_LEASE] =
         "SELECT lease_expires_at FROM jobs WHERE state = 2 ORDER BY lease_expires_at LIMIT 1",
     [ER_SQ_DATA_VERSION] = "PRAGMA data_version",
+    /* ?2: the oldest finished_at still within the dedup window, minus 1 */
+    [ER_SQ_TOMB_GET] = "SELECT queue, state, finished_at FROM tombstones"
+                       " WHERE id = ?1 AND finished_at > ?2",
+    [ER_SQ_TOMB_ANY] = "SELECT 1 FROM tombstones LIMIT 1",
+    [ER_SQ_TOMB_PUT] = "INSERT INTO tombstones (id, queue, state, finished_at)"
+                       " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(id) DO UPDATE SET"
+                       " queue = excluded.queue, state = excluded.state,"
+                       " finished_at = excluded.finished_at",
+    [ER_SQ_TOMB_CLEAN] = "DELETE FROM tombstones WHERE id IN (SELECT id FROM tombstones"
+                         " WHERE finished_at <= ?1 ORDER BY finished_at LIMIT ?2)",
     /* schedulers, leases, cursors (sched.c) */
 #define SCHED_COLS "key, spec, created_at, updated_at, last_tick, next_run_at"
     [ER_SQ_SCHED_GET] = "SELECT " SCHED_COLS " FROM schedulers WHERE key = ?1",

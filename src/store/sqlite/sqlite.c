@@ -198,6 +198,7 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
     int busy = opt && opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : BUSY_TIMEOUT_DEFAULT_MS;
     sqlite3_busy_timeout(s->db, busy);
     er_durability dur = opt ? opt->durability : ER_DURABILITY_FULL;
+    s->dedup_window_ms = opt ? opt->dedup_window_ms : ER_DEDUP_WINDOW_DEFAULT_MS;
 
     char mode[16];
     char sql[96];

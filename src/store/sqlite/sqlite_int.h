@@ -60,6 +60,10 @@ enum {
     ER_SQ_NEXT_SCHEDULED,
     ER_SQ_NEXT_LEASE,
     ER_SQ_DATA_VERSION,
+    ER_SQ_TOMB_GET,
+    ER_SQ_TOMB_ANY,
+    ER_SQ_TOMB_PUT,
+    ER_SQ_TOMB_CLEAN,
     /* schedulers, leases, cursors (sched.c) */
     ER_SQ_SCHED_GET,
     ER_SQ_SCHED_PUT,
@@ -108,6 +112,7 @@ struct er_store {
     size_t nacks;
     const er_job *newjobs; /* borrowed while ER_SQ_INSERT_MANY runs (er_newjobs) */
     size_t nnew;
+    int64_t dedup_window_ms; /* er_store_options.dedup_window_ms */
 };
 
 /* ---- the connection (sqlite.c) ---- */
@@ -172,10 +177,15 @@ int er_sqlite_load_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_sqlite_batch_register(er_store *s);
 
 /* Operations (jobs.c, admin.c), in store.h's order. */
+/* Appends job's tombstone (as item `index`) to *tombs when its id is a
+ * client's, a tombstone within the dedup window of `now` remembers it and
+ * no job holds the id again; else nothing. */
+int er_sqlite_tombstone_find(er_store *s, const er_job *job, int64_t now, size_t index,
+                             er_tombstone_list *tombs, er_error *err);
 int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *existing,
-                      er_error *err);
+                      er_tombstone_list *tombs, er_error *err);
 int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
-                           er_error *err);
+                           er_tombstone_list *tombs, er_error *err);
 int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                     er_error *err);
 int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
