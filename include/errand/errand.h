@@ -115,7 +115,10 @@ ERRAND_API int errand_request(errand_client *c, const char *method, const char *
  * (field "payload" or "options") before anything is sent.
  * *job_json_out: the stored job object. When a job with the given id already
  * existed nothing changed, the existing job is returned and
- * errand_last_status() is 200 (a new job: 201). */
+ * errand_last_status() is 200 (a new job: 201). When such a job finished
+ * and retention deleted it but its id is still remembered (the server's
+ * dedup window), nothing changed either: status 200 and *job_json_out is
+ * the tombstone {"queue", "state", "finished_at"} (no "id", unlike a job). */
 ERRAND_API int errand_enqueue(errand_client *c, const char *queue, const char *name,
                               const char *payload_json, const char *options_json,
                               char **job_json_out);

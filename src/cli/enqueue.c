@@ -28,7 +28,9 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  --id ID                unique job id; enqueueing an existing id changes nothing\n"
-    "                         (the existing job is printed, \"duplicate\" on stderr)\n"
+    "                         (the existing job is printed, \"duplicate\" on stderr; a job\n"
+    "                         retention deleted within the server's --dedup-window: its\n"
+    "                         tombstone {queue, state, finished_at})\n"
     "  --delay D              run after D: 500ms, 30s, 5m, 1h\n"
     "  --run-at TIME          run at an RFC 3339 time, e.g. 2026-11-30T02:00:00Z\n"
     "  --priority N           0..1000, higher runs first (default 0)\n"
@@ -223,9 +225,18 @@ int er_cli_enqueue(int argc, char **argv)
         if (rc < 0) {
             status = er_cli_report(CMD, c, rc);
         } else {
-            if (errand_last_status(c) == 200)
+            json_t *o = errand_last_status(c) == 200 ? json_loads(job, 0, NULL) : NULL;
+            const char *st = json_string_value(json_object_get(o, "state"));
+            const char *at = json_string_value(json_object_get(o, "finished_at"));
+            if (o && !json_object_get(o, "id"))
+                fprintf(stderr,
+                        CMD ": duplicate: job '%s' was %s (finished %s) and deleted by retention; "
+                        "its id is still remembered; nothing changed\n",
+                        a.id ? a.id : "?", st ? st : "?", at ? at : "?");
+            else if (errand_last_status(c) == 200)
                 fprintf(stderr, CMD ": duplicate: a job with id '%s' exists; nothing changed\n",
                         a.id ? a.id : "?");
+            json_decref(o);
             if (er_cli_print_json(job) < 0)
                 status = ER_EXIT_SERVER;
             errand_free(job);

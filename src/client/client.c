@@ -591,7 +591,8 @@ int errand_enqueue(errand_client *c, const char *queue, const char *name,
     free(path);
     if (rc < 0)
         return rc;
-    return er_client_take_json(c, root, "job", job_json_out);
+    json_t *tomb = json_object_get(root, "tombstone");
+    return er_client_take_json(c, root, json_is_object(tomb) ? "tombstone" : "job", job_json_out);
 }
 
 int errand_job_get(errand_client *c, const char *id, char **job_json_out)

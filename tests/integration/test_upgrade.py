@@ -6,7 +6,8 @@
 # what it stored reads back as that release answered it (queue settings,
 # including a rate limit it stored, jobs with results and errors, a
 # scheduler, a cursor), and its jobs can still be leased, completed,
-# redriven and cancelled.
+# redriven and cancelled; once retention deletes its finished jobs their
+# ids stay duplicates (the tombstones the migration added).
 
 import json
 import os
@@ -16,7 +17,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, error_of  # noqa: E402
+from harness import Server, error_of, wait_until  # noqa: E402
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "release-0.1.0")
 # what changes with the clock, not with the data
@@ -90,6 +91,27 @@ class UpgradeFromPreviousRelease(unittest.TestCase):
         # and it survives a restart
         self.s.restart()
         self.assertEqual(self.get("/v1/jobs/j-wait")["job"]["result"], {"ok": 1})
+
+    def test_its_finished_jobs_leave_tombstones_when_retention_deletes_them(self):
+        self.s.cleanup()
+        # the fixture's jobs finished when it was made: a window that still
+        # covers them however old the fixture gets
+        self.s = Server(tmpdir=self.tmp, args=["--retention-interval", "100ms",
+                                               "--dedup-window", "3650d"]).start()
+        st, body, _ = self.s.request("PUT", "/v1/queues/mail",
+                                     {"retention": {"completed": {"age_s": 1},
+                                                    "dead": {"age_s": 1}}})
+        self.assertEqual(st, 200, body)
+        for jid in ("j-done", "j-dead"):
+            wait_until(lambda: self.s.get("/v1/jobs/" + jid)[0] == 404, timeout=20,
+                       what="retention to delete " + jid)
+            old = self.old[jid]["job"]
+            st, body, _ = self.s.enqueue("mail", {"name": "again", "id": jid})
+            self.assertEqual(st, 200, body)
+            self.assertEqual(body, {"job": None, "duplicate": True,
+                                    "tombstone": {"queue": old["queue"], "state": old["state"],
+                                                  "finished_at": old["finished_at"]}})
+        self.assertEqual(self.s.get("/v1/jobs/j-wait")[0], 200, "a waiting job is not deleted")
 
 
 if __name__ == "__main__":
