@@ -8,11 +8,14 @@
  * of single enqueues. Prints CPU µs per job of each phase (this process
  * only; run it under callgrind for instruction counts).
  *
- *   store_cycle [-n JOBS] [-s SINGLE_BATCH] [-p SQL] [STORE_URL]
+ *   store_cycle [-n JOBS] [-s SINGLE_BATCH] [-p SQL] [-i] [STORE_URL]
  *
- * -p runs SQL (a pragma to measure) on a SQLite store's connection first.
+ * -p runs SQL (a pragma to measure, or rows to have in the store) on a
+ * SQLite store's connection first. -i gives every job a client's id
+ * ("cid-N") instead of a generated one, so enqueues look up tombstones.
  * Without STORE_URL a fresh file under /tmp is used and removed after.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,18 +43,23 @@ static void die(const char *what, const er_error *err)
     exit(1);
 }
 
-/* Builds one job {"name":"noop","payload":{"n":i}} as a frontend's reader
- * would fill its spec. */
+static bool g_client_ids;
+
+/* Builds one job {"name":"noop","payload":{"n":i}} (with -i, id "cid-i")
+ * as a frontend's reader would fill its spec. */
 static void make_job(er_job *job, long i, int64_t now, er_rand *r)
 {
-    char payload[48];
+    char payload[48], id[32];
     int n = snprintf(payload, sizeof payload, "{\"n\":%ld}", i);
+    int idn = snprintf(id, sizeof id, "cid-%ld", i);
     er_error err = {0};
     er_job_spec sp = {
         .queue = {ER_SPEC_SET, "bench", 5},
         .name = {ER_SPEC_SET, "noop", 4},
         .payload = {ER_SPEC_SET, payload, (size_t)n},
     };
+    if (g_client_ids)
+        sp.id = (er_spec_str){ER_SPEC_SET, id, (size_t)idn};
     er_job_limits lim = {.payload_max = 1 << 20};
     if (er_job_validate(&sp, &lim, now, r, job, &err) < 0)
         die("job", &err);
@@ -133,16 +141,18 @@ int main(int argc, char **argv)
     int single_batch = 64;
     const char *pragma = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "n:s:p:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:s:p:i")) != -1) {
         if (opt == 'n')
             njobs = strtol(optarg, NULL, 10);
         else if (opt == 's')
             single_batch = (int)strtol(optarg, NULL, 10);
         else if (opt == 'p')
             pragma = optarg;
+        else if (opt == 'i')
+            g_client_ids = true;
         else {
             fprintf(stderr,
-                    "usage: store_cycle [-n JOBS] [-s SINGLE_BATCH] [-p SQL] [STORE_URL]\n");
+                    "usage: store_cycle [-n JOBS] [-s SINGLE_BATCH] [-p SQL] [-i] [STORE_URL]\n");
             return 2;
         }
     }
@@ -258,9 +268,10 @@ int main(int argc, char **argv)
     }
 
     printf("{\"store\":\"%s\",\"jobs\":%ld,\"bulk_us_per_job\":%.2f,"
-           "\"process_us_per_job\":%.2f,\"single_us_per_job\":%.2f,\"single_batch\":%d}\n",
+           "\"process_us_per_job\":%.2f,\"single_us_per_job\":%.2f,\"single_batch\":%d,"
+           "\"client_ids\":%s}\n",
            ops->name, njobs, t_bulk / (double)njobs, t_proc / (double)njobs,
-           t_single / (double)singles, single_batch);
+           t_single / (double)singles, single_batch, g_client_ids ? "true" : "false");
     ops->close(x.store);
     er_exec_ctx_fini(&x);
     if (dir[0]) {

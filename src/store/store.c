@@ -77,13 +77,20 @@ int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jo
     return 0;
 }
 
-int er_store_redrive_remembered(const er_job *copy, const er_tombstone *t, er_error *err)
+int er_store_redrive_check(er_tombstone_find_fn find, er_store *s, const er_job *copy,
+                           int64_t now, er_error *err)
 {
-    const char *state = er_state_name(t->state);
-    return er_error_set(err, ER_ECONFLICT, "id",
-                        "job '%s' existed (%s in queue '%s', deleted by retention) and its id "
-                        "is still remembered (the dedup window)",
-                        copy->id, state ? state : "?", t->queue);
+    er_tombstone_list tl = {0};
+    int rc = find(s, copy, now, 0, &tl, err);
+    if (rc == 0 && tl.len) {
+        const char *state = er_state_name(tl.items[0].state);
+        rc = er_error_set(err, ER_ECONFLICT, "id",
+                          "job '%s' existed (%s in queue '%s', deleted by retention) and its id "
+                          "is still remembered (the dedup window)",
+                          copy->id, state ? state : "?", tl.items[0].queue);
+    }
+    er_tombstone_list_fini(&tl);
+    return rc;
 }
 
 void er_tombstone_list_fini(er_tombstone_list *l)

@@ -419,9 +419,16 @@ void er_name_set_give(er_name_set *ns, char ***queues, size_t *nqueues);
  * ER_EINVAL (field "cursor") for anything else. */
 int er_dead_cursor_parse(const char *cursor, int64_t *at, int64_t *seq, er_error *err);
 
-/* The refusal of a redrive whose new id a tombstone remembers (t): ER_ECONFLICT
- * in *err, field "id". */
-int er_store_redrive_remembered(const er_job *copy, const er_tombstone *t, er_error *err);
+/* A store's tombstone lookup: appends job's tombstone (as item `index`) to
+ * *tombs when a tombstone within the dedup window of `now` remembers its
+ * id (a client's) and no job holds the id again. */
+typedef int (*er_tombstone_find_fn)(er_store *s, const er_job *job, int64_t now, size_t index,
+                                    er_tombstone_list *tombs, er_error *err);
+
+/* For a redrive: 0 when no tombstone remembers copy's id, else ER_ECONFLICT
+ * in *err (field "id"), or find's storage error. */
+int er_store_redrive_check(er_tombstone_find_fn find, er_store *s, const er_job *copy,
+                           int64_t now, er_error *err);
 
 /* ops->enqueue_many when the store has it, else ops->enqueue for each job. */
 int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,

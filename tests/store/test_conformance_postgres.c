@@ -593,6 +593,51 @@ Test(postgres, the_documented_grants_let_an_application_enqueue)
     PQfinish(c);
 }
 
+/* Opens schema `name` with this version's store, which migrates it (checked). */
+static er_store *open_migrated(PGconn *c, const char *name)
+{
+    char url[1024], q[256];
+    const char *b = base_url();
+    snprintf(url, sizeof url, "%s%cschema=%s", b, strchr(b, '?') ? '&' : '?', name);
+    er_store *s = open_url(url);
+    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", name);
+    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    return s;
+}
+
+/* Closes s, drops schema `name` and `role`, closes c. */
+static void drop_old(PGconn *c, er_store *s, const char *name, const char *role)
+{
+    char q[256];
+    OPS->close(s);
+    er_postgres_pool_drain();
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    snprintf(q, sizeof q, "DROP SCHEMA %s CASCADE; DROP ROLE %s", name, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQfinish(c);
+}
+
+/* A schema as a server of `version` left it, its name in name[80] (and a
+ * role name for the test's grants in role[64]): its migrations applied and
+ * recorded, search_path set to it on c. */
+static void old_schema(PGconn *c, int version, char *name, char *role)
+{
+    char q[512];
+    snprintf(name, 80, "%s_v%d", g_schema, version);
+    snprintf(role, 64, "v%dapp_%ld", version, (long)getpid());
+    snprintf(q, sizeof q,
+             "CREATE SCHEMA %s; SET search_path TO %s; CREATE TABLE migrations (version integer"
+             " PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+             name, name);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    for (int v = 0; v < version; v++) {
+        cr_assert_eq(sql(c, er_pg_migrations[v], NULL), PGRES_COMMAND_OK, "v%d: %s", v + 1,
+                     PQerrorMessage(c));
+        snprintf(q, sizeof q, "INSERT INTO migrations (version) VALUES (%d)", v + 1);
+        cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
+    }
+}
+
 /* A schema written by the previous release (migrations 1..3, its
  * errand.enqueue, a queue's stored settings, a grant) is migrated by the
  * next open and keeps working: the job is still there, the grant still
@@ -602,19 +647,7 @@ Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
 {
     PGconn *c = raw();
     char old[80], q[1024], role[64];
-    snprintf(old, sizeof old, "%s_v3", g_schema);
-    snprintf(role, sizeof role, "v3app_%ld", (long)getpid());
-    snprintf(q, sizeof q,
-             "CREATE SCHEMA %s; SET search_path TO %s; CREATE TABLE migrations (version integer"
-             " PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-             old, old);
-    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-    for (int v = 0; v < 3; v++) {
-        cr_assert_eq(sql(c, er_pg_migrations[v], NULL), PGRES_COMMAND_OK, "v%d: %s", v + 1,
-                     PQerrorMessage(c));
-        snprintf(q, sizeof q, "INSERT INTO migrations (version) VALUES (%d)", v + 1);
-        cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
-    }
+    old_schema(c, 3, old, role);
     /* what the previous release stored for a queue with a capped default */
     const char *settings =
         "{\"paused\":false,\"concurrency\":0,\"rate_limit\":null,\"lease_ms\":60000,"
@@ -631,12 +664,7 @@ Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
              role, role, old, role, role, role);
     cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 
-    char url[1024];
-    const char *b = base_url();
-    snprintf(url, sizeof url, "%s%cschema=%s", b, strchr(b, '?') ? '&' : '?', old);
-    er_store *s = open_url(url);
-    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", old);
-    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    er_store *s = open_migrated(c, old);
     er_job j;
     er_error err = {0};
     cr_assert_eq(OPS->get_job(s, "old-1", &j, &err), 0, "%s", err.message);
@@ -657,12 +685,7 @@ Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
     cr_assert(j.backoff.jitter == 0.0);
     cr_assert_eq(j.max_attempts, 3);
     er_job_fini(&j);
-    OPS->close(s);
-    er_postgres_pool_drain();
-    PQclear(PQexec(c, "SET client_min_messages = warning"));
-    snprintf(q, sizeof q, "DROP SCHEMA %s CASCADE; DROP ROLE %s", old, role);
-    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-    PQfinish(c);
+    drop_old(c, s, old, role);
 }
 
 /* The application's SQL functions honour tombstones as the server does:
@@ -725,19 +748,7 @@ Test(postgres, a_version_4_schema_gets_tombstones_after_migration)
 {
     PGconn *c = raw();
     char old[80], q[2048], role[64];
-    snprintf(old, sizeof old, "%s_v4", g_schema);
-    snprintf(role, sizeof role, "v4app_%ld", (long)getpid());
-    snprintf(q, sizeof q,
-             "CREATE SCHEMA %s; SET search_path TO %s; CREATE TABLE migrations (version integer"
-             " PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-             old, old);
-    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-    for (int v = 0; v < 4; v++) {
-        cr_assert_eq(sql(c, er_pg_migrations[v], NULL), PGRES_COMMAND_OK, "v%d: %s", v + 1,
-                     PQerrorMessage(c));
-        snprintf(q, sizeof q, "INSERT INTO migrations (version) VALUES (%d)", v + 1);
-        cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK);
-    }
+    old_schema(c, 4, old, role);
     long long t = (long long)er_now_ms() - 120000;
     snprintf(q, sizeof q,
              "INSERT INTO queues (name, settings) VALUES ('q', '{\"retention\":{\"completed\":"
@@ -752,12 +763,7 @@ Test(postgres, a_version_4_schema_gets_tombstones_after_migration)
              t, t, t, t, role, role, old, role, role);
     cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 
-    char url[1024];
-    const char *b = base_url();
-    snprintf(url, sizeof url, "%s%cschema=%s", b, strchr(b, '?') ? '&' : '?', old);
-    er_store *s = open_url(url);
-    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", old);
-    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    er_store *s = open_migrated(c, old);
     int n = 0;
     er_error err = {0};
     cr_assert_eq(OPS->retention(s, 0, 1000, &n, &err), 0, "%s", err.message);
@@ -781,12 +787,7 @@ Test(postgres, a_version_4_schema_gets_tombstones_after_migration)
     cr_assert_eq(sql(c, q, &r), PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
     PQclear(r);
     cr_assert_eq(OPS->get_job(s, "old-done", &j, &err), ER_ENOTFOUND, "still remembered");
-    OPS->close(s);
-    er_postgres_pool_drain();
-    PQclear(PQexec(c, "SET client_min_messages = warning"));
-    snprintf(q, sizeof q, "DROP SCHEMA %s CASCADE; DROP ROLE %s", old, role);
-    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-    PQfinish(c);
+    drop_old(c, s, old, role);
 }
 
 /* The job row (store/job_row.h) is the jobs table: every column it lists,

@@ -174,12 +174,7 @@ static int redrive_in_tx(er_store *s, const char *id, int64_t now, er_job *out, 
     int n = 0;
     if ((rc = er_job_redrive_plan(&dead, now, &nj, &n, err)) < 0)
         goto out;
-    er_tombstone_list tombs = {0};
-    rc = er_pg_tombstone_find(s, &nj, now, 0, &tombs, err);
-    if (rc == 0 && tombs.len)
-        rc = er_store_redrive_remembered(&nj, &tombs.items[0], err);
-    er_tombstone_list_fini(&tombs);
-    if (rc < 0)
+    if ((rc = er_store_redrive_check(er_pg_tombstone_find, s, &nj, now, err)) < 0)
         goto out;
     er_jsonw w;
     er_jsonw_init(&w, (size_t)1 << 30);
