@@ -175,6 +175,10 @@ int main(int argc, char **argv)
     if (er_store_resolve(url, &ops, &rest, &err) < 0)
         die("store url", &err);
     er_store_options sopt = {.durability = ER_DURABILITY_FULL};
+#ifdef ER_DEDUP_WINDOW_DEFAULT_MS
+    sopt.dedup_window_ms = ER_DEDUP_WINDOW_DEFAULT_MS; /* the server's default (a store
+                                                          before tombstones has none) */
+#endif
     er_exec_ctx x;
     memset(&x, 0, sizeof x);
     x.ops = ops;

@@ -62,9 +62,10 @@ int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *e
     er_tombstone_list *tl = tombs ? tombs : &mine;
     size_t had = tl->len;
     rc = er_sqlite_tombstone_find(s, job, job->updated_at, 0, tl, err);
-    if (rc == 0 && tl->len > had) {
+    bool remembered = tl->len > had;
+    er_tombstone_list_fini(&mine);
+    if (rc == 0 && remembered) {
         *duplicate = true;
-        er_tombstone_list_fini(&mine);
         return er_sqlite_op_end(s, own, 0, err);
     }
     sqlite3_stmt *st = NULL;
