@@ -96,6 +96,21 @@ Test(sqlite, maintenance_and_fetch_statements_use_the_partial_indexes)
     assert_plan(ER_SQ_LIST_JOBS, "jobs_queue_state");
 }
 
+Test(sqlite, tombstone_lookups_probe_the_primary_key)
+{
+    char plan[2048];
+    plan_of(ER_SQ_TOMB_GET, plan, sizeof plan);
+    cr_assert_not_null(strstr(plan, "SEARCH tombstones USING PRIMARY KEY (id=?)"), "%s", plan);
+    /* the batch: er_newjobs scanned once, one probe per job, none of the
+     * whole tombstones table */
+    plan_of(ER_SQ_TOMB_MANY, plan, sizeof plan);
+    cr_assert_not_null(strstr(plan, "SCAN n VIRTUAL TABLE"), "%s", plan);
+    cr_assert_not_null(strstr(plan, "SEARCH t USING PRIMARY KEY (id=?)"), "%s", plan);
+    cr_assert_null(strstr(plan, "SCAN t"), "%s", plan);
+    plan_of(ER_SQ_TOMB_CLEAN, plan, sizeof plan);
+    cr_assert_not_null(strstr(plan, "tombstones_finished"), "%s", plan);
+}
+
 Test(sqlite, count_active_uses_an_index)
 {
     char plan[2048];

@@ -162,8 +162,9 @@ static int insert_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
     return rc;
 }
 
-/* Looks up the tombstones of the batch's client-given ids (none when the
- * table is empty: one step). */
+/* Appends the tombstones that remember ids of the batch (in job order) to
+ * *tl: none to look for when no id is a client's or the table is empty
+ * (one step), else one statement over er_newjobs. */
 static int find_tombstones(er_store *s, const er_job *jobs, size_t n, er_tombstone_list *tl,
                            er_error *err)
 {
@@ -182,8 +183,24 @@ static int find_tombstones(er_store *s, const er_job *jobs, size_t n, er_tombsto
         return 0;
     if (src != SQLITE_ROW)
         return er_sqlite_error(s->db, src, "read tombstones", err);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = er_sqlite_tombstone_find(s, &jobs[i], jobs[i].updated_at, i, tl, err);
+    if ((rc = er_sqlite_prep(s, ER_SQ_TOMB_MANY, &st, err)) < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, jobs[0].updated_at - s->dedup_window_ms);
+    s->newjobs = jobs;
+    s->nnew = n;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t i = sqlite3_column_int64(st, 0);
+        if (rc == 0 && i >= 0 && (size_t)i < n &&
+            er_tombstone_list_add(tl, (size_t)i, (const char *)sqlite3_column_text(st, 1),
+                                  (er_state)sqlite3_column_int(st, 2),
+                                  sqlite3_column_int64(st, 3)) < 0)
+            rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
+    s->newjobs = NULL;
+    s->nnew = 0;
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "read tombstones", err);
+    sqlite3_reset(st);
     return rc;
 }
 

@@ -233,6 +233,12 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     /* ?2: the oldest finished_at still within the dedup window, minus 1 */
     [ER_SQ_TOMB_GET] = "SELECT queue, state, finished_at FROM tombstones"
                        " WHERE id = ?1 AND finished_at > ?2",
+    /* the batch's client ids (set_flags 256: generated) a tombstone
+     * remembers, by position; CROSS JOIN keeps it one probe per job */
+    [ER_SQ_TOMB_MANY] = "SELECT n.rowid, t.queue, t.state, t.finished_at FROM er_newjobs AS n"
+                        " CROSS JOIN tombstones AS t ON t.id = n.id"
+                        " WHERE n.set_flags & 256 = 0 AND t.finished_at > ?1"
+                        " AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = t.id)",
     [ER_SQ_TOMB_ANY] = "SELECT 1 FROM tombstones LIMIT 1",
     [ER_SQ_TOMB_PUT] = "INSERT INTO tombstones (id, queue, state, finished_at)"
                        " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(id) DO UPDATE SET"

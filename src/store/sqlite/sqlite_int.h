@@ -61,6 +61,7 @@ enum {
     ER_SQ_NEXT_LEASE,
     ER_SQ_DATA_VERSION,
     ER_SQ_TOMB_GET,
+    ER_SQ_TOMB_MANY,
     ER_SQ_TOMB_ANY,
     ER_SQ_TOMB_PUT,
     ER_SQ_TOMB_CLEAN,
@@ -110,7 +111,8 @@ struct er_store {
     int ckpt_tried;   /* the log's frames at the last checkpoint (0 after a restart) */
     const er_complete_item *acks; /* borrowed while ER_SQ_COMPLETE_MANY runs (er_acks) */
     size_t nacks;
-    const er_job *newjobs; /* borrowed while ER_SQ_INSERT_MANY runs (er_newjobs) */
+    const er_job *newjobs; /* borrowed while ER_SQ_INSERT_MANY or ER_SQ_TOMB_MANY runs
+                              (er_newjobs) */
     size_t nnew;
     int64_t dedup_window_ms; /* er_store_options.dedup_window_ms */
 };
