@@ -6,12 +6,16 @@
  * separate from the HTTP API's shape (src/server/http/queue_json.c), so
  * either can change without the other.
  *
- * Format version 1 (ER_SETTINGS_CODEC_VERSION): the text every release so
- * far has stored, byte for byte: {"paused","concurrency","rate_limit",
- * "lease_ms","max_stalled","max_started","defaults","retention"} in that
- * order, compact. To change it: keep decoding every earlier version (a text
- * without "v" is version 1), write "v": N in the new one, bump the constant,
- * and add a test that decodes text of the previous version.
+ * Format version 1: the text releases up to 0.1 stored, byte for byte:
+ * {"paused","concurrency","rate_limit","lease_ms","max_stalled",
+ * "max_started","defaults","retention"} in that order, compact; it has no
+ * "v". Version 2 (ER_SETTINGS_CODEC_VERSION): {"v":2} then the same
+ * members, then "dispatch": null or {"url","method","headers" (the real
+ * values: the store must keep them to send them),"timeout_ms","trusted",
+ * "follow_redirects"}. To change it: keep decoding every earlier version (a
+ * text without "v" is version 1), write "v": N in the new one, bump the
+ * constant, and add a test that decodes text of the previous version
+ * (tests/unit/test_queue.c holds version 1's).
  */
 #ifndef ER_STORE_SETTINGS_CODEC_H
 #define ER_STORE_SETTINGS_CODEC_H
@@ -21,7 +25,7 @@
 #include "core/queue.h"
 #include "util/err.h"
 
-#define ER_SETTINGS_CODEC_VERSION 1
+#define ER_SETTINGS_CODEC_VERSION 2
 
 /* The stored text of *s: returns owned text (free()) or NULL on ENOMEM. */
 char *er_settings_encode(const er_queue_settings *s);

@@ -43,11 +43,46 @@ static const json_t *obj_of(const json_t *v, const char *const *known, er_spec_o
     return v;
 }
 
+static void dispatch_patch(const json_t *v, er_dispatch_spec *d)
+{
+    static const char *const known[] = {"url",     "method",  "headers", "timeout_ms",
+                                        "trusted", "follow_redirects", NULL};
+    const json_t *o = obj_of(v, known, &d->obj);
+    if (!o)
+        return;
+    er_http_spec_str(json_object_get(o, "url"), ER_SPEC_BAD_TYPE, &d->url);
+    er_http_spec_str(json_object_get(o, "method"), ER_SPEC_BAD_TYPE, &d->method);
+    er_http_spec_int(json_object_get(o, "timeout_ms"), ER_SPEC_BAD_TYPE, &d->timeout_ms);
+    er_http_spec_bool(json_object_get(o, "trusted"), ER_SPEC_BAD_TYPE, &d->trusted);
+    er_http_spec_bool(json_object_get(o, "follow_redirects"), ER_SPEC_BAD_TYPE,
+                      &d->follow_redirects);
+    static const char *const any[] = {NULL};
+    const json_t *h = json_object_get(o, "headers");
+    const json_t *ho = obj_of(h, any, &d->headers_obj);
+    if (!ho) {
+        if (d->headers_obj.kind == ER_SPEC_NULL)
+            d->headers_obj.kind = ER_SPEC_BAD_TYPE;
+        return;
+    }
+    d->headers_obj.unknown.kind = ER_SPEC_ABSENT; /* every name is a header */
+    d->nheaders = json_object_size(ho);
+    size_t i = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)ho, key, val) {
+        if (i > ER_DISPATCH_HEADERS_MAX)
+            break;
+        d->headers[i].name = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+        er_http_spec_str(val, ER_SPEC_BAD_TYPE, &d->headers[i].value);
+        i++;
+    }
+}
+
 void er_http_queue_patch(const json_t *body, er_queue_patch *p)
 {
     static const char *const top[] = {"paused",      "concurrency", "rate_limit", "lease_ms",
                                       "max_stalled", "max_started", "defaults",   "retention",
-                                      NULL};
+                                      "dispatch",    NULL};
     static const char *const rate[] = {"max", "per_ms", NULL};
     static const char *const defaults[] = {"max_attempts", "backoff", "timeout_ms", "priority",
                                            NULL};
@@ -69,6 +104,7 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     er_http_spec_int(json_object_get(b, "lease_ms"), ER_SPEC_NULL, &p->lease_ms);
     er_http_spec_int(json_object_get(b, "max_stalled"), ER_SPEC_NULL, &p->max_stalled);
     er_http_spec_int(json_object_get(b, "max_started"), ER_SPEC_NULL, &p->max_started);
+    dispatch_patch(json_object_get(b, "dispatch"), &p->dispatch);
     const json_t *d = obj_of(json_object_get(b, "defaults"), defaults, &p->defaults.obj);
     if (d) {
         er_http_spec_int(json_object_get(d, "max_attempts"), ER_SPEC_NULL,
@@ -126,6 +162,23 @@ static json_t *defaults_json(const er_job_defaults *d)
     return o;
 }
 
+/* The target with every header value hidden (values are write-only). */
+static json_t *dispatch_json(const er_dispatch *d)
+{
+    if (!d->on)
+        return json_null();
+    json_t *h = json_object();
+    for (int i = 0; h && i < d->nheaders; i++)
+        if (json_object_set_new(h, d->headers[i].name, json_string(ER_DISPATCH_HIDDEN)) < 0) {
+            json_decref(h);
+            h = NULL;
+        }
+    return json_pack("{s:s, s:s, s:o, s:I, s:b, s:b}", "url", d->url, "method",
+                     er_dispatch_method_name(d->method), "headers", h, "timeout_ms",
+                     (json_int_t)d->timeout_ms, "trusted", (int)d->trusted, "follow_redirects",
+                     (int)d->follow_redirects);
+}
+
 json_t *er_http_settings_json(const er_queue_settings *s)
 {
     json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
@@ -135,10 +188,11 @@ json_t *er_http_settings_json(const er_queue_settings *s)
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
     /* json_pack's "o" steals each value, and fails on a NULL one. */
-    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}}", "paused",
-                     (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
+    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
+                     "paused", (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
                      "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
                      "max_started", s->max_started, "defaults", defaults_json(&s->defaults),
                      "retention", "completed", "age_s", (json_int_t)s->retention.completed_age_s,
-                     "count", (json_int_t)s->retention.completed_count, "dead", dead);
+                     "count", (json_int_t)s->retention.completed_count, "dead", dead,
+                     "dispatch", dispatch_json(&s->dispatch));
 }
