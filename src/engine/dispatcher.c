@@ -662,7 +662,7 @@ static void on_discover(evutil_socket_t fd, short what, void *arg)
     er_dispatcher *d = arg;
     if (d->stopping || d->listing)
         return;
-    er_req *r = er_req_new(ER_REQ_LIST_QUEUES);
+    er_req *r = er_req_new(ER_REQ_LIST_SETTINGS);
     if (!r)
         return;
     r->arg = d;

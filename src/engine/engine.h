@@ -46,6 +46,7 @@ typedef enum er_req_type {
     ER_REQ_CANCEL,       /* in: id; out: job */
     ER_REQ_LIST_JOBS,    /* in: queue, state, limit, cursor; out: jobs, next_cursor */
     ER_REQ_LIST_QUEUES,  /* out: queues */
+    ER_REQ_LIST_SETTINGS, /* out: queues, settings only (counts zero) */
     ER_REQ_GET_QUEUE,    /* in: queue; out: settings */
     ER_REQ_PUT_QUEUE,    /* in: queue, change (merged onto the stored settings); out: settings */
     ER_REQ_LIST_DEAD,    /* in: queue (may be NULL), limit, cursor; out: jobs, next_cursor */

@@ -51,6 +51,7 @@ bool er_req_is_read(const er_req *req)
     case ER_REQ_GET_JOB:
     case ER_REQ_LIST_JOBS:
     case ER_REQ_LIST_QUEUES:
+    case ER_REQ_LIST_SETTINGS:
     case ER_REQ_GET_QUEUE:
     case ER_REQ_LIST_DEAD:
         return true;
@@ -445,6 +446,10 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
     case ER_REQ_LIST_QUEUES:
         rc = x->ops->list_queues(x->store, now, &req->queue_infos, &req->nqueue_infos,
                                  &req->err);
+        break;
+    case ER_REQ_LIST_SETTINGS:
+        rc = x->ops->list_queue_settings(x->store, &req->queue_infos, &req->nqueue_infos,
+                                         &req->err);
         break;
     case ER_REQ_GET_QUEUE:
         rc = x->ops->get_queue_settings(x->store, req->queue, &req->settings, &req->err);
