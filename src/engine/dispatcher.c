@@ -802,16 +802,10 @@ void er_dispatcher_free(er_dispatcher *d)
     }
     if (d->multi)
         curl_multi_cleanup(d->multi);
-    if (d->timer)
-        event_free(d->timer);
-    if (d->discover)
-        event_free(d->discover);
-    if (d->pump_ev)
-        event_free(d->pump_ev);
-    if (d->stop_ev)
-        event_free(d->stop_ev);
-    if (d->grace)
-        event_free(d->grace);
+    struct event *evs[] = {d->timer, d->discover, d->pump_ev, d->stop_ev, d->grace};
+    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
+        if (evs[i])
+            event_free(evs[i]);
     free(d->node_id);
     free(d);
 }

@@ -38,20 +38,44 @@ static json_t *defaults_json(const er_job_defaults *d)
     return o;
 }
 
-static json_t *dispatch_json(const er_dispatch *d)
+json_t *er_settings_dispatch_json(const er_dispatch *d, bool hide_values)
 {
     if (!d->on)
         return json_null();
     json_t *h = json_object();
-    for (int i = 0; h && i < d->nheaders; i++)
-        if (json_object_set_new(h, d->headers[i].name, json_string(d->headers[i].value)) < 0) {
+    for (int i = 0; h && i < d->nheaders; i++) {
+        const char *v = hide_values ? ER_DISPATCH_HIDDEN : d->headers[i].value;
+        if (json_object_set_new(h, d->headers[i].name, json_string(v)) < 0) {
             json_decref(h);
             h = NULL;
         }
+    }
     return json_pack("{s:s, s:s, s:o, s:I, s:b, s:b}", "url", d->url, "method",
                      er_dispatch_method_name(d->method), "headers", h, "timeout_ms",
                      (json_int_t)d->timeout_ms, "trusted", (int)d->trusted, "follow_redirects",
                      (int)d->follow_redirects);
+}
+
+void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d)
+{
+    d->headers_obj.kind = !h ? ER_SPEC_ABSENT : json_is_object(h) ? ER_SPEC_SET : ER_SPEC_BAD_TYPE;
+    if (d->headers_obj.kind != ER_SPEC_SET)
+        return;
+    d->nheaders = json_object_size(h);
+    size_t i = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)h, key, val) {
+        if (i > ER_DISPATCH_HEADERS_MAX)
+            break;
+        d->headers[i].name = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+        bool text =
+            json_is_string(val) && strlen(json_string_value(val)) == json_string_length(val);
+        d->headers[i].value = text ? (er_spec_str){ER_SPEC_SET, json_string_value(val),
+                                                   json_string_length(val)}
+                                   : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+        i++;
+    }
 }
 
 char *er_settings_encode(const er_queue_settings *s)
@@ -71,7 +95,7 @@ char *er_settings_encode(const er_queue_settings *s)
                           "retention", "completed", "age_s",
                           (json_int_t)s->retention.completed_age_s, "count",
                           (json_int_t)s->retention.completed_count, "dead", dead, "dispatch",
-                          dispatch_json(&s->dispatch));
+                          er_settings_dispatch_json(&s->dispatch, false));
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return text;
@@ -116,24 +140,7 @@ static void read_dispatch(const json_t *o, er_dispatch_spec *d)
         d->follow_redirects = json_is_boolean(v)
                                   ? (er_spec_bool){ER_SPEC_SET, json_is_true(v)}
                                   : (er_spec_bool){.kind = ER_SPEC_BAD_TYPE};
-    const json_t *h = json_object_get(o, "headers");
-    d->headers_obj.kind = kind_of(h);
-    if (d->headers_obj.kind != ER_SPEC_SET)
-        return;
-    d->nheaders = json_object_size(h);
-    size_t i = 0;
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)h, key, val) {
-        if (i > ER_DISPATCH_HEADERS_MAX)
-            break;
-        d->headers[i].name = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
-        d->headers[i].value = json_is_string(val) ? (er_spec_str){ER_SPEC_SET,
-                                                                 json_string_value(val),
-                                                                 json_string_length(val)}
-                                                  : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
-        i++;
-    }
+    er_settings_dispatch_headers(json_object_get(o, "headers"), d);
 }
 
 static void read_patch(const json_t *o, er_queue_patch *p)

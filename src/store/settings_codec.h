@@ -20,12 +20,25 @@
 #ifndef ER_STORE_SETTINGS_CODEC_H
 #define ER_STORE_SETTINGS_CODEC_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "core/queue.h"
 #include "util/err.h"
 
 #define ER_SETTINGS_CODEC_VERSION 2
+
+/* A dispatch target as a JSON object (null when off), the same members in
+ * the stored text and in the HTTP API's settings: with hide_values every
+ * header value is ER_DISPATCH_HIDDEN (the API's view). New reference, NULL
+ * on ENOMEM. */
+json_t *er_settings_dispatch_json(const er_dispatch *d, bool hide_values);
+
+/* Reads a dispatch object's "headers" member h (NULL: absent; null or
+ * another type: ER_SPEC_BAD_TYPE) into d->headers_obj and d->headers (names
+ * and values borrowed from h; a value that is not a string, or holds NUL,
+ * is ER_SPEC_BAD_TYPE). */
+void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d);
 
 /* The stored text of *s: returns owned text (free()) or NULL on ENOMEM. */
 char *er_settings_encode(const er_queue_settings *s);

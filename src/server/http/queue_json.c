@@ -6,6 +6,7 @@
  */
 #include "server/http/queue_json.h"
 #include "server/http/spec_json.h"
+#include "store/settings_codec.h"
 
 #include <string.h>
 
@@ -56,26 +57,8 @@ static void dispatch_patch(const json_t *v, er_dispatch_spec *d)
     er_http_spec_bool(json_object_get(o, "trusted"), ER_SPEC_BAD_TYPE, &d->trusted);
     er_http_spec_bool(json_object_get(o, "follow_redirects"), ER_SPEC_BAD_TYPE,
                       &d->follow_redirects);
-    static const char *const any[] = {NULL};
-    const json_t *h = json_object_get(o, "headers");
-    const json_t *ho = obj_of(h, any, &d->headers_obj);
-    if (!ho) {
-        if (d->headers_obj.kind == ER_SPEC_NULL)
-            d->headers_obj.kind = ER_SPEC_BAD_TYPE;
-        return;
-    }
-    d->headers_obj.unknown.kind = ER_SPEC_ABSENT; /* every name is a header */
-    d->nheaders = json_object_size(ho);
-    size_t i = 0;
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)ho, key, val) {
-        if (i > ER_DISPATCH_HEADERS_MAX)
-            break;
-        d->headers[i].name = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
-        er_http_spec_str(val, ER_SPEC_BAD_TYPE, &d->headers[i].value);
-        i++;
-    }
+    /* null is not a header object either */
+    er_settings_dispatch_headers(json_object_get(o, "headers"), d);
 }
 
 void er_http_queue_patch(const json_t *body, er_queue_patch *p)
@@ -162,23 +145,6 @@ static json_t *defaults_json(const er_job_defaults *d)
     return o;
 }
 
-/* The target with every header value hidden (values are write-only). */
-static json_t *dispatch_json(const er_dispatch *d)
-{
-    if (!d->on)
-        return json_null();
-    json_t *h = json_object();
-    for (int i = 0; h && i < d->nheaders; i++)
-        if (json_object_set_new(h, d->headers[i].name, json_string(ER_DISPATCH_HIDDEN)) < 0) {
-            json_decref(h);
-            h = NULL;
-        }
-    return json_pack("{s:s, s:s, s:o, s:I, s:b, s:b}", "url", d->url, "method",
-                     er_dispatch_method_name(d->method), "headers", h, "timeout_ms",
-                     (json_int_t)d->timeout_ms, "trusted", (int)d->trusted, "follow_redirects",
-                     (int)d->follow_redirects);
-}
-
 json_t *er_http_settings_json(const er_queue_settings *s)
 {
     json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
@@ -194,5 +160,5 @@ json_t *er_http_settings_json(const er_queue_settings *s)
                      "max_started", s->max_started, "defaults", defaults_json(&s->defaults),
                      "retention", "completed", "age_s", (json_int_t)s->retention.completed_age_s,
                      "count", (json_int_t)s->retention.completed_count, "dead", dead,
-                     "dispatch", dispatch_json(&s->dispatch));
+                     "dispatch", er_settings_dispatch_json(&s->dispatch, true));
 }
