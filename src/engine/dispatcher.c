@@ -414,7 +414,7 @@ static void finish_delivery(delivery *dl, CURLcode cc)
     d->stats.requests++;
     d->stats.by_class[cls]++;
     er_ack a = {.kind = cls == ER_HTTP_SUCCESS ? ER_ACK_COMPLETE : ER_ACK_FAIL};
-    char msg[ERROR_BODY_MAX + 160];
+    char msg[ERROR_BODY_MAX + 300]; /* < ER_FAILURE_MESSAGE_MAX: never cut there */
     if (cls == ER_HTTP_SUCCESS) {
         a.result = result_of(dl);
     } else {
@@ -442,7 +442,6 @@ static void finish_delivery(delivery *dl, CURLcode cc)
             a.failure.backtrace = bt ? json_dumps(bt, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
             json_decref(bt);
         }
-        msg[ER_FAILURE_MESSAGE_MAX < sizeof msg ? ER_FAILURE_MESSAGE_MAX : sizeof msg - 1] = '\0';
         a.failure.message = strdup(msg);
     }
     log_job(cls == ER_HTTP_SUCCESS ? ER_LOG_DEBUG : ER_LOG_INFO, &dl->job, "dispatched",

@@ -549,9 +549,9 @@ static void finish(er_engine *e, er_req *r)
         break;
     case ER_REQ_PUT_QUEUE:
         if (r->rc == 0) {
-            set_dispatch_queue(e, r->queue, r->settings.dispatch.on);
+            set_dispatch_queue(e, r->queue, r->settings->dispatch.on);
             if (e->on_settings)
-                e->on_settings(e->settings_arg, r->queue, &r->settings);
+                e->on_settings(e->settings_arg, r->queue, r->settings);
         }
         break;
     default:

@@ -102,7 +102,8 @@ struct er_req {
     char *queue;               /* LIST_JOBS, GET/PUT_QUEUE, LIST_DEAD (NULL = all) */
     er_state state;            /* LIST_JOBS */
     char *cursor;              /* LIST_*: NULL for the first page */
-    er_queue_change change;    /* PUT_QUEUE: a judged change (er_queue_patch_check) */
+    er_queue_change *change;   /* PUT_QUEUE: a judged change (er_queue_patch_check);
+                                  settings are large, so these two are on the heap */
 
     /* outputs */
     int rc;                    /* 0 or ER_E* for the whole request */
@@ -114,7 +115,7 @@ struct er_req {
     int64_t expires_at;        /* HEARTBEAT */
     er_queue_info *queue_infos; /* LIST_QUEUES */
     size_t nqueue_infos;
-    er_queue_settings settings; /* GET/PUT_QUEUE */
+    er_queue_settings *settings; /* GET/PUT_QUEUE: set when rc is 0 */
 
     /* schedulers, leases, cursors (exec_sched.c) */
     er_scheduler sched;        /* PUT_SCHEDULER: validated (er_sched_validate), no zone */
