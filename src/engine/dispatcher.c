@@ -276,6 +276,10 @@ static int setup_easy(delivery *dl)
 {
     CURL *c = dl->easy;
     const er_dispatch *cfg = &dl->cfg;
+    /* the job's own timeout too, when shorter: the lease covers the target's */
+    long timeout = (long)cfg->timeout_ms;
+    if (dl->job.timeout_ms > 0 && dl->job.timeout_ms < timeout)
+        timeout = (long)dl->job.timeout_ms;
     int bad = 0;
     bad |= curl_easy_setopt(c, CURLOPT_URL, cfg->url);
     bad |= curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -283,10 +287,9 @@ static int setup_easy(delivery *dl)
     bad |= curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, cfg->follow_redirects ? 1L : 0L);
     bad |= curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
     bad |= curl_easy_setopt(c, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
-    bad |= curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
+    bad |= curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
     bad |= curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                            (long)(cfg->timeout_ms < CONNECT_MAX_MS ? cfg->timeout_ms
-                                                                    : CONNECT_MAX_MS));
+                            timeout < CONNECT_MAX_MS ? timeout : (long)CONNECT_MAX_MS);
     bad |= curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     bad |= curl_easy_setopt(c, CURLOPT_POST, 1L);
     if (cfg->method != ER_DISPATCH_POST)

@@ -244,6 +244,15 @@ class DispatchTest(unittest.TestCase):
         self.enqueue("slowq", "sl-1", max_attempts=1)
         j = self.wait_state("sl-1", "dead")
         self.assertEqual(j["last_error"]["class"], "transient")
+        self.assertIn("dispatch:", j["last_error"]["message"])
+
+    def test_a_shorter_job_timeout_wins(self):
+        self.target("slowjob", "/slow?ms=3000", timeout_ms=20000)
+        t0 = time.monotonic()
+        self.enqueue("slowjob", "sj-1", max_attempts=1, timeout_ms=300)
+        j = self.wait_state("sj-1", "dead")
+        self.assertEqual(j["last_error"]["class"], "transient")
+        self.assertLess(time.monotonic() - t0, 2.5, "cut at the job's 300 ms, not at 20 s")
 
     # ---- settings ----
 
