@@ -15,6 +15,7 @@
 #      client  -> util, client, include/ (liberrand sits on util only), and
 #                 the core headers in CLIENT_CORE below: core files liberrand
 #                 compiles in itself (CMakeLists.txt), which use util only
+#      client_pg -> include/ (liberrand-pg: libpq and the public header)
 #      include -> include/ (the public header shows nothing internal)
 #      cli     -> anything; tests/, bench/ and examples/ are not checked.
 #  - in src/core (pure logic: no I/O, no clock, no environment, no threads),
@@ -34,7 +35,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = {"util", "core", "store", "engine", "server", "client", "cli"}
+LAYERS = {"util", "core", "store", "engine", "server", "client", "client_pg", "cli"}
 MAY_USE = {
     "util": {"util"},
     "core": {"util", "core"},
@@ -42,6 +43,7 @@ MAY_USE = {
     "engine": {"util", "core", "store", "engine"},
     "server": {"util", "core", "store", "engine", "server"},
     "client": {"util", "client", "include"},
+    "client_pg": {"include"},
     "include": {"include"},
     "cli": None,  # anything
 }

@@ -24,6 +24,8 @@ int er_cli_cron(int argc, char **argv);
 /* `errand lease run ... -- CMD` (lease.c): CMD's exit status, 0 when the key
  * is done, 75 when held elsewhere or the lease was lost, 1/2/3 as above. */
 int er_cli_lease(int argc, char **argv);
+/* `errand outbox install` (outbox.c). */
+int er_cli_outbox(int argc, char **argv);
 
 /* `errand chaos` (chaos.c): kills workers and the server on a seeded
  * schedule and checks that no job is lost and no effect duplicated. Exit 0

@@ -25,6 +25,8 @@ static void usage(FILE *out)
                  "             --code C --run-key K -- CMD [ARGS]\n"
                  "  chaos      kill workers and the server, prove no job lost or duplicated\n"
                  "             (errand chaos --help)\n"
+                 "  outbox install  create the outbox tables in an application's\n"
+                 "             PostgreSQL database: errand outbox install --db URL\n"
                  "  version    print the version\n");
 }
 
@@ -55,6 +57,8 @@ int main(int argc, char **argv)
         return er_cli_chaos(argc - 2, argv + 2);
     if (strcmp(cmd, "lease") == 0)
         return er_cli_lease(argc - 2, argv + 2);
+    if (strcmp(cmd, "outbox") == 0)
+        return er_cli_outbox(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("errand 0.1.0\n");
         return 0;

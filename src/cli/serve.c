@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,43 @@ static const er_setting serve_settings[] = {
      "jobs are released)"},
     {"dispatch-concurrency", ER_SET_INT, "64", 1, 10000, NULL,
      "most HTTP dispatch requests in flight on this node, all queues"},
+    {"outbox-db", ER_SET_STRING, NULL, 0, 0, NULL,
+     "the application's PostgreSQL database whose outbox_events this server relays "
+     "(postgres://...; needs --outbox-routes; docs/outbox.md)"},
+    {"outbox-routes", ER_SET_STRING, NULL, 0, 0, NULL,
+     "JSON file of topic -> [{\"queue\", \"name\"}] routes for the outbox relay"},
+    {"outbox-poll", ER_SET_DURATION, "500ms", 10, 60000, NULL,
+     "how often the relay looks for new rows when no NOTIFY wakes it"},
+    {"outbox-retention", ER_SET_DURATION, "7d", 1000, 3650LL * 86400000, NULL,
+     "published outbox rows older than this are deleted"},
+    {"outbox-processed-retention", ER_SET_DURATION, "30d", 1000, 3650LL * 86400000, NULL,
+     "processed_messages rows older than this are deleted"},
 };
+
+#define ROUTES_FILE_MAX (4 << 20)
+
+/* Reads and judges the routes file: 0, or 2 with the reason on stderr. */
+static int load_routes(const char *path, er_outbox_routes *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "errand serve: --outbox-routes %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    char *text = malloc(ROUTES_FILE_MAX + 1);
+    size_t n = text ? fread(text, 1, ROUTES_FILE_MAX + 1, f) : 0;
+    bool bad = !text || ferror(f) || n > ROUTES_FILE_MAX;
+    fclose(f);
+    er_error err = {0};
+    int rc = bad ? 2 : er_outbox_routes_parse(text, n, out, &err) < 0 ? 2 : 0;
+    if (bad)
+        fprintf(stderr, "errand serve: --outbox-routes %s: %s\n", path,
+                !text ? "out of memory" : n > ROUTES_FILE_MAX ? "larger than 4 MiB" : "read error");
+    else if (rc)
+        fprintf(stderr, "errand serve: --outbox-routes %s: %s\n", path, err.message);
+    free(text);
+    return rc;
+}
 
 typedef struct serve_ctx {
     struct event_base *base;
@@ -54,6 +91,7 @@ typedef struct serve_ctx {
     er_server *server;
     er_dispatcher *dispatcher;
     int64_t grace_ms;
+    er_outbox *outbox;
     struct event *sigterm, *sigint, *poll;
     int signals;
     int64_t grace_deadline;
@@ -127,6 +165,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
+    er_outbox_stop(c->outbox); /* after the batch in flight, which the drain answers */
     er_dispatcher_stop(c->dispatcher, c->grace_ms, on_dispatch_stopped, c);
 }
 
@@ -201,7 +240,42 @@ int er_cli_serve(int argc, char **argv, char **envp)
         fprintf(stderr, "errand serve: cannot open store '%s': %s\n", shown, err.message);
         goto out;
     }
+    const char *outbox_db = er_settings_get(&st, "outbox-db")->text;
+    const char *routes_file = er_settings_get(&st, "outbox-routes")->text;
+    if (!outbox_db != !routes_file) {
+        fprintf(stderr, "errand serve: --outbox-db and --outbox-routes go together (%s is "
+                        "missing)\n", outbox_db ? "--outbox-routes" : "--outbox-db");
+        exit_code = 2;
+        goto out;
+    }
+    if (outbox_db) {
+        er_outbox_config ocfg = {
+            .db_url = outbox_db,
+            .store_url = strncmp(ecfg.store_url, "postgres", 8) == 0 ? ecfg.store_url : NULL,
+            .poll_ms = er_settings_get(&st, "outbox-poll")->num,
+            .retention_ms = er_settings_get(&st, "outbox-retention")->num,
+            .processed_retention_ms = er_settings_get(&st, "outbox-processed-retention")->num,
+            .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num},
+        };
+        if (strncmp(outbox_db, "postgres://", 11) != 0 &&
+            strncmp(outbox_db, "postgresql://", 13) != 0) {
+            fprintf(stderr, "errand serve: --outbox-db must be a postgres:// URL\n");
+            exit_code = 2;
+            goto out;
+        }
+        if (load_routes(routes_file, &ocfg.routes) != 0) {
+            exit_code = 2;
+            goto out;
+        }
+        int orc = er_outbox_start(c.engine, &ocfg, &c.outbox, &err);
+        er_outbox_routes_fini(&ocfg.routes);
+        if (orc < 0) {
+            fprintf(stderr, "errand serve: %s\n", err.message);
+            goto out;
+        }
+    }
     er_server_config scfg = {
+        .outbox = c.outbox,
         .listen = er_settings_get(&st, "listen")->text,
         .tokens = tokens,
         .ntokens = tv->nlist,
@@ -258,6 +332,7 @@ out:
         event_free(c.sigint);
     if (c.poll)
         event_free(c.poll);
+    er_outbox_free(c.outbox);
     er_server_free(c.server);
     er_dispatcher_free(c.dispatcher);
     er_engine_free(c.engine);

@@ -25,6 +25,8 @@ int er_parse_duration(const char *s, int64_t *ms)
         mul = 60000;
     else if (strcmp(end, "h") == 0)
         mul = 3600000;
+    else if (strcmp(end, "d") == 0)
+        mul = 86400000;
     else
         return ER_EINVAL;
     if (v > INT64_MAX / mul)

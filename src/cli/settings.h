@@ -18,7 +18,7 @@ typedef enum er_setting_type {
     ER_SET_STRING,
     ER_SET_INT,      /* int64 within [min, max] */
     ER_SET_SIZE,     /* bytes: 123, 64k, 1m */
-    ER_SET_DURATION, /* ms: 500ms, 30s, 5m, 1h, or a bare number of ms */
+    ER_SET_DURATION, /* ms: 500ms, 30s, 5m, 1h, 7d, or a bare number of ms */
     ER_SET_ENUM,     /* one of `choices` ("a|b|c") */
     ER_SET_LIST,     /* repeatable; env and file give comma-separated values */
 } er_setting_type;
@@ -62,7 +62,7 @@ int er_settings_load(er_settings *s, int argc, char **argv, char **envp, FILE *o
 
 const er_setting_value *er_settings_get(const er_settings *s, const char *name);
 
-/* Parses a duration ("500ms", "30s", "5m", "1h", "250") into ms. */
+/* Parses a duration ("500ms", "30s", "5m", "1h", "7d", "250") into ms. */
 int er_parse_duration(const char *s, int64_t *ms);
 /* Parses a size ("1024", "64k", "1m", "1g") into bytes. */
 int er_parse_size(const char *s, int64_t *bytes);

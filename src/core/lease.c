@@ -100,14 +100,14 @@ er_lease_state er_lease_state_at(const er_lease *l, int64_t now)
     return l->state;
 }
 
-int er_lease_acquire(er_lease *l, int64_t now, int64_t ttl_ms, er_rand *r)
+int er_lease_acquire(er_lease *l, int64_t now, int64_t ttl_ms)
 {
     if (er_lease_state_at(l, now) != ER_LEASE_FREE)
         return ER_ECONFLICT;
     char tok[33];
     /* a new token never equals the previous owner's */
     do
-        er_rand_token(r, tok);
+        er_secure_token(tok);
     while (strcmp(tok, l->owner_token) == 0);
     memcpy(l->owner_token, tok, sizeof tok);
     l->fence++;

@@ -66,11 +66,11 @@ void er_lease_init(er_lease *l, const char *key);
 er_lease_state er_lease_state_at(const er_lease *l, int64_t now);
 
 /* Acquire: when the lease is free (or held but expired at `now`) it becomes
- * held by a new random owner token from r, fence + 1, expires_at = now +
+ * held by a new secret owner token (er_secure_token), fence + 1, expires_at = now +
  * ttl_ms; returns 0. When held by a live owner returns ER_ECONFLICT and
  * leaves *l unchanged (state HELD); when done returns ER_ECONFLICT (state
  * DONE). ttl_ms must already be valid. */
-int er_lease_acquire(er_lease *l, int64_t now, int64_t ttl_ms, er_rand *r);
+int er_lease_acquire(er_lease *l, int64_t now, int64_t ttl_ms);
 
 /* Renew by the owner: expires_at = now + ttl_ms. ER_ESTALE (nothing changed)
  * when the token is not the holder's or the lease expired at `now` or is not

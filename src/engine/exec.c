@@ -338,7 +338,7 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
         .lease_ms = req->fetch.lease_ms,
         .now = now,
     };
-    return x->ops->fetch(x->store, &p, &x->rand, &req->list, &req->err);
+    return x->ops->fetch(x->store, &p, &req->list, &req->err);
 }
 
 static int exec_put_queue(er_exec_ctx *x, er_req *req)

@@ -253,7 +253,7 @@ static int lease_write(er_exec_ctx *x, er_req *req, int64_t now)
         if (rc < 0)
             return rc;
         return o->lease_acquire(s, req->lease_type, req->lease_code, req->lease_run_key, key,
-                                req->extend_ms, now, &x->rand, &req->lease, &req->err);
+                                req->extend_ms, now, &req->lease, &req->err);
     }
     case ER_REQ_LEASE_RENEW:
         return o->lease_renew(s, req->token, req->extend_ms, now, &req->lease, &req->err);

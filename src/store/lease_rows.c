@@ -12,7 +12,7 @@
 
 static int acquire_in_tx(const er_lease_rows *rows, er_store *s, const char *type,
                          const char *code, const char *run_key, const char *key, int64_t ttl_ms,
-                         int64_t now, er_rand *r, er_lease *l, er_error *err)
+                         int64_t now, er_lease *l, er_error *err)
 {
     for (int attempt = 0; attempt < ACQUIRE_TRIES; attempt++) {
         int rc = rows->read(s, false, key, l, err);
@@ -23,7 +23,7 @@ static int acquire_in_tx(const er_lease_rows *rows, er_store *s, const char *typ
         if (rc < 0)
             return rc;
         int64_t fence = l->fence;
-        if (er_lease_acquire(l, now, ttl_ms, r) != 0) {
+        if (er_lease_acquire(l, now, ttl_ms) != 0) {
             l->state = er_lease_state_at(l, now);
             return er_error_set(err, ER_ECONFLICT, "run_key", "the run key is %s",
                                 l->state == ER_LEASE_DONE ? "done" : "held by another owner");
@@ -38,14 +38,14 @@ static int acquire_in_tx(const er_lease_rows *rows, er_store *s, const char *typ
 
 int er_lease_rows_acquire(const er_lease_rows *rows, er_store *s, const char *type,
                           const char *code, const char *run_key, const char *key, int64_t ttl_ms,
-                          int64_t now, er_rand *r, er_lease *out, er_error *err)
+                          int64_t now, er_lease *out, er_error *err)
 {
     bool own;
     int rc = rows->begin(s, &own, err);
     if (rc < 0)
         return rc;
     er_lease l;
-    rc = acquire_in_tx(rows, s, type, code, run_key, key, ttl_ms, rows->now(s, now), r, &l, err);
+    rc = acquire_in_tx(rows, s, type, code, run_key, key, ttl_ms, rows->now(s, now), &l, err);
     int end = rows->end(s, own, rc == ER_ECONFLICT ? 0 : rc, err);
     if (end < 0)
         return end;

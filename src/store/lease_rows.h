@@ -34,7 +34,7 @@ typedef enum er_lease_op { ER_LEASE_OP_RENEW, ER_LEASE_OP_COMPLETE, ER_LEASE_OP_
 /* ops->lease_acquire, as store.h describes it, over rows. */
 int er_lease_rows_acquire(const er_lease_rows *rows, er_store *s, const char *type,
                           const char *code, const char *run_key, const char *key, int64_t ttl_ms,
-                          int64_t now, er_rand *r, er_lease *out, er_error *err);
+                          int64_t now, er_lease *out, er_error *err);
 
 /* ops->lease_renew / _complete / _release by owner token, over rows. */
 int er_lease_rows_by_owner(const er_lease_rows *rows, er_store *s, er_lease_op op,

@@ -131,11 +131,11 @@ typedef struct er_store_ops {
     /* Leases up to p->max waiting jobs from p->queues (tried in order; paused
      * or throttled queues skipped; within a queue higher priority first, then
      * older run_at, then insertion order). Each leased job: state active,
-     * attempts+1, started+1, new lease token from r, lease_owner, lease
+     * attempts+1, started+1, a new secret lease token, lease_owner, lease
      * expiry = now + lease. Appends the leased jobs to *out: a store need
      * fill only the lease view's fields (API.md), state, run_at, the lease
      * fields and started_at; the rest may be left unset. */
-    int (*fetch)(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+    int (*fetch)(er_store *s, const er_fetch_params *p, er_job_list *out,
                  er_error *err);
 
     /* Extends the lease of an active job whose token matches to now +
@@ -264,7 +264,7 @@ typedef struct er_store_ops {
      * expiry; ER_ECONFLICT with *out showing the state (held or done)
      * otherwise, and nothing changes. */
     int (*lease_acquire)(er_store *s, const char *type, const char *code, const char *run_key,
-                         const char *key, int64_t ttl_ms, int64_t now, er_rand *r,
+                         const char *key, int64_t ttl_ms, int64_t now,
                          er_lease *out, er_error *err);
     /* By owner token; ER_ESTALE when no live lease has that token (never
      * issued, rotated by a reclaim, expired, released or done). *out: the

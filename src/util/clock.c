@@ -8,6 +8,11 @@
 #include "util/err.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -66,13 +71,68 @@ double er_rand_unit(er_rand *r)
     return (double)(r->next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void er_rand_token(er_rand *r, char out[33])
+/* Tokens come from the kernel's CSPRNG, read 256 bytes at a time into a
+ * per-thread buffer; a forked child refills before its first token, so it
+ * never repeats its parent's. */
+static atomic_uint fork_generation;
+
+static void on_fork_child(void)
+{
+    atomic_fetch_add(&fork_generation, 1);
+}
+
+static void register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+void er_secure_random(void *out, size_t n)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    static _Thread_local unsigned char buf[256];
+    static _Thread_local size_t avail;
+    static _Thread_local unsigned generation;
+    pthread_once(&once, register_fork_handler);
+    unsigned char *p = out;
+    while (n > 0) {
+        unsigned g = atomic_load(&fork_generation);
+        if (generation != g) {
+            generation = g;
+            avail = 0;
+        }
+        if (avail == 0) {
+            size_t got = 0;
+            while (got < sizeof buf) {
+                ssize_t r = getrandom(buf + got, sizeof buf - got, 0);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0) {
+                    /* no predictable fallback: a guessable token breaks leases */
+                    fprintf(stderr, "errand: getrandom failed: %s\n", strerror(errno));
+                    abort();
+                }
+                got += (size_t)r;
+            }
+            avail = sizeof buf;
+        }
+        size_t take = n < avail ? n : avail;
+        unsigned char *src = buf + sizeof buf - avail;
+        memcpy(p, src, take);
+        memset(src, 0, take); /* a byte handed out is never handed out again */
+        avail -= take;
+        p += take;
+        n -= take;
+    }
+}
+
+void er_secure_token(char out[33])
 {
     static const char hex[] = "0123456789abcdef";
-    uint64_t a = r->next(r), b = r->next(r);
+    unsigned char b[16];
+    er_secure_random(b, sizeof b);
     for (int i = 0; i < 16; i++) {
-        out[i] = hex[(a >> (60 - 4 * i)) & 15];
-        out[16 + i] = hex[(b >> (60 - 4 * i)) & 15];
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
     }
     out[32] = '\0';
 }

@@ -20,15 +20,22 @@ typedef struct er_rand {
     uint64_t state[2];
 } er_rand;
 
-/* A fast PRNG (xorshift128+) seeded from getrandom(); one per thread. */
+/* A fast PRNG (xorshift128+) seeded from getrandom(); one per thread. Its
+ * outputs are predictable from earlier ones: jitter and sampling only,
+ * never secrets (er_secure_token). */
 void er_rand_init_system(er_rand *r);
 /* The same PRNG with a fixed seed, for tests. */
 void er_rand_init_seeded(er_rand *r, uint64_t seed);
 /* Uniform double in [0, 1). */
 double er_rand_unit(er_rand *r);
 
-/* Writes 32 lowercase hex characters and a NUL into out[33]. */
-void er_rand_token(er_rand *r, char out[33]);
+/* n bytes from the kernel's CSPRNG (getrandom, buffered per thread; a
+ * forked child never repeats its parent's bytes). Aborts if the kernel
+ * refuses. Any thread. */
+void er_secure_random(void *out, size_t n);
+/* A secret token (lease and owner tokens): 128 bits from er_secure_random
+ * as 32 lowercase hex characters and a NUL, into out[33]. */
+void er_secure_token(char out[33]);
 
 /* Formats ms-since-epoch as RFC 3339 UTC with milliseconds
  * ("2026-11-30T02:00:00.000Z") into out[32]; years outside 0..9999 are

@@ -87,7 +87,7 @@ static int fetchq(const char *const *queues, size_t n, int max, int64_t lease_ms
     er_fetch_params p = {.queues = queues, .nqueues = n, .worker_id = "w1", .max = max,
                          .lease_ms = lease_ms, .now = now};
     er_error err = {0};
-    int rc = OPS->fetch(S, &p, &R, out, &err);
+    int rc = OPS->fetch(S, &p, out, &err);
     cr_assert_eq(rc, 0, "fetch: %s", err.message);
     return (int)out->len;
 }

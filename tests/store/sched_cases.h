@@ -279,7 +279,7 @@ static er_lease acquire(const char *run_key, int64_t ttl, int64_t now, int expec
     cr_assert_eq(er_lease_key("schedule", "billing", run_key, key, &err), 0);
     er_lease l;
     memset(&l, 0, sizeof l);
-    int rc = OPS->lease_acquire(S, "schedule", "billing", run_key, key, ttl, now, &R, &l, &err);
+    int rc = OPS->lease_acquire(S, "schedule", "billing", run_key, key, ttl, now, &l, &err);
     cr_assert_eq(rc, expect, "acquire %s: %d %s", run_key, rc, err.message);
     return l;
 }

@@ -16,6 +16,8 @@
 #include "store/postgres/postgres.h"
 #include "store/store.h"
 
+#include "pg_test_url.h"
+
 /* ---- the store under test ---- */
 
 static const er_store_ops *OPS = &er_postgres_ops;
@@ -23,20 +25,6 @@ static char g_schema[64];
 static char g_url[1024];
 static er_store *S;
 static er_rand R;
-
-static const char *base_url(void)
-{
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u) {
-        const char *skip = getenv("ERRAND_TEST_PG_SKIP");
-        if (skip && strcmp(skip, "1") == 0)
-            cr_skip_test("ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1");
-        cr_assert_fail("ERRAND_TEST_PG_URL is not set: start a server with `scripts/pg start` and "
-                 "export ERRAND_TEST_PG_URL=$(scripts/pg url), or run scripts/test; set "
-                 "ERRAND_TEST_PG_SKIP=1 to skip the PostgreSQL tests");
-    }
-    return u;
-}
 
 /* base URL + schema (+ extra options) */
 static void url_with(char *out, size_t n, const char *extra)
@@ -77,18 +65,7 @@ static ExecStatusType sql(PGconn *c, const char *q, PGresult **out)
 
 static void store_drop(void)
 {
-    er_postgres_pool_drain();
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u || !g_schema[0])
-        return;
-    PGconn *c = PQconnectdb(u);
-    char q[128];
-    snprintf(q, sizeof q, "DROP SCHEMA IF EXISTS %s CASCADE", g_schema);
-    if (PQstatus(c) == CONNECTION_OK) {
-        PQclear(PQexec(c, "SET client_min_messages = warning"));
-        PQclear(PQexec(c, q));
-    }
-    PQfinish(c);
+    pg_test_drop_schema(g_schema);
 }
 
 #include "conformance_cases.h"
@@ -130,7 +107,7 @@ Test(postgres, store_clock_decides_promotion_leases_and_reaping)
     const char *qs[] = {"q"};
     er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 1,
                          .lease_ms = ER_LEASE_MIN_MS, .now = T0};
-    cr_assert_eq(OPS->fetch(st, &p, &R, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->fetch(st, &p, &l, &err), 0, "%s", err.message);
     cr_assert_eq(l.len, 1);
     int64_t exp = l.items[0].lease_expires_at;
     cr_assert(exp >= real + ER_LEASE_MIN_MS - 5000 && exp <= real + ER_LEASE_MIN_MS + 5000,
@@ -234,7 +211,7 @@ Test(postgres, concurrent_fetches_skip_each_others_locked_jobs)
     cr_assert_eq(fetch1("q", 2, T0, &a), 2);
     const char *qs[] = {"q"};
     er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w2", .max = 10, .now = T0};
-    cr_assert_eq(OPS->fetch(other, &p, &R, &b, &err), 0, "%s", err.message); /* no wait */
+    cr_assert_eq(OPS->fetch(other, &p, &b, &err), 0, "%s", err.message); /* no wait */
     cr_assert_eq(b.len, 2);
     cr_assert_str_eq(b.items[0].id, "j2");
     cr_assert_str_eq(b.items[1].id, "j3");

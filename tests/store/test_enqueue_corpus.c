@@ -23,22 +23,12 @@
 #include "store/postgres/postgres.h"
 #include "store/store.h"
 
+#include "pg_test_url.h"
+
 #define PAYLOAD_MAX 1024
 #define QUEUE "corpus"
 
 static char g_schema[64];
-
-static const char *base_url(void)
-{
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u) {
-        const char *skip = getenv("ERRAND_TEST_PG_SKIP");
-        if (skip && strcmp(skip, "1") == 0)
-            cr_skip_test("ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1");
-        cr_assert_fail("ERRAND_TEST_PG_URL is not set (scripts/pg start, or scripts/test)");
-    }
-    return u;
-}
 
 /* One corpus line. */
 typedef struct doc {

@@ -222,7 +222,7 @@ static bool workload(er_store *s)
         er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 3,
                              .now = T0 + round};
         if (rc == 0)
-            rc = OPS->fetch(s, &p, &R, &l, &err);
+            rc = OPS->fetch(s, &p, &l, &err);
         if (rc == 0 && l.len == 3 && OPS->complete_many) {
             er_error e[2];
             er_complete_item it[2] = {

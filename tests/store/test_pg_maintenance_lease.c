@@ -17,22 +17,10 @@
 #include "store/postgres/postgres.h"
 #include "store/store.h"
 
+#include "pg_test_url.h"
+
 static const er_store_ops *OPS = &er_postgres_ops;
 static char g_schema[64];
-
-static const char *base_url(void)
-{
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u) {
-        const char *skip = getenv("ERRAND_TEST_PG_SKIP");
-        if (skip && strcmp(skip, "1") == 0)
-            cr_skip_test("ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1");
-        cr_assert_fail("ERRAND_TEST_PG_URL is not set: start a server with `scripts/pg start` "
-                       "and export ERRAND_TEST_PG_URL=$(scripts/pg url), or run scripts/test; "
-                       "set ERRAND_TEST_PG_SKIP=1 to skip the PostgreSQL tests");
-    }
-    return u;
-}
 
 static void url_for(char *out, size_t n, const char *schema)
 {
@@ -42,17 +30,7 @@ static void url_for(char *out, size_t n, const char *schema)
 
 static void drop_schema(const char *schema)
 {
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u || !schema[0])
-        return;
-    PGconn *c = PQconnectdb(u);
-    char q[128];
-    snprintf(q, sizeof q, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-    if (PQstatus(c) == CONNECTION_OK) {
-        PQclear(PQexec(c, "SET client_min_messages = warning"));
-        PQclear(PQexec(c, q));
-    }
-    PQfinish(c);
+    pg_test_drop_schema(schema);
 }
 
 static void setup(void)

@@ -16,6 +16,8 @@
 #include "store/postgres/postgres.h"
 #include "store/store.h"
 
+#include "pg_test_url.h"
+
 /* ---- the store under test (as test_conformance_postgres.c) ---- */
 
 static const er_store_ops *OPS = &er_postgres_ops;
@@ -23,20 +25,6 @@ static char g_schema[64];
 static char g_url[1024];
 static er_store *S;
 static er_rand R;
-
-static const char *base_url(void)
-{
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u) {
-        const char *skip = getenv("ERRAND_TEST_PG_SKIP");
-        if (skip && strcmp(skip, "1") == 0)
-            cr_skip_test("ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1");
-        cr_assert_fail("ERRAND_TEST_PG_URL is not set: start a server with `scripts/pg start` and "
-                       "export ERRAND_TEST_PG_URL=$(scripts/pg url), or run scripts/test; set "
-                       "ERRAND_TEST_PG_SKIP=1 to skip the PostgreSQL tests");
-    }
-    return u;
-}
 
 /* base URL + schema (+ extra options) */
 static void url_for(char *out, size_t n, const char *schema, const char *extra)
@@ -56,17 +44,7 @@ static void store_fresh(void)
 
 static void drop_schema(const char *schema)
 {
-    const char *u = getenv("ERRAND_TEST_PG_URL");
-    if (!u || !*u || !schema[0])
-        return;
-    PGconn *c = PQconnectdb(u);
-    char q[128];
-    snprintf(q, sizeof q, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-    if (PQstatus(c) == CONNECTION_OK) {
-        PQclear(PQexec(c, "SET client_min_messages = warning"));
-        PQclear(PQexec(c, q));
-    }
-    PQfinish(c);
+    pg_test_drop_schema(schema);
 }
 
 static void store_drop(void)
@@ -104,11 +82,11 @@ Test(pg_sched, the_store_clock_judges_leases_schedules_and_cursor_times)
     int64_t real = er_now_ms();
 
     er_lease a, b, out;
-    cr_assert_eq(OPS->lease_acquire(st, "job", "clock", "r1", key, 1000, past, &R, &a, &err), 0,
+    cr_assert_eq(OPS->lease_acquire(st, "job", "clock", "r1", key, 1000, past, &a, &err), 0,
                  "%s", err.message);
     cr_assert(NEAR(a.expires_at, real + 1000), "expiry %lld should follow the server clock",
               (long long)a.expires_at);
-    cr_assert_eq(OPS->lease_acquire(st, "job", "clock", "r1", key, 1000, future, &R, &b, &err),
+    cr_assert_eq(OPS->lease_acquire(st, "job", "clock", "r1", key, 1000, future, &b, &err),
                  ER_ECONFLICT, "a far-future caller clock must not reclaim a live lease");
     cr_assert_eq(b.state, ER_LEASE_HELD);
     cr_assert_eq(OPS->lease_renew(st, a.owner_token, 1000, future, &out, &err), 0, "%s",
@@ -117,7 +95,7 @@ Test(pg_sched, the_store_clock_judges_leases_schedules_and_cursor_times)
     usleep(1300 * 1000);
     cr_assert_eq(OPS->lease_renew(st, a.owner_token, 1000, past, &out, &err), ER_ESTALE,
                  "expired by the store clock whatever the caller says");
-    cr_assert_eq(OPS->lease_acquire(st, "job", "clock", "r1", key, 1000, past, &R, &b, &err), 0,
+    cr_assert_eq(OPS->lease_acquire(st, "job", "clock", "r1", key, 1000, past, &b, &err), 0,
                  "%s", err.message);
     cr_assert_eq(b.fence, 2);
 
@@ -173,7 +151,7 @@ static void *acquire_thread(void *arg)
         pthread_barrier_wait(x->start);
     x->rc = er_lease_key("job", "race", x->run_key, key, &err);
     if (x->rc == 0)
-        x->rc = OPS->lease_acquire(x->s, "job", "race", x->run_key, key, 1000, x->now, &x->r,
+        x->rc = OPS->lease_acquire(x->s, "job", "race", x->run_key, key, 1000, x->now,
                                    &x->lease, &err);
     x->done = true;
     return NULL;
@@ -193,7 +171,7 @@ static int acquire_on(er_store *s, const char *run_key, int64_t ttl, int64_t now
     char key[ER_LEASE_KEY_SIZE];
     er_error err = {0};
     cr_assert_eq(er_lease_key("job", "race", run_key, key, &err), 0);
-    return OPS->lease_acquire(s, "job", "race", run_key, key, ttl, now, &R, l, &err);
+    return OPS->lease_acquire(s, "job", "race", run_key, key, ttl, now, l, &err);
 }
 
 /* Starts fn on a second connection while S holds an open transaction,

@@ -5,7 +5,10 @@
  * and the error-code mapping of err.c.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/clock.h"
 #include "util/err.h"
@@ -179,16 +182,48 @@ Test(clock, rand_unit_is_in_unit_interval)
     cr_assert_gt(hi, 0.99);
 }
 
-Test(clock, rand_token_is_32_hex_chars)
+static int cmp_token(const void *a, const void *b)
 {
-    er_rand r;
-    er_rand_init_system(&r);
-    char a[33], b[33];
-    er_rand_token(&r, a);
-    er_rand_token(&r, b);
-    cr_assert_eq(strlen(a), 32);
-    cr_assert_eq(strspn(a, "0123456789abcdef"), 32);
-    cr_assert_str_neq(a, b);
+    return memcmp(a, b, 33);
+}
+
+Test(clock, secure_tokens_are_128_bit_hex_and_distinct)
+{
+    enum { N = 5000 };
+    static char t[N][33];
+    for (int i = 0; i < N; i++) {
+        er_secure_token(t[i]);
+        cr_assert_eq(strlen(t[i]), 32);
+        cr_assert_eq(strspn(t[i], "0123456789abcdef"), 32);
+    }
+    qsort(t, N, sizeof t[0], cmp_token);
+    for (int i = 1; i < N; i++)
+        cr_assert_str_neq(t[i - 1], t[i]);
+}
+
+/* The per-thread buffer must not hand a forked child the bytes its parent
+ * hands out next. */
+Test(clock, secure_tokens_after_fork_differ_from_the_parents)
+{
+    char warm[33], mine[33], theirs[33] = {0};
+    er_secure_token(warm); /* fills this thread's buffer */
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        char tok[33];
+        er_secure_token(tok);
+        _exit(write(fds[1], tok, sizeof tok) == (ssize_t)sizeof tok ? 0 : 1);
+    }
+    close(fds[1]);
+    er_secure_token(mine);
+    cr_assert_eq(read(fds[0], theirs, sizeof theirs), (ssize_t)sizeof theirs);
+    close(fds[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_assert_str_neq(mine, theirs);
 }
 
 /* ---- err.c ---- */

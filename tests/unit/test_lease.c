@@ -107,7 +107,7 @@ Test(lease, first_acquire_gets_fence_one_and_a_token)
 {
     er_lease l;
     er_lease_init(&l, "ik_x");
-    cr_assert_eq(er_lease_acquire(&l, T0, 60000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 60000), 0);
     cr_assert_eq(l.state, ER_LEASE_HELD);
     cr_assert_eq(l.fence, 1);
     cr_assert_eq(l.expires_at, T0 + 60000);
@@ -118,9 +118,9 @@ Test(lease, held_lease_refuses_a_second_owner)
 {
     er_lease l;
     er_lease_init(&l, "ik_x");
-    cr_assert_eq(er_lease_acquire(&l, T0, 60000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 60000), 0);
     er_lease before = l;
-    cr_assert_eq(er_lease_acquire(&l, T0 + 59999, 60000, &R), ER_ECONFLICT);
+    cr_assert_eq(er_lease_acquire(&l, T0 + 59999, 60000), ER_ECONFLICT);
     cr_assert_eq(memcmp(&before, &l, sizeof l), 0, "a refused acquire changed the lease");
     cr_assert_eq(er_lease_state_at(&l, T0 + 59999), ER_LEASE_HELD);
 }
@@ -129,10 +129,10 @@ Test(lease, reclaim_rotates_owner_but_keeps_key)
 {
     er_lease l;
     er_lease_init(&l, "ik_abc");
-    cr_assert_eq(er_lease_acquire(&l, T0, 60000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 60000), 0);
     er_lease a = l;
     /* a's lease expires: judged by the injected clock */
-    cr_assert_eq(er_lease_acquire(&l, T0 + 60000, 60000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0 + 60000, 60000), 0);
     er_lease b = l;
     cr_assert_str_eq(a.idempotency_key, b.idempotency_key);
     cr_assert_str_neq(a.owner_token, b.owner_token);
@@ -147,7 +147,7 @@ Test(lease, renew_extends_only_for_the_live_owner)
 {
     er_lease l;
     er_lease_init(&l, "ik_x");
-    cr_assert_eq(er_lease_acquire(&l, T0, 10000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 10000), 0);
     char tok[ER_LEASE_TOKEN_SIZE];
     memcpy(tok, l.owner_token, sizeof tok);
     cr_assert_eq(er_lease_renew(&l, tok, T0 + 9000, 10000), 0);
@@ -162,14 +162,14 @@ Test(lease, completed_key_answers_done_forever)
 {
     er_lease l;
     er_lease_init(&l, "ik_x");
-    cr_assert_eq(er_lease_acquire(&l, T0, 10000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 10000), 0);
     char tok[ER_LEASE_TOKEN_SIZE];
     memcpy(tok, l.owner_token, sizeof tok);
     cr_assert_eq(er_lease_complete(&l, tok, T0 + 5000), 0);
     cr_assert_eq(l.state, ER_LEASE_DONE);
     cr_assert_eq(l.completed_at, T0 + 5000);
-    cr_assert_eq(er_lease_acquire(&l, T0 + 5001, 10000, &R), ER_ECONFLICT);
-    cr_assert_eq(er_lease_acquire(&l, T0 + 100LL * 24 * 3600 * 1000, 10000, &R), ER_ECONFLICT);
+    cr_assert_eq(er_lease_acquire(&l, T0 + 5001, 10000), ER_ECONFLICT);
+    cr_assert_eq(er_lease_acquire(&l, T0 + 100LL * 24 * 3600 * 1000, 10000), ER_ECONFLICT);
     cr_assert_eq(er_lease_state_at(&l, T0 + 100LL * 24 * 3600 * 1000), ER_LEASE_DONE);
     /* a retried complete by the same owner is fine; renew and release are not */
     cr_assert_eq(er_lease_complete(&l, tok, T0 + 6000), 0);
@@ -184,14 +184,14 @@ Test(lease, release_frees_at_once_and_the_next_owner_gets_a_larger_fence)
 {
     er_lease l;
     er_lease_init(&l, "ik_x");
-    cr_assert_eq(er_lease_acquire(&l, T0, 60000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 60000), 0);
     char tok[ER_LEASE_TOKEN_SIZE];
     memcpy(tok, l.owner_token, sizeof tok);
     cr_assert_eq(er_lease_release(&l, tok, T0 + 1), 0);
     cr_assert_eq(l.state, ER_LEASE_FREE);
     cr_assert_str_eq(l.owner_token, "");
     cr_assert_eq(er_lease_release(&l, tok, T0 + 2), ER_ESTALE);
-    cr_assert_eq(er_lease_acquire(&l, T0 + 2, 60000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0 + 2, 60000), 0);
     cr_assert_eq(l.fence, 2);
     cr_assert_str_neq(l.owner_token, tok);
 }
@@ -200,7 +200,7 @@ Test(lease, expired_owner_cannot_complete)
 {
     er_lease l;
     er_lease_init(&l, "ik_x");
-    cr_assert_eq(er_lease_acquire(&l, T0, 1000, &R), 0);
+    cr_assert_eq(er_lease_acquire(&l, T0, 1000), 0);
     char tok[ER_LEASE_TOKEN_SIZE];
     memcpy(tok, l.owner_token, sizeof tok);
     cr_assert_eq(er_lease_complete(&l, tok, T0 + 1000), ER_ESTALE);

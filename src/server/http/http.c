@@ -151,6 +151,7 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     s->ntokens = cfg->ntokens;
     s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
     s->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
+    s->outbox = cfg->outbox;
     er_rand_init_system(&s->rand);
     s->http_counts = calloc((er_nroutes + 1) * 5, sizeof *s->http_counts);
     s->http = evhttp_new(base);

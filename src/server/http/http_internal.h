@@ -82,6 +82,7 @@ struct er_server {
     size_t ntokens;
     size_t max_body;
     size_t payload_max;
+    er_outbox *outbox; /* NULL when no relay runs */
     int port;
     bool accepting;
     size_t inflight;

@@ -18,11 +18,41 @@ void er_route_healthz(er_hctx *c)
     er_http_reply_text(c, 200, "application/json", body, sizeof body - 1);
 }
 
+/* The relay's health: shown, never a reason for 503 (the server still
+ * serves its own queues while the application's database is away). */
+static void outbox_status(er_outbox *o, er_jsonw *w)
+{
+    er_outbox_stats st;
+    er_outbox_get_stats(o, &st);
+    er_jsonw_key(w, "outbox");
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "status");
+    er_jsonw_str(w, st.connected ? "connected" : "unreachable");
+    er_jsonw_key(w, "error");
+    er_jsonw_str(w, st.last_error[0] ? st.last_error : NULL);
+    er_jsonw_key(w, "transactions");
+    er_jsonw_int(w, st.one_transaction ? 1 : 2);
+    er_jsonw_key(w, "lag_ms");
+    er_jsonw_int(w, st.lag_ms);
+    er_jsonw_end_object(w);
+}
+
 void er_route_readyz(er_hctx *c)
 {
     if (c->s->accepting && er_engine_ready(c->s->engine)) {
         static const char body[] = "{\"status\":\"ready\"}";
-        er_http_reply_text(c, 200, "application/json", body, sizeof body - 1);
+        if (!c->s->outbox) {
+            er_http_reply_text(c, 200, "application/json", body, sizeof body - 1);
+            return;
+        }
+        er_jsonw w;
+        er_http_jsonw_init(c, &w);
+        er_jsonw_begin_object(&w);
+        er_jsonw_key(&w, "status");
+        er_jsonw_str(&w, "ready");
+        outbox_status(c->s->outbox, &w);
+        er_jsonw_end_object(&w);
+        er_http_reply_jsonw(c, 200, &w);
         return;
     }
     er_http_fail(c, ER_EUNAVAIL, NULL,
@@ -70,6 +100,35 @@ void er_route_metrics(er_hctx *c)
     metric(b, "errand_maintenance_leader", "gauge",
            "1 while this node runs promotion, reaping and retention (one node per store).",
            st.maintenance_leader);
+    if (s->outbox) {
+        er_outbox_stats ob;
+        er_outbox_get_stats(s->outbox, &ob);
+        metric(b, "errand_outbox_connected", "gauge",
+               "1 while the outbox relay is connected to the application's database.",
+               ob.connected);
+        metric(b, "errand_outbox_connect_failures_total", "counter",
+               "Failed connections to the outbox database.", ob.connect_failures);
+        metric(b, "errand_outbox_events_published_total", "counter",
+               "Outbox rows this node marked published.", ob.events_published);
+        metric(b, "errand_outbox_jobs_enqueued_total", "counter",
+               "Jobs this node's relay created (duplicates of earlier relays not counted).",
+               ob.jobs_enqueued);
+        metric(b, "errand_outbox_row_failures_total", "counter",
+               "Tries of outbox rows that could not become jobs.", ob.row_failures);
+        evbuffer_add_printf(b, "# HELP errand_outbox_lag_seconds Age of the oldest unpublished "
+                               "row of a routed topic (0 when none).\n# TYPE "
+                               "errand_outbox_lag_seconds gauge\nerrand_outbox_lag_seconds "
+                               "%.3f\n", ob.lag_ms > 0 ? (double)ob.lag_ms / 1000.0 : 0.0);
+        metric(b, "errand_outbox_backlog_rows", "gauge",
+               "Unpublished rows of routed topics, at the last count.",
+               (uint64_t)(ob.backlog > 0 ? ob.backlog : 0));
+        metric(b, "errand_outbox_unroutable_rows", "gauge",
+               "Unpublished rows whose topic no route names (left unpublished).",
+               (uint64_t)(ob.unroutable > 0 ? ob.unroutable : 0));
+        metric(b, "errand_outbox_set_aside_rows", "gauge",
+               "Rows set aside after failing to become jobs (never deleted).",
+               (uint64_t)(ob.set_aside > 0 ? ob.set_aside : 0));
+    }
     if (s->dispatcher) {
         er_dispatcher_stats ds;
         er_dispatcher_get_stats(s->dispatcher, &ds);

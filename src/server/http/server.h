@@ -12,6 +12,7 @@
 
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
+#include "engine/outbox_relay.h"
 #include "util/err.h"
 
 struct event_base;
@@ -34,6 +35,7 @@ typedef struct er_server_config {
     size_t max_body;           /* request body limit in bytes */
     size_t payload_max;        /* one job's serialized payload limit */
     int max_connections;
+    er_outbox *outbox;         /* the outbox relay, for /readyz and /metrics; NULL: none */
 } er_server_config;
 
 typedef struct er_server er_server;

@@ -20,7 +20,8 @@
 #define POOL_SIZE_MAX 1000
 #define BUSY_TIMEOUT_DEFAULT_MS 5000
 #define SCHEMA_DEFAULT "errand"
-#define SCHEMA_MAX 57 /* "<schema>_ready" must fit a 63-byte channel name */
+#define SCHEMA_MAX ER_PG_SCHEMA_MAX
+_Static_assert(SCHEMA_MAX + 6 <= 63, "\"<schema>_ready\" must fit a 63-byte channel name");
 
 struct er_pg_pool {
     char *key;      /* the URL as given */
@@ -121,6 +122,21 @@ static int pool_new(const char *url, er_pg_pool **out, er_error *err)
     }
     pthread_cond_init(&pl->cv, NULL);
     *out = pl;
+    return 0;
+}
+
+int er_pg_url_parts(const char *url, char **conninfo, char schema[ER_PG_SCHEMA_MAX + 1],
+                    er_error *err)
+{
+    er_pg_pool *pl;
+    int rc = pool_new(url, &pl, err);
+    if (rc < 0)
+        return rc;
+    *conninfo = pl->conninfo;
+    snprintf(schema, ER_PG_SCHEMA_MAX + 1, "%s", pl->schema);
+    pthread_cond_destroy(&pl->cv);
+    free(pl->key);
+    free(pl);
     return 0;
 }
 

@@ -210,7 +210,7 @@ int er_pg_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *exist
                   er_error *err);
 int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                        er_error *err);
-int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+int er_pg_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                 er_error *err);
 int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
                     const char *progress, int64_t now, int64_t *expires_at, er_error *err);
@@ -250,7 +250,7 @@ int er_pg_scheduler_due(er_store *s, int64_t now, int limit, er_sched_list *out,
 int er_pg_scheduler_advance(er_store *s, const char *key, int64_t expected_next,
                             int64_t last_tick, int64_t next_run_at, er_error *err);
 int er_pg_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
-                        const char *key, int64_t ttl_ms, int64_t now, er_rand *r, er_lease *out,
+                        const char *key, int64_t ttl_ms, int64_t now, er_lease *out,
                         er_error *err);
 int er_pg_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
                       er_lease *out, er_error *err);
@@ -262,6 +262,11 @@ int er_pg_cursor_get(er_store *s, const char *name, char **value, int64_t *updat
                      er_error *err);
 int er_pg_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
                      const char *value, int64_t now, char **current, er_error *err);
+/* A store URL's libpq part (*conninfo, malloc'd: the URL without errand's
+ * options) and its schema (default "errand"); ER_EINVAL for a bad option. */
+#define ER_PG_SCHEMA_MAX 57
+int er_pg_url_parts(const char *url, char **conninfo, char schema[ER_PG_SCHEMA_MAX + 1],
+                    er_error *err);
 /* Wake-up listeners (pg_listen.c), store.h's listener ops. */
 int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err);
 int er_pg_listener_fd(const er_store_listener *l);

@@ -148,7 +148,7 @@ static int plan(er_store *s, const er_fetch_params *fp, const char *queues, int6
 }
 
 /* Leases per the policy: queue states, then the row work (lease_jobs). */
-static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_rand *r, er_job_list *out,
+static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_job_list *out,
                        er_error *err)
 {
     if (fp->max < 1 || fp->nqueues == 0)
@@ -162,7 +162,7 @@ static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_rand *r, er_jo
     int rc = queues ? plan(s, fp, queues, now, &ca, &la, &any, err) : nomem(err);
     for (int i = 0; rc == 0 && any && i < fp->max; i++) {
         char tok[33];
-        er_rand_token(r, tok);
+        er_secure_token(tok);
         er_pg_array_str(&ta, tok);
     }
     PGresult *res = NULL;
@@ -227,7 +227,7 @@ static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_rand *r, er_jo
     return rc;
 }
 
-int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+int er_pg_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                 er_error *err)
 {
     size_t base = out->len;
@@ -235,7 +235,7 @@ int er_pg_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *
     int rc = er_pg_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    rc = fetch_in_tx(s, p, r, out, err);
+    rc = fetch_in_tx(s, p, out, err);
     rc = er_pg_op_end(s, own, rc, err);
     if (rc < 0) {
         /* nothing leased: drop what this call appended */

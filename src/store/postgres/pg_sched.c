@@ -266,10 +266,10 @@ static const er_lease_rows lease_rows = {
 };
 
 int er_pg_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
-                        const char *key, int64_t ttl_ms, int64_t now, er_rand *r, er_lease *out,
+                        const char *key, int64_t ttl_ms, int64_t now, er_lease *out,
                         er_error *err)
 {
-    return er_lease_rows_acquire(&lease_rows, s, type, code, run_key, key, ttl_ms, now, r, out,
+    return er_lease_rows_acquire(&lease_rows, s, type, code, run_key, key, ttl_ms, now, out,
                                  err);
 }
 

@@ -13,13 +13,8 @@
 
 static void fn_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    er_store *s = sqlite3_user_data(ctx);
-    if (!s->rand) {
-        sqlite3_result_error(ctx, "er_token() is only available during fetch", -1);
-        return;
-    }
     char tok[33];
-    er_rand_token(s->rand, tok);
+    er_secure_token(tok);
     sqlite3_result_text(ctx, tok, 32, SQLITE_TRANSIENT);
 }
 

@@ -193,7 +193,7 @@ static int row_leased(sqlite3_stmt *st, const er_fetch_params *p, int64_t expire
 /* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING and
  * appends them to *out in fetch order. */
 static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue, int take,
-                       int64_t lease_ms, er_rand *r, er_job_list *out, int *got, er_error *err)
+                       int64_t lease_ms, er_job_list *out, int *got, er_error *err)
 {
     *got = 0;
     leased *rows = calloc((size_t)take, sizeof *rows);
@@ -208,7 +208,6 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
         sqlite3_bind_int64(st, 3, p->now);
         sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 5, take);
-        s->rand = r;
         int src;
         while ((src = sqlite3_step(st)) == SQLITE_ROW && n < take) {
             er_job_init(&rows[n].job);
@@ -222,7 +221,6 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
         }
         if (rc == 0 && src != SQLITE_DONE && src != SQLITE_ROW)
             rc = er_sqlite_error(s->db, src, "fetch", err);
-        s->rand = NULL;
         sqlite3_reset(st);
     }
     if (rc == 0) {
@@ -244,7 +242,7 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
     return rc;
 }
 
-int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                     er_error *err)
 {
     size_t base = out->len;
@@ -285,7 +283,7 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_li
         int take = cap < remaining ? (int)cap : remaining;
         int64_t lease_ms = er_fetch_lease_ms(&qs, p->lease_ms);
         int got = 0;
-        rc = fetch_queue(s, p, p->queues[i], take, lease_ms, r, out, &got, err);
+        rc = fetch_queue(s, p, p->queues[i], take, lease_ms, out, &got, err);
         remaining -= got;
     }
     rc = er_sqlite_op_end(s, own, rc, err);

@@ -145,7 +145,7 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     /* O(active jobs of every queue): jobs_queue_state has no active jobs */
     [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_active"
                            " WHERE queue = ?1 AND state = 2",
-    /* er_token() draws each lease token from the fetch's er_rand */
+    /* er_token(): a secret lease token per row (er_secure_token) */
     [ER_SQ_FETCH] = "UPDATE jobs SET state = 2, attempts = attempts + 1, started = started + 1,"
                     " lease_owner = ?1, lease_token = er_token(), lease_expires_at = ?2,"
                     " started_at = ?3, updated_at = ?3"

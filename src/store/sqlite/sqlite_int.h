@@ -104,7 +104,6 @@ struct er_store {
     int ckpt_frames;  /* checkpoint threshold (the wal_autocheckpoint setting) */
     int wal_frames;   /* frames in the write-ahead log after the last commit */
     int ckpt_tried;   /* the log's frames at the last checkpoint (0 after a restart) */
-    er_rand *rand; /* borrowed while a fetch statement runs (for er_token()) */
     const er_complete_item *acks; /* borrowed while ER_SQ_COMPLETE_MANY runs (er_acks) */
     size_t nacks;
     const er_job *newjobs; /* borrowed while ER_SQ_INSERT_MANY runs (er_newjobs) */
@@ -177,7 +176,7 @@ int er_sqlite_enqueue(er_store *s, const er_job *job, bool *duplicate, er_job *e
                       er_error *err);
 int er_sqlite_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                            er_error *err);
-int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_rand *r, er_job_list *out,
+int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                     er_error *err);
 int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
                         const char *progress, int64_t now, int64_t *expires_at, er_error *err);
@@ -223,7 +222,7 @@ int er_sqlite_scheduler_due(er_store *s, int64_t now, int limit, er_sched_list *
 int er_sqlite_scheduler_advance(er_store *s, const char *key, int64_t expected_next,
                                 int64_t last_tick, int64_t next_run_at, er_error *err);
 int er_sqlite_lease_acquire(er_store *s, const char *type, const char *code, const char *run_key,
-                            const char *key, int64_t ttl_ms, int64_t now, er_rand *r,
+                            const char *key, int64_t ttl_ms, int64_t now,
                             er_lease *out, er_error *err);
 int er_sqlite_lease_renew(er_store *s, const char *owner_token, int64_t ttl_ms, int64_t now,
                           er_lease *out, er_error *err);
