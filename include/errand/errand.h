@@ -241,6 +241,41 @@ ERRAND_API long errand_last_status(const errand_client *c);
 /* A short English description of an ERRAND_E* code (static string). */
 ERRAND_API const char *errand_strerror(int code);
 
+/* ---- what an HTTP response means for a job -----------------------------
+ * The classifier errand's HTTP dispatch uses (docs/api.md "HTTP dispatch"),
+ * for a handler that calls an HTTP service itself and wants the same
+ * mapping. */
+
+enum {
+    ERRAND_CLASS_SUCCESS = 0,     /* complete the job */
+    ERRAND_CLASS_TRANSIENT = 1,   /* errand_job_fail_transient: backoff, attempt counted */
+    ERRAND_CLASS_PERMANENT = 2,   /* errand_job_fail_permanent: dead at once */
+    ERRAND_CLASS_RETRY_LATER = 3, /* errand_job_retry_later(delay_ms): attempt not counted */
+    ERRAND_CLASS_THROTTLED = 4,   /* errand_job_throttled(delay_ms): the queue pauses too */
+};
+
+/* The longest delay errand_error_from_http gives (1 hour); a longer
+ * Retry-After is cut to it. */
+#define ERRAND_HTTP_DELAY_MAX_MS 3600000LL
+
+/* Classifies an HTTP response for a job. status: the status received, or
+ * 0 when none came (connection error, timeout). retry_after: the
+ * Retry-After header's value (NULL when absent), as delay-seconds or an
+ * HTTP-date (IMF-fixdate, RFC 850 or asctime; a past date is 0 ms; a value
+ * that is neither counts as absent). now_ms: the current time, ms since the
+ * Unix epoch. Sets *cls (ERRAND_CLASS_*) and *delay_ms (0 unless
+ * retry_later or throttled; at most ERRAND_HTTP_DELAY_MAX_MS):
+ *   2xx                              success
+ *   429                              throttled, for Retry-After or 10 s
+ *   408 or 5xx with Retry-After      retry_later, for that delay
+ *   408 or 5xx without Retry-After   transient
+ *   other 4xx, 1xx, 3xx              permanent
+ *   0, or a status outside 100..599  transient
+ * Returns 0, or ERRAND_EINVAL when cls or delay_ms is NULL. Pure: no I/O,
+ * any thread. */
+ERRAND_API int errand_error_from_http(long status, const char *retry_after, long long now_ms,
+                                      int *cls, long long *delay_ms);
+
 /* Frees memory this library returned. NULL does nothing. */
 ERRAND_API void errand_free(void *p);
 

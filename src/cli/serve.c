@@ -7,10 +7,12 @@
  */
 #include "cli/cli.h"
 #include "cli/settings.h"
+#include "engine/dispatcher.h"
 #include "engine/engine.h"
 #include "server/http/server.h"
 #include "util/log.h"
 
+#include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <errno.h>
@@ -41,7 +43,10 @@ static const er_setting serve_settings[] = {
     {"retention-interval", ER_SET_DURATION, "10s", 100, 3600000, NULL,
      "how often finished jobs are deleted by retention"},
     {"shutdown-grace", ER_SET_DURATION, "30s", 0, 3600000, NULL,
-     "longest wait for in-flight requests on shutdown"},
+     "longest wait for in-flight requests on shutdown (HTTP dispatch's too: then their "
+     "jobs are released)"},
+    {"dispatch-concurrency", ER_SET_INT, "64", 1, 10000, NULL,
+     "most HTTP dispatch requests in flight on this node, all queues"},
     {"dedup-window", ER_SET_DURATION, "30d", 0, ER_DEDUP_WINDOW_MAX_MS, NULL,
      "how long a job id a client gave stays a duplicate after retention deleted its job "
      "(up to 3650d; 0 remembers none)"},
@@ -87,6 +92,8 @@ typedef struct serve_ctx {
     struct event_base *base;
     er_engine *engine;
     er_server *server;
+    er_dispatcher *dispatcher;
+    int64_t grace_ms;
     er_outbox *outbox;
     struct event *sigterm, *sigint, *poll;
     int signals;
@@ -143,6 +150,14 @@ static void on_drained(void *arg)
     poll_inflight(-1, 0, c);
 }
 
+/* Dispatch finished its requests (or cut them at the grace period's end
+ * and released their jobs): the engine may drain now. */
+static void on_dispatch_stopped(void *arg)
+{
+    serve_ctx *c = arg;
+    er_engine_drain(c->engine, on_drained, c);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -154,7 +169,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
     er_outbox_stop(c->outbox); /* after the batch in flight, which the drain answers */
-    er_engine_drain(c->engine, on_drained, c);
+    er_dispatcher_stop(c->dispatcher, c->grace_ms, on_dispatch_stopped, c);
 }
 
 int er_cli_serve(int argc, char **argv, char **envp)
@@ -204,6 +219,12 @@ int er_cli_serve(int argc, char **argv, char **envp)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "errand serve: cannot initialise libcurl\n");
+        event_base_free(c.base);
+        er_settings_fini(&st);
+        return 1;
+    }
     int exit_code = 1;
     er_engine_config ecfg = {
         .store_url = er_settings_get(&st, "store")->text,
@@ -270,6 +291,23 @@ int er_cli_serve(int argc, char **argv, char **envp)
         fprintf(stderr, "errand serve: %s\n", err.message);
         goto out;
     }
+    {
+        char node[300], host[256] = "errand";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        snprintf(node, sizeof node, "%.200s-%ld", host, (long)getpid());
+        er_dispatcher_config dcfg = {
+            .node_id = node,
+            .max_inflight = (int)er_settings_get(&st, "dispatch-concurrency")->num,
+            .result_max = (size_t)er_settings_get(&st, "payload-max")->num,
+        };
+        if (er_dispatcher_start(c.base, c.engine, &dcfg, &c.dispatcher, &err) < 0) {
+            fprintf(stderr, "errand serve: %s\n", err.message);
+            goto out;
+        }
+        er_server_set_dispatcher(c.server, c.dispatcher);
+    }
+    c.grace_ms = er_settings_get(&st, "shutdown-grace")->num;
     c.sigterm = evsignal_new(c.base, SIGTERM, on_signal, &c);
     c.sigint = evsignal_new(c.base, SIGINT, on_signal, &c);
     c.poll = evtimer_new(c.base, poll_inflight, &c);
@@ -300,8 +338,10 @@ out:
         event_free(c.poll);
     er_outbox_free(c.outbox);
     er_server_free(c.server);
+    er_dispatcher_free(c.dispatcher);
     er_engine_free(c.engine);
     event_base_free(c.base);
+    curl_global_cleanup();
     er_settings_fini(&st);
     return exit_code;
 }

@@ -328,8 +328,39 @@ out:
 
 /* ---- outcome ------------------------------------------------------------ */
 
-/* Reads the fd-3 control line. Returns 1 when it asked for retry_later or
- * throttled (outcome set), 0 when there was none, -1 for garbage (warned). */
+/* An HTTP status the command reported on fd 3, through liberrand's
+ * classifier (errand_error_from_http): sets the outcome and returns 1, or
+ * returns 2 for a 2xx (complete as an exit 0 would), -1 when malformed. */
+static int http_outcome(errand_job *job, const json_t *st, const json_t *ra)
+{
+    if (!json_is_integer(st) || json_integer_value(st) < 0 || json_integer_value(st) > 999 ||
+        (ra && !json_is_string(ra)))
+        return -1;
+    long status = (long)json_integer_value(st);
+    int cls;
+    long long delay;
+    if (errand_error_from_http(status, ra ? json_string_value(ra) : NULL, er_now_ms(), &cls,
+                               &delay) < 0)
+        return -1;
+    char msg[64];
+    snprintf(msg, sizeof msg, "HTTP status %ld", status);
+    switch (cls) {
+    case ERRAND_CLASS_SUCCESS:
+        return 2;
+    case ERRAND_CLASS_PERMANENT:
+        return errand_job_fail_permanent(job, msg) == 0 ? 1 : -1;
+    case ERRAND_CLASS_RETRY_LATER:
+        return errand_job_retry_later(job, (long)delay) == 0 ? 1 : -1;
+    case ERRAND_CLASS_THROTTLED:
+        return errand_job_throttled(job, (long)delay) == 0 ? 1 : -1;
+    default:
+        return errand_job_fail_transient(job, msg) == 0 ? 1 : -1;
+    }
+}
+
+/* Reads the fd-3 control line. Returns 1 when it set the outcome
+ * (retry_later, throttled, or an HTTP status's class), 2 for an HTTP 2xx,
+ * 0 when there was none, -1 for garbage (warned). */
 static int control_line(errand_job *job, const capture *ctl)
 {
     size_t len = ctl->b.len;
@@ -340,6 +371,8 @@ static int control_line(errand_job *job, const capture *ctl)
     json_t *e = json_object_get(o, "errand");
     json_t *rl = json_object_get(e, "retry_later_ms");
     json_t *th = json_object_get(e, "throttled_ms");
+    json_t *st = json_object_get(e, "http_status");
+    json_t *ra = json_object_get(e, "retry_after");
     int rc = -1;
     if (json_is_object(e) && json_object_size(e) == 1 && json_integer_value(rl) >= 0 &&
         json_is_integer(rl)) {
@@ -347,13 +380,16 @@ static int control_line(errand_job *job, const capture *ctl)
     } else if (json_is_object(e) && json_object_size(e) == 1 && json_is_integer(th) &&
                json_integer_value(th) >= 0) {
         rc = errand_job_throttled(job, (long)json_integer_value(th)) == 0 ? 1 : -1;
+    } else if (json_is_object(e) && st && json_object_size(e) == 1u + (ra != NULL)) {
+        rc = http_outcome(job, st, ra);
     }
     if (rc < 0) {
         char shown[128];
         snprintf(shown, sizeof shown, "%.*s", (int)(len < 100 ? len : 100), ctl->b.data);
         wlog(ERRAND_LOG_WARN, job,
-             "ignoring fd 3: expected one line {\"errand\":{\"retry_later_ms\":N}} or "
-             "{\"errand\":{\"throttled_ms\":N}}; using the exit status",
+             "ignoring fd 3: expected one line {\"errand\":{\"retry_later_ms\":N}}, "
+             "{\"errand\":{\"throttled_ms\":N}} or {\"errand\":{\"http_status\":N, "
+             "\"retry_after\":\"...\"}}; using the exit status",
              "fd3", shown);
     }
     json_decref(o);
@@ -368,6 +404,7 @@ static int handle(errand_job *job, void *user)
     er_buf_init(&rr.ctl.b, CTL_MAX);
     run_command(wk, job, &rr);
     char msg[300];
+    int ctl = 0;
     if (rr.spawn_errno) {
         if (rr.spawn_errno == ENOENT || rr.spawn_errno == EACCES || rr.spawn_errno == ENOEXEC) {
             snprintf(msg, sizeof msg, "%s: %s", wk->argv[0],
@@ -384,9 +421,9 @@ static int handle(errand_job *job, void *user)
         errand_job_fail_transient(job, msg);
     } else if (rr.stopped) {
         /* Lease lost or released at shutdown: the runtime reports nothing. */
-    } else if (control_line(job, &rr.ctl) == 1) {
-        /* retry_later / throttled, whatever the exit status */
-    } else if (WIFEXITED(rr.status) && WEXITSTATUS(rr.status) == 0) {
+    } else if ((ctl = control_line(job, &rr.ctl)) == 1) {
+        /* retry_later / throttled / an HTTP status's class, whatever the exit status */
+    } else if (ctl == 2 || (WIFEXITED(rr.status) && WEXITSTATUS(rr.status) == 0)) {
         const char *result = NULL;
         if (rr.out.b.len && !rr.out.truncated) {
             json_t *v = json_loadb(rr.out.b.data, rr.out.b.len, JSON_DECODE_ANY, NULL);

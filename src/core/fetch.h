@@ -39,6 +39,7 @@ typedef struct er_fetch_args {
     int max;          /* 1..ER_FETCH_MAX */
     int64_t wait_ms;  /* 0..ER_WAIT_MAX_MS */
     int64_t lease_ms; /* 0 = each queue's, else ER_LEASE_MIN_MS..ER_LEASE_MAX_MS */
+    bool dispatcher;  /* set by HTTP dispatch only: it may lease a dispatch queue's jobs */
 } er_fetch_args;
 
 /* Checks a fetch request: queues (1..ER_FETCH_QUEUES_MAX names), worker_id

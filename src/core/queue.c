@@ -9,6 +9,12 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+const char *er_dispatch_method_name(er_dispatch_method m)
+{
+    return m == ER_DISPATCH_PUT ? "PUT" : m == ER_DISPATCH_PATCH ? "PATCH" : "POST";
+}
 
 void er_queue_settings_default(er_queue_settings *s)
 {
@@ -134,6 +140,205 @@ static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error
     return 0;
 }
 
+/* ---- dispatch ---- */
+
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool lower_eq(const char *s, size_t n, const char *lit)
+{
+    return strlen(lit) == n && strncasecmp(s, lit, n) == 0;
+}
+
+/* Headers errand sets itself, or that belong to the connection. */
+static bool reserved_header(const char *s, size_t n)
+{
+    static const char *const names[] = {"content-type",  "content-length", "transfer-encoding",
+                                        "host",          "connection",     "expect",
+                                        "te",            "upgrade",        "keep-alive",
+                                        "idempotency-key", "traceparent",  "tracestate",
+                                        NULL};
+    for (const char *const *k = names; *k; k++)
+        if (lower_eq(s, n, *k))
+            return true;
+    return n >= 9 && strncasecmp(s, "x-errand-", 9) == 0;
+}
+
+/* http:// or https://, a host, no user info, visible ASCII only. */
+static bool url_ok(const char *s, size_t n)
+{
+    size_t skip = n >= 7 && strncasecmp(s, "http://", 7) == 0    ? 7
+                  : n >= 8 && strncasecmp(s, "https://", 8) == 0 ? 8
+                                                                 : 0;
+    if (!skip || n > ER_DISPATCH_URL_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return false;
+    size_t auth = strcspn(s + skip, "/?#");
+    if (auth > n - skip)
+        auth = n - skip;
+    if (auth == 0 || memchr(s + skip, '@', auth) || s[skip] == ':')
+        return false;
+    return true;
+}
+
+static int check_header(const er_dispatch_spec *d, size_t i, er_queue_change *c, er_error *err)
+{
+    const er_spec_str *nm = &d->headers[i].name, *v = &d->headers[i].value;
+    char f[ER_FIELD_MAX];
+    snprintf(f, sizeof f, "dispatch.headers.%.*s", (int)nm->n, nm->s);
+    if (nm->n == 0 || nm->n > ER_DISPATCH_HEADER_NAME_MAX)
+        return er_error_set(err, ER_EINVAL, f, "header names must be 1..%d characters",
+                            ER_DISPATCH_HEADER_NAME_MAX);
+    for (size_t k = 0; k < nm->n; k++)
+        if (!is_tchar((unsigned char)nm->s[k]))
+            return er_error_set(err, ER_EINVAL, f,
+                                "a header name is letters, digits and !#$%%&'*+-.^_`|~ only");
+    if (reserved_header(nm->s, nm->n))
+        return er_error_set(err, ER_EINVAL, f, "%s is set by errand and cannot be configured",
+                            f + strlen("dispatch.headers."));
+    for (size_t k = 0; k < i; k++)
+        if (d->headers[k].name.n == nm->n && strncasecmp(d->headers[k].name.s, nm->s, nm->n) == 0)
+            return er_error_set(err, ER_EINVAL, f, "header names must differ (case aside)");
+    if (v->kind != ER_SPEC_SET)
+        return er_error_set(err, ER_EINVAL, f, "a header value must be a string");
+    if (v->n > ER_DISPATCH_HEADER_VALUE_MAX)
+        return er_error_set(err, ER_EINVAL, f, "a header value must be at most %d bytes",
+                            ER_DISPATCH_HEADER_VALUE_MAX);
+    for (size_t k = 0; k < v->n; k++) {
+        unsigned char ch = (unsigned char)v->s[k];
+        if ((ch < 0x20 && ch != '\t') || ch >= 0x7f)
+            return er_error_set(err, ER_EINVAL, f,
+                                "a header value is visible ASCII, spaces and tabs only");
+    }
+    er_dispatch_header *h = &c->dispatch_v.headers[i];
+    memcpy(h->name, nm->s, nm->n);
+    h->name[nm->n] = '\0';
+    memcpy(h->value, v->s, v->n);
+    h->value[v->n] = '\0';
+    if (strcmp(h->value, ER_DISPATCH_HIDDEN) == 0)
+        c->dispatch_keep |= 1u << i;
+    return 0;
+}
+
+static int check_dispatch(const er_dispatch_spec *d, er_queue_change *c, er_error *err)
+{
+    if (d->obj.kind == ER_SPEC_ABSENT)
+        return 0;
+    if (d->obj.kind == ER_SPEC_NULL) {
+        c->dispatch = ER_CHANGE_CLEAR;
+        return 0;
+    }
+    if (d->obj.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "dispatch",
+                            "dispatch must be an object {url, method, headers, timeout_ms, "
+                            "trusted, follow_redirects} or null");
+    if (unknown(&d->obj, "dispatch", err) < 0)
+        return ER_EINVAL;
+    er_dispatch *t = &c->dispatch_v;
+    memset(t, 0, sizeof *t);
+    t->on = true;
+    t->timeout_ms = ER_DISPATCH_TIMEOUT_DEFAULT_MS;
+    if (d->url.kind == ER_SPEC_ABSENT)
+        return er_error_set(err, ER_EINVAL, "dispatch.url", "dispatch.url is required");
+    if (d->url.kind != ER_SPEC_SET || !url_ok(d->url.s, d->url.n))
+        return er_error_set(err, ER_EINVAL, "dispatch.url",
+                            "dispatch.url must be an http:// or https:// URL with a host, no "
+                            "user info (send credentials as headers), no spaces, at most %d "
+                            "bytes",
+                            ER_DISPATCH_URL_MAX);
+    memcpy(t->url, d->url.s, d->url.n);
+    t->url[d->url.n] = '\0';
+    if (d->method.kind != ER_SPEC_ABSENT) {
+        if (d->method.kind == ER_SPEC_SET && d->method.n == 4 &&
+            memcmp(d->method.s, "POST", 4) == 0)
+            t->method = ER_DISPATCH_POST;
+        else if (d->method.kind == ER_SPEC_SET && d->method.n == 3 &&
+                 memcmp(d->method.s, "PUT", 3) == 0)
+            t->method = ER_DISPATCH_PUT;
+        else if (d->method.kind == ER_SPEC_SET && d->method.n == 5 &&
+                 memcmp(d->method.s, "PATCH", 5) == 0)
+            t->method = ER_DISPATCH_PATCH;
+        else
+            return er_error_set(err, ER_EINVAL, "dispatch.method",
+                                "dispatch.method must be \"POST\", \"PUT\" or \"PATCH\" (the "
+                                "job's payload is the body)");
+    }
+    if (d->headers_obj.kind != ER_SPEC_ABSENT) {
+        if (d->headers_obj.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "dispatch.headers",
+                                "dispatch.headers must be an object of strings");
+        if (d->nheaders > ER_DISPATCH_HEADERS_MAX)
+            return er_error_set(err, ER_EINVAL, "dispatch.headers",
+                                "dispatch.headers may have at most %d headers",
+                                ER_DISPATCH_HEADERS_MAX);
+        for (size_t i = 0; i < d->nheaders; i++)
+            if (check_header(d, i, c, err) < 0)
+                return ER_EINVAL;
+        t->nheaders = (int)d->nheaders;
+    }
+    int64_t n = 0;
+    int rc = er_spec_int_in(&d->timeout_ms, "dispatch.timeout_ms", ER_DISPATCH_TIMEOUT_MIN_MS,
+                            ER_DISPATCH_TIMEOUT_MAX_MS, &n, err);
+    if (rc < 0)
+        return rc;
+    if (rc)
+        t->timeout_ms = n;
+    if (d->trusted.kind != ER_SPEC_ABSENT) {
+        if (d->trusted.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "dispatch.trusted",
+                                "dispatch.trusted must be true or false");
+        t->trusted = d->trusted.v;
+    }
+    if (d->follow_redirects.kind != ER_SPEC_ABSENT) {
+        if (d->follow_redirects.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "dispatch.follow_redirects",
+                                "dispatch.follow_redirects must be true or false");
+        t->follow_redirects = d->follow_redirects.v;
+    }
+    if (t->nheaders > 0 && !t->trusted)
+        return er_error_set(err, ER_EINVAL, "dispatch.headers",
+                            "configured headers are sent to trusted targets only: set "
+                            "dispatch.trusted to true, or send no headers");
+    c->dispatch = ER_CHANGE_SET;
+    return 0;
+}
+
+/* The target a judged change sets, with "***" values replaced by the
+ * stored ones. */
+static int merge_dispatch(er_dispatch *d, const er_queue_change *c, er_error *err)
+{
+    if (c->dispatch == ER_CHANGE_CLEAR) {
+        memset(d, 0, sizeof *d);
+        return 0;
+    }
+    if (c->dispatch != ER_CHANGE_SET)
+        return 0;
+    er_dispatch t = c->dispatch_v;
+    for (int i = 0; i < t.nheaders; i++) {
+        if (!(c->dispatch_keep & (1u << i)))
+            continue;
+        int found = -1;
+        for (int k = 0; d->on && k < d->nheaders && found < 0; k++)
+            if (strcasecmp(d->headers[k].name, t.headers[i].name) == 0)
+                found = k;
+        if (found < 0) {
+            char f[ER_FIELD_MAX];
+            snprintf(f, sizeof f, "dispatch.headers.%s", t.headers[i].name);
+            return er_error_set(err, ER_EINVAL, f,
+                                "\"***\" keeps the stored value of a header, and %s has none",
+                                t.headers[i].name);
+        }
+        memcpy(t.headers[i].value, d->headers[found].value, sizeof t.headers[i].value);
+    }
+    *d = t;
+    return 0;
+}
+
 static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
 {
     if (p->obj.kind != ER_SPEC_SET)
@@ -191,7 +396,9 @@ static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
     }
     if (check_defaults(&p->defaults, c, err) < 0)
         return ER_EINVAL;
-    return check_retention(p, c, err);
+    if (check_retention(p, c, err) < 0)
+        return ER_EINVAL;
+    return check_dispatch(&p->dispatch, c, err);
 }
 
 int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err)
@@ -292,6 +499,8 @@ int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_
         t.retention.completed_count = c->completed_count_v;
     if (c->dead_age == ER_CHANGE_SET)
         t.retention.dead_age_s = c->dead_age_v;
+    if (merge_dispatch(&t.dispatch, c, err) < 0)
+        return ER_EINVAL;
     *s = t;
     return 0;
 }

@@ -34,6 +34,45 @@ typedef struct er_retention {
     int64_t dead_age_s;
 } er_retention;
 
+/* An HTTP dispatch target (docs/api.md "HTTP dispatch"): errand itself
+ * delivers the queue's jobs to it. Fixed-size, so settings stay plain
+ * values that copy with `=`. */
+#define ER_DISPATCH_URL_MAX 1024
+#define ER_DISPATCH_HEADERS_MAX 8
+#define ER_DISPATCH_HEADER_NAME_MAX 64
+#define ER_DISPATCH_HEADER_VALUE_MAX 512
+#define ER_DISPATCH_TIMEOUT_MIN_MS 100
+#define ER_DISPATCH_TIMEOUT_MAX_MS 600000
+#define ER_DISPATCH_TIMEOUT_DEFAULT_MS 30000
+/* A header value that settings replies show, and that a PUT may send back
+ * to keep the stored value (values are write-only). */
+#define ER_DISPATCH_HIDDEN "***"
+
+typedef enum er_dispatch_method {
+    ER_DISPATCH_POST = 0,
+    ER_DISPATCH_PUT = 1,
+    ER_DISPATCH_PATCH = 2,
+} er_dispatch_method;
+
+typedef struct er_dispatch_header {
+    char name[ER_DISPATCH_HEADER_NAME_MAX + 1];
+    char value[ER_DISPATCH_HEADER_VALUE_MAX + 1];
+} er_dispatch_header;
+
+typedef struct er_dispatch {
+    bool on;                       /* false: no target (workers fetch the jobs) */
+    char url[ER_DISPATCH_URL_MAX + 1];
+    er_dispatch_method method;
+    int nheaders;
+    er_dispatch_header headers[ER_DISPATCH_HEADERS_MAX]; /* sent to trusted targets only */
+    int64_t timeout_ms;
+    bool trusted;                  /* may receive the headers and traceparent */
+    bool follow_redirects;
+} er_dispatch;
+
+/* "POST", "PUT", "PATCH". */
+const char *er_dispatch_method_name(er_dispatch_method m);
+
 typedef struct er_queue_settings {
     bool paused;
     int concurrency;        /* 0 = unlimited */
@@ -44,6 +83,7 @@ typedef struct er_queue_settings {
     int max_started;
     er_job_defaults defaults;
     er_retention retention;
+    er_dispatch dispatch;
 } er_queue_settings;
 
 /* The settings of a queue nobody configured. */
@@ -73,6 +113,20 @@ typedef struct er_defaults_spec {
     er_spec_int priority;
 } er_defaults_spec;
 
+/* A dispatch object as read: headers[0..min(nheaders, MAX + 1)) are its
+ * first members (one more than allowed, so "too many" is seen). */
+typedef struct er_dispatch_spec {
+    er_spec_obj obj; /* NULL removes the target */
+    er_spec_str url, method;
+    er_spec_obj headers_obj;
+    struct {
+        er_spec_str name, value; /* value BAD_TYPE: not a string */
+    } headers[ER_DISPATCH_HEADERS_MAX + 1];
+    size_t nheaders;
+    er_spec_int timeout_ms;
+    er_spec_bool trusted, follow_redirects;
+} er_dispatch_spec;
+
 /* A settings body (PUT /v1/queues/{queue}). */
 typedef struct er_queue_patch {
     er_spec_obj obj; /* BAD_TYPE: the body is not an object */
@@ -90,6 +144,7 @@ typedef struct er_queue_patch {
     er_spec_obj dead;                /* retention.dead: an object... */
     bool dead_keep;                  /* ...or the string "keep" (dead.kind SET) */
     er_spec_int dead_age_s;
+    er_dispatch_spec dispatch;
 } er_queue_patch;
 
 /* ---- a change, judged ---- */
@@ -111,11 +166,18 @@ typedef struct er_queue_change {
     unsigned d_backoff_given;
     er_change completed_age, completed_count, dead_age;
     int64_t completed_age_v, completed_count_v, dead_age_v; /* dead 0: keep */
+    er_change dispatch;   /* SET: the target becomes dispatch_v; CLEAR: none */
+    er_dispatch dispatch_v;
+    unsigned dispatch_keep; /* bit i: header i keeps its stored value ("***") */
 } er_queue_change;
 
 /* Judges a patch on its own, in field order: not an object, then paused,
  * concurrency, rate_limit, lease_ms, max_stalled, max_started, defaults,
- * retention (unknown members first at each level). Fills *out and returns 0,
+ * retention, dispatch (unknown members first at each level). A dispatch
+ * object replaces the whole target: url (http:// or https://, no user
+ * info), method, headers (names of token characters, not one errand sets
+ * itself; values of visible ASCII, space and tab), timeout_ms, trusted,
+ * follow_redirects; headers need trusted. Fills *out and returns 0,
  * or ER_EINVAL naming the field. */
 int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err);
 
@@ -126,7 +188,9 @@ int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error
 int er_queue_change_enforceable(const er_queue_change *c, er_error *err);
 
 /* Merges a judged change onto *s, field by field: an absent field keeps its
- * value; a rate_limit given in part merges onto the current one, which must
+ * value; a dispatch header given as "***" keeps the stored value of the
+ * header of that name (ER_EINVAL when there is none); a rate_limit given in
+ * part merges onto the current one, which must
  * then have both max and per_ms; a defaults backoff merges onto the current
  * one (or the server's). On error (a rule the merged value breaks) returns
  * ER_EINVAL naming the field and *s is unchanged. */

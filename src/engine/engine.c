@@ -19,6 +19,7 @@
 #include <event2/thread.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,10 @@ struct er_engine {
     _Atomic bool leader;  /* the writer runs maintenance */
     er_notify *notify;    /* wake-ups from other nodes, when the store has them */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
+    char **dispatch_queues; /* loop thread: queues HTTP dispatch delivers */
+    size_t ndispatch;
+    void (*on_settings)(void *, const char *, const er_queue_settings *);
+    void *settings_arg;
 };
 
 static void check_drained(er_engine *e);
@@ -439,6 +444,88 @@ static void worker_stop(er_engine *e, worker *w)
 
 /* ---- loop side --------------------------------------------------------- */
 
+static void free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+bool er_engine_is_dispatch_queue(const er_engine *e, const char *queue)
+{
+    for (size_t i = 0; i < e->ndispatch; i++)
+        if (strcmp(e->dispatch_queues[i], queue) == 0)
+            return true;
+    return false;
+}
+
+int er_engine_set_dispatch_queues(er_engine *e, const char *const *names, size_t n)
+{
+    char **copy = n ? calloc(n, sizeof *copy) : NULL;
+    if (n && !copy)
+        return ER_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!(copy[i] = strdup(names[i]))) {
+            free_names(copy, i);
+            return ER_ENOMEM;
+        }
+    }
+    free_names(e->dispatch_queues, e->ndispatch);
+    e->dispatch_queues = copy;
+    e->ndispatch = n;
+    return 0;
+}
+
+/* One queue in or out of the set; out of memory leaves it for the next
+ * discovery. */
+static void set_dispatch_queue(er_engine *e, const char *queue, bool on)
+{
+    for (size_t i = 0; i < e->ndispatch; i++) {
+        if (strcmp(e->dispatch_queues[i], queue) != 0)
+            continue;
+        if (!on) {
+            free(e->dispatch_queues[i]);
+            e->dispatch_queues[i] = e->dispatch_queues[--e->ndispatch];
+        }
+        return;
+    }
+    if (!on)
+        return;
+    char **grown = realloc(e->dispatch_queues, (e->ndispatch + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    e->dispatch_queues = grown;
+    if ((grown[e->ndispatch] = strdup(queue)))
+        e->ndispatch++;
+}
+
+void er_engine_on_settings(er_engine *e,
+                           void (*fn)(void *arg, const char *queue, const er_queue_settings *s),
+                           void *arg)
+{
+    e->on_settings = fn;
+    e->settings_arg = arg;
+}
+
+/* A worker's fetch naming a dispatch queue: refused, naming it. */
+static bool refuse_dispatch_fetch(er_engine *e, er_req *req)
+{
+    if (req->type != ER_REQ_FETCH || req->fetch.dispatcher || e->ndispatch == 0)
+        return false;
+    for (size_t i = 0; i < req->fetch.nqueues; i++) {
+        if (!er_engine_is_dispatch_queue(e, req->fetch.queues[i]))
+            continue;
+        char field[32];
+        snprintf(field, sizeof field, "queues[%zu]", i);
+        req->rc = er_error_set(&req->err, ER_EINVAL, field,
+                               "queue %s is delivered by HTTP dispatch (its settings have a "
+                               "dispatch target): workers cannot fetch its jobs",
+                               req->fetch.queues[i]);
+        return true;
+    }
+    return false;
+}
+
 static void finish(er_engine *e, er_req *r)
 {
     atomic_fetch_sub(&e->pending, 1);
@@ -458,6 +545,13 @@ static void finish(er_engine *e, er_req *r)
             e->failed += r->acks[i].kind == ER_ACK_FAIL;
             e->dead += r->acks[i].kind == ER_ACK_FAIL && r->acks[i].outcome.state == ER_STATE_DEAD;
             e->released += r->acks[i].kind == ER_ACK_RELEASE;
+        }
+        break;
+    case ER_REQ_PUT_QUEUE:
+        if (r->rc == 0) {
+            set_dispatch_queue(e, r->queue, r->settings->dispatch.on);
+            if (e->on_settings)
+                e->on_settings(e->settings_arg, r->queue, r->settings);
         }
         break;
     default:
@@ -597,6 +691,11 @@ static bool take(er_engine *e, er_req *req)
 
 void er_engine_submit(er_engine *e, er_req *req)
 {
+    if (refuse_dispatch_fetch(e, req)) {
+        atomic_fetch_add(&e->pending, 1); /* finish() counts it out */
+        finish(e, req);
+        return;
+    }
     if (!take(e, req))
         finish(e, req);
 }
@@ -658,6 +757,7 @@ void er_engine_free(er_engine *e)
     if (e->drained_ev)
         event_free(e->drained_ev);
     pthread_mutex_destroy(&e->done_mu);
+    free_names(e->dispatch_queues, e->ndispatch);
     free(e->store_url);
     free(e);
 }

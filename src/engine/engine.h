@@ -48,6 +48,7 @@ typedef enum er_req_type {
     ER_REQ_CANCEL,       /* in: id; out: job */
     ER_REQ_LIST_JOBS,    /* in: queue, state, limit, cursor; out: jobs, next_cursor */
     ER_REQ_LIST_QUEUES,  /* out: queues */
+    ER_REQ_LIST_SETTINGS, /* out: queues, settings only (counts zero) */
     ER_REQ_GET_QUEUE,    /* in: queue; out: settings */
     ER_REQ_PUT_QUEUE,    /* in: queue, change (merged onto the stored settings); out: settings */
     ER_REQ_LIST_DEAD,    /* in: queue (may be NULL), limit, cursor; out: jobs, next_cursor */
@@ -103,7 +104,8 @@ struct er_req {
     char *queue;               /* LIST_JOBS, GET/PUT_QUEUE, LIST_DEAD (NULL = all) */
     er_state state;            /* LIST_JOBS */
     char *cursor;              /* LIST_*: NULL for the first page */
-    er_queue_change change;    /* PUT_QUEUE: a judged change (er_queue_patch_check) */
+    er_queue_change *change;   /* PUT_QUEUE: a judged change (er_queue_patch_check);
+                                  settings are large, so these two are on the heap */
 
     /* outputs */
     int rc;                    /* 0 or ER_E* for the whole request */
@@ -117,7 +119,7 @@ struct er_req {
     int64_t expires_at;        /* HEARTBEAT */
     er_queue_info *queue_infos; /* LIST_QUEUES */
     size_t nqueue_infos;
-    er_queue_settings settings; /* GET/PUT_QUEUE */
+    er_queue_settings *settings; /* GET/PUT_QUEUE: set when rc is 0 */
 
     /* schedulers, leases, cursors (exec_sched.c) */
     er_scheduler sched;        /* PUT_SCHEDULER: validated (er_sched_validate), no zone */
@@ -156,7 +158,9 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
 
 /* Hands req to the engine (takes ownership until req->done runs). Must be
  * called on the loop thread. After er_engine_drain began, requests are
- * answered at once with ER_EUNAVAIL: req->done runs before this returns. */
+ * answered at once with ER_EUNAVAIL: req->done runs before this returns.
+ * A fetch (not fetch.dispatcher) naming a queue HTTP dispatch delivers is
+ * answered at once the same way with ER_EINVAL, field "queues[i]". */
 void er_engine_submit(er_engine *e, er_req *req);
 
 /* er_engine_submit for any thread (the outbox relay, HTTP dispatch): takes
@@ -186,6 +190,25 @@ void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg);
 /* Joins the threads, closes the store, frees the engine. Call after
  * on_drained ran, or on a start-up error path. NULL-safe. */
 void er_engine_free(er_engine *e);
+
+/* ---- HTTP dispatch's queues (loop thread) ----
+ * The engine knows which queues have a dispatch target, to refuse worker
+ * fetches of them; the dispatcher (dispatcher.h) tells it what it found in
+ * the settings, and a settings change answered here updates it at once. */
+
+/* Replaces the set of dispatch queues (names copied). 0 or ER_ENOMEM (the
+ * set is then unchanged). */
+int er_engine_set_dispatch_queues(er_engine *e, const char *const *names, size_t n);
+
+/* True when `queue` is in the set. */
+bool er_engine_is_dispatch_queue(const er_engine *e, const char *queue);
+
+/* fn(arg, queue, settings) runs on the loop thread after each settings
+ * change the engine answered (PUT_QUEUE), before the submitter's done;
+ * borrowed arguments. One listener; NULL removes it. */
+void er_engine_on_settings(er_engine *e,
+                           void (*fn)(void *arg, const char *queue, const er_queue_settings *s),
+                           void *arg);
 
 /* Counters for /metrics (loop thread). */
 typedef struct er_engine_stats {

@@ -51,6 +51,7 @@ bool er_req_is_read(const er_req *req)
     case ER_REQ_GET_JOB:
     case ER_REQ_LIST_JOBS:
     case ER_REQ_LIST_QUEUES:
+    case ER_REQ_LIST_SETTINGS:
     case ER_REQ_GET_QUEUE:
     case ER_REQ_LIST_DEAD:
         return true;
@@ -367,17 +368,19 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
     if (rc < 0)
         return rc;
     bool was_paused = s.paused;
-    rc = er_queue_settings_change(&s, &req->change, &req->err);
+    rc = er_queue_settings_change(&s, req->change, &req->err);
     if (rc == 0)
-        rc = er_queue_change_enforceable(&req->change, &req->err);
+        rc = er_queue_change_enforceable(req->change, &req->err);
     if (rc < 0) {
         req->rc = rc;
         return 0;
     }
+    if (!req->settings && !(req->settings = malloc(sizeof *req->settings)))
+        return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
     rc = x->ops->put_queue_settings(x->store, req->queue, &s, &req->err);
     if (rc < 0)
         return rc;
-    req->settings = s;
+    *req->settings = s;
     if (was_paused && !s.paused)
         er_wake_add(&x->wake, req->queue, ER_FETCH_MAX);
     return 0;
@@ -466,8 +469,15 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
         rc = x->ops->list_queues(x->store, now, &req->queue_infos, &req->nqueue_infos,
                                  &req->err);
         break;
+    case ER_REQ_LIST_SETTINGS:
+        rc = x->ops->list_queue_settings(x->store, &req->queue_infos, &req->nqueue_infos,
+                                         &req->err);
+        break;
     case ER_REQ_GET_QUEUE:
-        rc = x->ops->get_queue_settings(x->store, req->queue, &req->settings, &req->err);
+        if (!req->settings && !(req->settings = malloc(sizeof *req->settings)))
+            rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+        else
+            rc = x->ops->get_queue_settings(x->store, req->queue, req->settings, &req->err);
         break;
     case ER_REQ_LIST_DEAD:
         rc = x->ops->list_dead(x->store, req->queue, req->max, req->cursor, &req->list,

@@ -56,5 +56,7 @@ void er_req_free(er_req *req)
         er_sched_view_fini(&req->scheds[i]);
     free(req->scheds);
     free(req->value);
+    free(req->change);
+    free(req->settings);
     free(req);
 }

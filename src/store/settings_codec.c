@@ -38,6 +38,46 @@ static json_t *defaults_json(const er_job_defaults *d)
     return o;
 }
 
+json_t *er_settings_dispatch_json(const er_dispatch *d, bool hide_values)
+{
+    if (!d->on)
+        return json_null();
+    json_t *h = json_object();
+    for (int i = 0; h && i < d->nheaders; i++) {
+        const char *v = hide_values ? ER_DISPATCH_HIDDEN : d->headers[i].value;
+        if (json_object_set_new(h, d->headers[i].name, json_string(v)) < 0) {
+            json_decref(h);
+            h = NULL;
+        }
+    }
+    return json_pack("{s:s, s:s, s:o, s:I, s:b, s:b}", "url", d->url, "method",
+                     er_dispatch_method_name(d->method), "headers", h, "timeout_ms",
+                     (json_int_t)d->timeout_ms, "trusted", (int)d->trusted, "follow_redirects",
+                     (int)d->follow_redirects);
+}
+
+void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d)
+{
+    d->headers_obj.kind = !h ? ER_SPEC_ABSENT : json_is_object(h) ? ER_SPEC_SET : ER_SPEC_BAD_TYPE;
+    if (d->headers_obj.kind != ER_SPEC_SET)
+        return;
+    d->nheaders = json_object_size(h);
+    size_t i = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)h, key, val) {
+        if (i > ER_DISPATCH_HEADERS_MAX)
+            break;
+        d->headers[i].name = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+        bool text =
+            json_is_string(val) && strlen(json_string_value(val)) == json_string_length(val);
+        d->headers[i].value = text ? (er_spec_str){ER_SPEC_SET, json_string_value(val),
+                                                   json_string_length(val)}
+                                   : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+        i++;
+    }
+}
+
 char *er_settings_encode(const er_queue_settings *s)
 {
     json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
@@ -47,14 +87,16 @@ char *er_settings_encode(const er_queue_settings *s)
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
     /* json_pack's "o" steals each value, and fails on a NULL one. */
-    json_t *o = json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}}", "paused",
+    json_t *o = json_pack("{s:i, s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
+                          "v", ER_SETTINGS_CODEC_VERSION, "paused",
                           (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
                           "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
                           "max_started", s->max_started, "defaults", defaults_json(&s->defaults),
                           "retention", "completed", "age_s",
                           (json_int_t)s->retention.completed_age_s, "count",
-                          (json_int_t)s->retention.completed_count, "dead", dead);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+                          (json_int_t)s->retention.completed_count, "dead", dead, "dispatch",
+                          er_settings_dispatch_json(&s->dispatch, false));
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return text;
 }
@@ -74,6 +116,31 @@ static er_spec_kind kind_of(const json_t *v)
            : json_is_null(v) ? ER_SPEC_NULL
            : json_is_object(v) ? ER_SPEC_SET
                                : ER_SPEC_BAD_TYPE;
+}
+
+static void read_dispatch(const json_t *o, er_dispatch_spec *d)
+{
+    d->obj.kind = kind_of(o);
+    if (d->obj.kind != ER_SPEC_SET)
+        return;
+    const json_t *v;
+    if ((v = json_object_get(o, "url")))
+        d->url = json_is_string(v)
+                     ? (er_spec_str){ER_SPEC_SET, json_string_value(v), json_string_length(v)}
+                     : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+    if ((v = json_object_get(o, "method")))
+        d->method = json_is_string(v)
+                        ? (er_spec_str){ER_SPEC_SET, json_string_value(v), json_string_length(v)}
+                        : (er_spec_str){.kind = ER_SPEC_BAD_TYPE};
+    int_of(json_object_get(o, "timeout_ms"), &d->timeout_ms);
+    if ((v = json_object_get(o, "trusted")))
+        d->trusted = json_is_boolean(v) ? (er_spec_bool){ER_SPEC_SET, json_is_true(v)}
+                                        : (er_spec_bool){.kind = ER_SPEC_BAD_TYPE};
+    if ((v = json_object_get(o, "follow_redirects")))
+        d->follow_redirects = json_is_boolean(v)
+                                  ? (er_spec_bool){ER_SPEC_SET, json_is_true(v)}
+                                  : (er_spec_bool){.kind = ER_SPEC_BAD_TYPE};
+    er_settings_dispatch_headers(json_object_get(o, "headers"), d);
 }
 
 static void read_patch(const json_t *o, er_queue_patch *p)
@@ -126,6 +193,7 @@ static void read_patch(const json_t *o, er_queue_patch *p)
         p->dead.kind = kind_of(dead) == ER_SPEC_NULL ? ER_SPEC_BAD_TYPE : kind_of(dead);
         int_of(json_object_get(dead, "age_s"), &p->dead_age_s);
     }
+    read_dispatch(json_object_get(o, "dispatch"), &p->dispatch); /* version 2 */
 }
 
 int er_settings_decode(const char *text, er_queue_settings *out, er_error *err)

@@ -6,22 +6,39 @@
  * separate from the HTTP API's shape (src/server/http/queue_json.c), so
  * either can change without the other.
  *
- * Format version 1 (ER_SETTINGS_CODEC_VERSION): the text every release so
- * far has stored, byte for byte: {"paused","concurrency","rate_limit",
- * "lease_ms","max_stalled","max_started","defaults","retention"} in that
- * order, compact. To change it: keep decoding every earlier version (a text
- * without "v" is version 1), write "v": N in the new one, bump the constant,
- * and add a test that decodes text of the previous version.
+ * Format version 1: the text releases up to 0.1 stored, byte for byte:
+ * {"paused","concurrency","rate_limit","lease_ms","max_stalled",
+ * "max_started","defaults","retention"} in that order, compact; it has no
+ * "v". Version 2 (ER_SETTINGS_CODEC_VERSION): {"v":2} then the same
+ * members, then "dispatch": null or {"url","method","headers" (the real
+ * values: the store must keep them to send them),"timeout_ms","trusted",
+ * "follow_redirects"}. To change it: keep decoding every earlier version (a
+ * text without "v" is version 1), write "v": N in the new one, bump the
+ * constant, and add a test that decodes text of the previous version
+ * (tests/unit/test_queue.c holds version 1's).
  */
 #ifndef ER_STORE_SETTINGS_CODEC_H
 #define ER_STORE_SETTINGS_CODEC_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "core/queue.h"
 #include "util/err.h"
 
-#define ER_SETTINGS_CODEC_VERSION 1
+#define ER_SETTINGS_CODEC_VERSION 2
+
+/* A dispatch target as a JSON object (null when off), the same members in
+ * the stored text and in the HTTP API's settings: with hide_values every
+ * header value is ER_DISPATCH_HIDDEN (the API's view). New reference, NULL
+ * on ENOMEM. */
+json_t *er_settings_dispatch_json(const er_dispatch *d, bool hide_values);
+
+/* Reads a dispatch object's "headers" member h (NULL: absent; null or
+ * another type: ER_SPEC_BAD_TYPE) into d->headers_obj and d->headers (names
+ * and values borrowed from h; a value that is not a string, or holds NUL,
+ * is ER_SPEC_BAD_TYPE). */
+void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d);
 
 /* The stored text of *s: returns owned text (free()) or NULL on ENOMEM. */
 char *er_settings_encode(const er_queue_settings *s);

@@ -207,6 +207,9 @@ typedef struct er_store_ops {
     /* Every known queue (has jobs or settings), sorted by name. *out is an
      * owned array; free with er_queue_info_list_free. */
     int (*list_queues)(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err);
+    /* list_queues without the counts (left zero): each queue's settings,
+     * cheap enough to poll (HTTP dispatch's discovery). */
+    int (*list_queue_settings)(er_store *s, er_queue_info **out, size_t *n, er_error *err);
 
     /* A queue's settings (defaults when never set). */
     int (*get_queue_settings)(er_store *s, const char *queue, er_queue_settings *out,

@@ -36,6 +36,11 @@ case "$payload" in
   *'"do":"throttle"'*) echo '{"errand": {"throttled_ms": 600000}}' >&3; exit 1;;
   *'"do":"garbage"'*) echo 'this is not json {' >&3; exit 0;;
   *'"do":"garbage-fail"'*) echo '{"errand": {"retry_later_ms": "soon"}}' >&3; exit 75;;
+  *'"do":"http503"'*) echo '{"errand": {"http_status": 503, "retry_after": "120"}}' >&3; exit 1;;
+  *'"do":"http500"'*) echo '{"errand": {"http_status": 500}}' >&3; exit 0;;
+  *'"do":"http404"'*) echo '{"errand": {"http_status": 404, "retry_after": "5"}}' >&3; exit 0;;
+  *'"do":"http201"'*) echo '{"errand": {"http_status": 201}}' >&3; echo '{"made": 1}'; exit 1;;
+  *'"do":"http-bad"'*) echo '{"errand": {"http_status": "503"}}' >&3; exit 65;;
   *'"do":"hang"'*) trap '' TERM; echo $$ > "$PIDFILE"; while :; do sleep 1; done;;
   *'"do":"signal"'*) kill -9 $$;;
   *'"do":"big"'*) printf '"'; head -c 600000 /dev/zero | tr '\0' x; printf '"'; exit 0;;
@@ -130,6 +135,23 @@ class WorkOutcomeTest(unittest.TestCase):
         j = self.run_job("th-1", {"do": "throttle"}, "scheduled", queue="thr")
         self.assertEqual(j["last_error"]["class"], "throttled")
         self.assertEqual(j["last_error"]["retry_after_ms"], 600000)
+
+    def test_fd3_http_status_goes_through_the_response_classifier(self):
+        j = self.run_job("h503", {"do": "http503"}, "scheduled")
+        self.assertEqual((j["last_error"]["class"], j["last_error"]["delay_ms"]),
+                         ("retry_later", 120000))
+        self.assertEqual(j["attempts"], 0)
+        j = self.run_job("h500", {"do": "http500"}, "dead")
+        self.assertEqual(j["last_error"]["class"], "transient")
+        self.assertIn("HTTP status 500", j["last_error"]["message"])
+        j = self.run_job("h404", {"do": "http404"}, "dead", max_attempts=5)
+        self.assertEqual((j["last_error"]["class"], j["attempts"]), ("permanent", 1))
+        self.assertIn("HTTP status 404", j["last_error"]["message"])
+        j = self.run_job("h201", {"do": "http201"}, "completed")
+        self.assertEqual(j["result"], {"made": 1}, "a 2xx completes, whatever the exit status")
+        j = self.run_job("hbad", {"do": "http-bad"}, "dead", max_attempts=5)
+        self.assertEqual(j["last_error"]["class"], "permanent", "a string status is ignored")
+        self.assertIn("status 65", j["last_error"]["message"])
 
     def test_fd3_garbage_is_ignored_and_exit_status_used(self):
         j = self.run_job("gb-1", {"do": "garbage"}, "completed")

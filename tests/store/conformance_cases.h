@@ -245,6 +245,49 @@ Test(conformance, enqueue_many_inserts_in_order_and_reports_duplicates)
     er_queue_info_list_free(qs, n);
 }
 
+static void set_dispatch(er_queue_settings *qs)
+{
+    qs->dispatch.on = true;
+    snprintf(qs->dispatch.url, sizeof qs->dispatch.url, "https://hooks.example/in");
+    qs->dispatch.timeout_ms = 1500;
+    qs->dispatch.trusted = true;
+    qs->dispatch.nheaders = 1;
+    snprintf(qs->dispatch.headers[0].name, sizeof qs->dispatch.headers[0].name, "Authorization");
+    snprintf(qs->dispatch.headers[0].value, sizeof qs->dispatch.headers[0].value, "Bearer x");
+}
+
+static void set_concurrency(er_queue_settings *qs)
+{
+    qs->concurrency = 4;
+}
+
+Test(conformance, list_queue_settings_gives_each_queue_its_settings_and_no_counts)
+{
+    put("j1", "plain", 0, T0, T0); /* a queue with a job and no settings */
+    settings_put("hooks", set_dispatch);
+    settings_put("busy", set_concurrency);
+    er_queue_info *qs;
+    size_t n;
+    er_error err = {0};
+    cr_assert_eq(OPS->list_queue_settings(S, &qs, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 3);
+    cr_assert_str_eq(qs[0].name, "busy");
+    cr_assert_eq(qs[0].settings.concurrency, 4);
+    cr_assert_not(qs[0].settings.dispatch.on);
+    cr_assert_str_eq(qs[1].name, "hooks");
+    const er_dispatch *d = &qs[1].settings.dispatch;
+    cr_assert(d->on && d->trusted);
+    cr_assert_str_eq(d->url, "https://hooks.example/in");
+    cr_assert_eq(d->timeout_ms, 1500);
+    cr_assert_eq(d->nheaders, 1);
+    cr_assert_str_eq(d->headers[0].value, "Bearer x", "the store keeps header values");
+    cr_assert_str_eq(qs[2].name, "plain");
+    cr_assert_eq(qs[2].counts[ER_STATE_WAITING], 0, "no counts");
+    cr_assert_not(qs[2].settings.dispatch.on);
+    cr_assert_eq(qs[2].settings.lease_ms, ER_DEFAULT_LEASE_MS, "the defaults");
+    er_queue_info_list_free(qs, n);
+}
+
 Test(conformance, enqueue_many_of_only_duplicates_changes_nothing)
 {
     put("x", "m", 0, T0, T0);

@@ -80,7 +80,7 @@ Test(queue, default_settings)
 Test(queue, default_settings_as_json)
 {
     char *t = dump(&s);
-    cr_assert_str_eq(t, "{\"concurrency\":0,\"defaults\":{},\"lease_ms\":60000,"
+    cr_assert_str_eq(t, "{\"concurrency\":0,\"defaults\":{},\"dispatch\":null,\"lease_ms\":60000,"
                         "\"max_stalled\":3,\"max_started\":100,\"paused\":false,"
                         "\"rate_limit\":null,\"retention\":{\"completed\":{\"age_s\":604800,"
                         "\"count\":0},\"dead\":\"keep\"}}");
@@ -315,6 +315,16 @@ static void assert_round_trip(const er_queue_settings *x)
     cr_assert_eq(er_settings_decode(text, &y, &err), 0, "%s", err.message);
     json_t *o = json_loads(text, 0, NULL);
     free(text);
+    cr_assert_eq(json_integer_value(json_object_get(o, "v")), ER_SETTINGS_CODEC_VERSION);
+    json_object_del(o, "v");
+    /* the store keeps header values; the API shows them hidden */
+    json_t *h = json_object_get(json_object_get(o, "dispatch"), "headers");
+    const char *hk;
+    json_t *hv;
+    json_object_foreach(h, hk, hv) {
+        json_object_set_new(h, hk, json_string(ER_DISPATCH_HIDDEN));
+    }
+    cr_assert_eq(memcmp(&x->dispatch, &y.dispatch, sizeof y.dispatch), 0, "dispatch kept exactly");
     char *a = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     char *b = dump(&y);
     cr_assert_str_eq(a, b);
@@ -398,8 +408,9 @@ Test(queue, decode_refuses_invalid_values)
 }
 
 /* The text earlier releases stored (printed by release 0.1.0's
- * er_queue_settings_to_json), which version 1 of the codec must write byte
- * for byte and read back to the same settings. */
+ * er_queue_settings_to_json): version 1 of the codec, which must still read
+ * back to the same settings; version 2 writes {"v":2, the same members,
+ * "dispatch"}. */
 static const struct {
     const char *patch, *stored;
 } v1_texts[] = {
@@ -429,19 +440,208 @@ static const struct {
      "{\"age_s\":604800,\"count\":0},\"dead\":\"keep\"}}"},
 };
 
-Test(queue, the_stored_text_is_version_1_byte_for_byte)
+/* The version 2 text of the settings a version 1 text holds. */
+static char *as_v2(const char *v1)
+{
+    size_t n = strlen(v1);
+    char *t = malloc(n + 64);
+    cr_assert_not_null(t);
+    snprintf(t, n + 64, "{\"v\":2,%.*s,\"dispatch\":null}", (int)(n - 2), v1 + 1);
+    return t;
+}
+
+Test(queue, version_1_text_still_decodes_and_is_rewritten_as_version_2)
 {
     for (size_t i = 0; i < sizeof v1_texts / sizeof v1_texts[0]; i++) {
         er_queue_settings_default(&s);
         if (v1_texts[i].patch)
             cr_assert_eq(merge(v1_texts[i].patch), 0, "%s", err.message);
+        char *want = as_v2(v1_texts[i].stored);
         char *t = er_settings_encode(&s);
-        cr_assert_str_eq(t, v1_texts[i].stored, "case %zu", i);
+        cr_assert_str_eq(t, want, "case %zu", i);
         free(t);
         er_queue_settings y;
+        memset(&y, 0xab, sizeof y);
         cr_assert_eq(er_settings_decode(v1_texts[i].stored, &y, &err), 0, "%s", err.message);
+        cr_assert_not(y.dispatch.on, "version 1 has no dispatch");
         t = er_settings_encode(&y);
-        cr_assert_str_eq(t, v1_texts[i].stored, "case %zu read back", i);
+        cr_assert_str_eq(t, want, "case %zu read back", i);
         free(t);
+        cr_assert_eq(er_settings_decode(want, &y, &err), 0, "%s", err.message);
+        t = er_settings_encode(&y);
+        cr_assert_str_eq(t, want, "case %zu: version 2 reads back to itself", i);
+        free(t);
+        free(want);
     }
+}
+
+/* ---- dispatch ---- */
+
+#define TARGET "{\"dispatch\":{\"url\":\"https://hooks.example.com/in?x=1\""
+
+Test(queue, dispatch_defaults)
+{
+    cr_assert_eq(merge(TARGET "}}"), 0, "%s", err.message);
+    cr_assert(s.dispatch.on);
+    cr_assert_str_eq(s.dispatch.url, "https://hooks.example.com/in?x=1");
+    cr_assert_eq(s.dispatch.method, ER_DISPATCH_POST);
+    cr_assert_eq(s.dispatch.timeout_ms, ER_DISPATCH_TIMEOUT_DEFAULT_MS);
+    cr_assert_eq(s.dispatch.nheaders, 0);
+    cr_assert_not(s.dispatch.trusted);
+    cr_assert_not(s.dispatch.follow_redirects);
+    char *t = dump(&s);
+    cr_assert(strstr(t, "\"dispatch\":{\"follow_redirects\":false,\"headers\":{},\"method\":"
+                        "\"POST\",\"timeout_ms\":30000,\"trusted\":false,\"url\":"
+                        "\"https://hooks.example.com/in?x=1\"}") != NULL, "%s", t);
+    free(t);
+}
+
+Test(queue, dispatch_full_target_round_trips_with_its_header_values)
+{
+    cr_assert_eq(merge("{\"dispatch\":{\"url\":\"http://127.0.0.1:8080/jobs\",\"method\":\"PUT\","
+                       "\"headers\":{\"Authorization\":\"Bearer s3cret\",\"X-Tenant\":\"t 1\"},"
+                       "\"timeout_ms\":1500,\"trusted\":true,\"follow_redirects\":true}}"),
+                 0, "%s", err.message);
+    cr_assert_eq(s.dispatch.method, ER_DISPATCH_PUT);
+    cr_assert_eq(s.dispatch.nheaders, 2);
+    cr_assert_str_eq(s.dispatch.headers[0].name, "Authorization");
+    cr_assert_str_eq(s.dispatch.headers[0].value, "Bearer s3cret");
+    cr_assert_eq(s.dispatch.timeout_ms, 1500);
+    cr_assert(s.dispatch.trusted && s.dispatch.follow_redirects);
+    char *t = dump(&s);
+    cr_assert(strstr(t, "s3cret") == NULL, "header values are write-only: %s", t);
+    cr_assert(strstr(t, "\"headers\":{\"Authorization\":\"***\",\"X-Tenant\":\"***\"}") != NULL,
+              "%s", t);
+    free(t);
+    char *stored = er_settings_encode(&s);
+    cr_assert(strstr(stored, "\"Authorization\":\"Bearer s3cret\"") != NULL, "%s", stored);
+    free(stored);
+    assert_round_trip(&s);
+}
+
+Test(queue, dispatch_null_removes_the_target)
+{
+    cr_assert_eq(merge(TARGET "}}"), 0, "%s", err.message);
+    cr_assert_eq(merge("{\"dispatch\":null}"), 0, "%s", err.message);
+    cr_assert_not(s.dispatch.on);
+    char *t = dump(&s);
+    cr_assert(strstr(t, "\"dispatch\":null") != NULL, "%s", t);
+    free(t);
+    cr_assert_eq(merge("{\"concurrency\":3}"), 0);
+    cr_assert_not(s.dispatch.on, "an absent dispatch keeps what is there");
+}
+
+Test(queue, dispatch_object_replaces_the_whole_target)
+{
+    cr_assert_eq(merge("{\"dispatch\":{\"url\":\"http://a/\",\"timeout_ms\":999,"
+                       "\"method\":\"PATCH\"}}"),
+                 0, "%s", err.message);
+    cr_assert_eq(merge("{\"dispatch\":{\"url\":\"http://b/\"}}"), 0, "%s", err.message);
+    cr_assert_str_eq(s.dispatch.url, "http://b/");
+    cr_assert_eq(s.dispatch.timeout_ms, ER_DISPATCH_TIMEOUT_DEFAULT_MS);
+    cr_assert_eq(s.dispatch.method, ER_DISPATCH_POST);
+}
+
+Test(queue, dispatch_hidden_value_keeps_the_stored_one)
+{
+    cr_assert_eq(merge("{\"dispatch\":{\"url\":\"http://a/\",\"trusted\":true,"
+                       "\"headers\":{\"Authorization\":\"Bearer one\",\"X-A\":\"a\"}}}"),
+                 0, "%s", err.message);
+    /* what GET shows, sent back with one header changed and one dropped */
+    cr_assert_eq(merge("{\"dispatch\":{\"url\":\"http://a/v2\",\"trusted\":true,"
+                       "\"headers\":{\"authorization\":\"***\",\"X-B\":\"b\"}}}"),
+                 0, "%s", err.message);
+    cr_assert_eq(s.dispatch.nheaders, 2);
+    cr_assert_str_eq(s.dispatch.headers[0].name, "authorization");
+    cr_assert_str_eq(s.dispatch.headers[0].value, "Bearer one");
+    cr_assert_str_eq(s.dispatch.headers[1].value, "b");
+    refused("{\"dispatch\":{\"url\":\"http://a/\",\"trusted\":true,"
+            "\"headers\":{\"X-A\":\"***\"}}}",
+            "dispatch.headers.X-A");
+}
+
+Test(queue, dispatch_rules_are_enforced)
+{
+    refused("{\"dispatch\":\"http://a/\"}", "dispatch");
+    refused("{\"dispatch\":[]}", "dispatch");
+    refused("{\"dispatch\":{}}", "dispatch.url");
+    refused("{\"dispatch\":{\"url\":\"http://a/\",\"retries\":1}}", "dispatch.retries");
+    refused("{\"dispatch\":{\"url\":null}}", "dispatch.url");
+    refused("{\"dispatch\":{\"url\":7}}", "dispatch.url");
+    const char *bad_urls[] = {"ftp://a/", "file:///etc/passwd", "gopher://a/", "javascript:x",
+                              "http:/a", "http://", "https://", "http:///x", "http://?q",
+                              "http://u:p@a/", "http://u@a/", "http://a b/", "http://a/\\n",
+                              "//a/", "a/b", "", "http://\u00e9.example/", "HTTP//a",
+                              "http://:80/", "dict://a:11211/"};
+    for (size_t i = 0; i < sizeof bad_urls / sizeof *bad_urls; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"dispatch\":{\"url\":\"%s\"}}", bad_urls[i]);
+        refused(body, "dispatch.url");
+    }
+    char big[ER_DISPATCH_URL_MAX + 64];
+    int n = snprintf(big, sizeof big, "{\"dispatch\":{\"url\":\"http://a/");
+    memset(big + n, 'x', ER_DISPATCH_URL_MAX);
+    snprintf(big + n + ER_DISPATCH_URL_MAX - 8, 64, "\"}}"); /* one byte too long */
+    refused(big, "dispatch.url");
+    snprintf(big + n + ER_DISPATCH_URL_MAX - 9, 64, "\"}}");
+    cr_assert_eq(merge(big), 0, "the longest URL: %s", err.message);
+    cr_assert_eq(strlen(s.dispatch.url), ER_DISPATCH_URL_MAX);
+    cr_assert_eq(merge("{\"dispatch\":{\"url\":\"HTTPS://A.example:8443/p#f\"}}"), 0,
+                 "scheme case does not matter: %s", err.message);
+    refused(TARGET ",\"method\":\"GET\"}}", "dispatch.method");
+    refused(TARGET ",\"method\":\"post\"}}", "dispatch.method");
+    refused(TARGET ",\"method\":\"DELETE\"}}", "dispatch.method");
+    refused(TARGET ",\"method\":1}}", "dispatch.method");
+    refused(TARGET ",\"timeout_ms\":99}}", "dispatch.timeout_ms");
+    refused(TARGET ",\"timeout_ms\":600001}}", "dispatch.timeout_ms");
+    refused(TARGET ",\"timeout_ms\":\"5s\"}}", "dispatch.timeout_ms");
+    refused(TARGET ",\"timeout_ms\":1.5}}", "dispatch.timeout_ms");
+    refused(TARGET ",\"timeout_ms\":null}}", "dispatch.timeout_ms");
+    refused(TARGET ",\"trusted\":\"yes\"}}", "dispatch.trusted");
+    refused(TARGET ",\"trusted\":null}}", "dispatch.trusted");
+    refused(TARGET ",\"follow_redirects\":1}}", "dispatch.follow_redirects");
+}
+
+Test(queue, dispatch_header_rules_are_enforced)
+{
+    refused(TARGET ",\"trusted\":true,\"headers\":[]}}", "dispatch.headers");
+    refused(TARGET ",\"trusted\":true,\"headers\":null}}", "dispatch.headers");
+    refused(TARGET ",\"headers\":{\"X-A\":\"1\"}}}", "dispatch.headers");
+    refused(TARGET ",\"trusted\":false,\"headers\":{\"X-A\":\"1\"}}}", "dispatch.headers");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"a\":\"1\",\"b\":\"1\",\"c\":\"1\","
+            "\"d\":\"1\",\"e\":\"1\",\"f\":\"1\",\"g\":\"1\",\"h\":\"1\",\"i\":\"1\"}}}",
+            "dispatch.headers");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X A\":\"1\"}}}", "dispatch.headers.X A");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"\":\"1\"}}}", "dispatch.headers.");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X:A\":\"1\"}}}", "dispatch.headers.X:A");
+    const char *reserved[] = {"Content-Type", "content-length", "Host", "Transfer-Encoding",
+                              "Idempotency-Key", "X-Errand-Job-Id", "x-errand-anything",
+                              "traceparent", "Connection", "Expect"};
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++) {
+        char body[256], field[128];
+        snprintf(body, sizeof body, TARGET ",\"trusted\":true,\"headers\":{\"%s\":\"1\"}}}",
+                 reserved[i]);
+        snprintf(field, sizeof field, "dispatch.headers.%s", reserved[i]);
+        refused(body, field);
+    }
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X-A\":\"1\",\"x-a\":\"2\"}}}",
+            "dispatch.headers.x-a");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X-A\":1}}}", "dispatch.headers.X-A");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X-A\":null}}}", "dispatch.headers.X-A");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X-A\":\"a\\r\\nX-B: b\"}}}",
+            "dispatch.headers.X-A");
+    refused(TARGET ",\"trusted\":true,\"headers\":{\"X-A\":\"caf\u00e9\"}}}",
+            "dispatch.headers.X-A");
+    char big[ER_DISPATCH_HEADER_VALUE_MAX + 128];
+    int n = snprintf(big, sizeof big, TARGET ",\"trusted\":true,\"headers\":{\"X-A\":\"");
+    memset(big + n, 'v', ER_DISPATCH_HEADER_VALUE_MAX + 1);
+    snprintf(big + n + ER_DISPATCH_HEADER_VALUE_MAX + 1, 16, "\"}}}");
+    refused(big, "dispatch.headers.X-A");
+    big[n + ER_DISPATCH_HEADER_VALUE_MAX] = '\0';
+    strcat(big, "\"}}}");
+    cr_assert_eq(merge(big), 0, "a value of the largest size: %s", err.message);
+    cr_assert_eq(merge(TARGET ",\"trusted\":true,\"headers\":{\"X-Api-Key\":\"\\tk  \"}}}"), 0,
+                 "%s", err.message);
+    cr_assert_eq(merge(TARGET ",\"headers\":{}}}"), 0, "no headers needs no trust: %s",
+                 err.message);
 }

@@ -217,6 +217,11 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     return 0;
 }
 
+void er_server_set_dispatcher(er_server *s, er_dispatcher *d)
+{
+    s->dispatcher = d;
+}
+
 int er_server_port(const er_server *s)
 {
     return s->port;

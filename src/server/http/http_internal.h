@@ -75,6 +75,7 @@ struct er_hctx {
 struct er_server {
     struct event_base *base;
     er_engine *engine;
+    er_dispatcher *dispatcher; /* for /metrics; NULL when none */
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     const er_token *tokens;

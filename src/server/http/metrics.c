@@ -9,6 +9,7 @@
 #include <event2/http.h>
 #include <inttypes.h>
 
+#include "core/http_outcome.h"
 #include "server/http/http_internal.h"
 
 void er_route_healthz(er_hctx *c)
@@ -127,6 +128,24 @@ void er_route_metrics(er_hctx *c)
         metric(b, "errand_outbox_set_aside_rows", "gauge",
                "Rows set aside after failing to become jobs (never deleted).",
                (uint64_t)(ob.set_aside > 0 ? ob.set_aside : 0));
+    }
+    if (s->dispatcher) {
+        er_dispatcher_stats ds;
+        er_dispatcher_get_stats(s->dispatcher, &ds);
+        metric(b, "errand_dispatch_queues", "gauge", "Queues with an HTTP dispatch target.",
+               ds.queues);
+        metric(b, "errand_dispatch_in_flight", "gauge",
+               "HTTP dispatch requests (and their acks) in flight on this node.",
+               (uint64_t)ds.inflight);
+        metric(b, "errand_dispatch_released_total", "counter",
+               "Dispatched jobs released at shutdown (request cut, or not started).",
+               ds.released);
+        evbuffer_add_printf(b, "# HELP errand_dispatch_requests_total HTTP dispatch requests "
+                               "finished, by outcome class.\n"
+                               "# TYPE errand_dispatch_requests_total counter\n");
+        for (int i = 0; i < 5; i++)
+            evbuffer_add_printf(b, "errand_dispatch_requests_total{class=\"%s\"} %" PRIu64 "\n",
+                                er_http_class_name((er_http_class)i), ds.by_class[i]);
     }
     /* This request is in flight itself; it is counted. */
     metric(b, "errand_http_requests_in_flight", "gauge", "HTTP requests received, not answered.",

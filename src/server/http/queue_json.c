@@ -6,6 +6,7 @@
  */
 #include "server/http/queue_json.h"
 #include "server/http/spec_json.h"
+#include "store/settings_codec.h"
 
 #include <string.h>
 
@@ -43,11 +44,28 @@ static const json_t *obj_of(const json_t *v, const char *const *known, er_spec_o
     return v;
 }
 
+static void dispatch_patch(const json_t *v, er_dispatch_spec *d)
+{
+    static const char *const known[] = {"url",     "method",  "headers", "timeout_ms",
+                                        "trusted", "follow_redirects", NULL};
+    const json_t *o = obj_of(v, known, &d->obj);
+    if (!o)
+        return;
+    er_http_spec_str(json_object_get(o, "url"), ER_SPEC_BAD_TYPE, &d->url);
+    er_http_spec_str(json_object_get(o, "method"), ER_SPEC_BAD_TYPE, &d->method);
+    er_http_spec_int(json_object_get(o, "timeout_ms"), ER_SPEC_BAD_TYPE, &d->timeout_ms);
+    er_http_spec_bool(json_object_get(o, "trusted"), ER_SPEC_BAD_TYPE, &d->trusted);
+    er_http_spec_bool(json_object_get(o, "follow_redirects"), ER_SPEC_BAD_TYPE,
+                      &d->follow_redirects);
+    /* null is not a header object either */
+    er_settings_dispatch_headers(json_object_get(o, "headers"), d);
+}
+
 void er_http_queue_patch(const json_t *body, er_queue_patch *p)
 {
     static const char *const top[] = {"paused",      "concurrency", "rate_limit", "lease_ms",
                                       "max_stalled", "max_started", "defaults",   "retention",
-                                      NULL};
+                                      "dispatch",    NULL};
     static const char *const rate[] = {"max", "per_ms", NULL};
     static const char *const defaults[] = {"max_attempts", "backoff", "timeout_ms", "priority",
                                            NULL};
@@ -69,6 +87,7 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     er_http_spec_int(json_object_get(b, "lease_ms"), ER_SPEC_NULL, &p->lease_ms);
     er_http_spec_int(json_object_get(b, "max_stalled"), ER_SPEC_NULL, &p->max_stalled);
     er_http_spec_int(json_object_get(b, "max_started"), ER_SPEC_NULL, &p->max_started);
+    dispatch_patch(json_object_get(b, "dispatch"), &p->dispatch);
     const json_t *d = obj_of(json_object_get(b, "defaults"), defaults, &p->defaults.obj);
     if (d) {
         er_http_spec_int(json_object_get(d, "max_attempts"), ER_SPEC_NULL,
@@ -135,10 +154,11 @@ json_t *er_http_settings_json(const er_queue_settings *s)
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
     /* json_pack's "o" steals each value, and fails on a NULL one. */
-    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}}", "paused",
-                     (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
+    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
+                     "paused", (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
                      "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
                      "max_started", s->max_started, "defaults", defaults_json(&s->defaults),
                      "retention", "completed", "age_s", (json_int_t)s->retention.completed_age_s,
-                     "count", (json_int_t)s->retention.completed_count, "dead", dead);
+                     "count", (json_int_t)s->retention.completed_count, "dead", dead,
+                     "dispatch", er_settings_dispatch_json(&s->dispatch, true));
 }

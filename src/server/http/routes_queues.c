@@ -115,7 +115,7 @@ static void finish_settings(er_hctx *c, er_req *r)
         return;
     }
     er_http_reply_json(c, 200,
-                       json_pack("{s:o}", "settings", er_http_settings_json(&r->settings)));
+                       json_pack("{s:o}", "settings", er_http_settings_json(r->settings)));
 }
 
 static void submit_change(er_hctx *c, const er_queue_change *change)
@@ -124,8 +124,12 @@ static void submit_change(er_hctx *c, const er_queue_change *change)
     er_req *r = new_req(c, ER_REQ_PUT_QUEUE);
     if (!r)
         return;
-    r->change = *change;
-    if (set_str(&r->queue, c->param, &err) < 0) {
+    r->change = malloc(sizeof *r->change);
+    if (r->change)
+        *r->change = *change;
+    else
+        er_error_set(&err, ER_ENOMEM, "", "out of memory");
+    if (!r->change || set_str(&r->queue, c->param, &err) < 0) {
         er_req_free(r);
         er_http_reply_error(c, &err);
         return;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/dispatcher.h"
 #include "engine/engine.h"
 #include "engine/outbox_relay.h"
 #include "util/err.h"
@@ -44,6 +45,10 @@ typedef struct er_server er_server;
  * Returns 0 and *out, or a negative code with *err. */
 int er_server_start(struct event_base *base, er_engine *engine, const er_server_config *cfg,
                     er_server **out, er_error *err);
+
+/* Shows d's counters on /metrics (borrowed: outlives the server, or is
+ * unset with NULL first). */
+void er_server_set_dispatcher(er_server *s, er_dispatcher *d);
 
 /* The bound port (useful with port 0). */
 int er_server_port(const er_server *s);

@@ -390,6 +390,7 @@ const er_store_ops er_postgres_ops = {
     .cancel = er_pg_cancel,
     .list_jobs = er_pg_list_jobs,
     .list_queues = er_pg_list_queues,
+    .list_queue_settings = er_pg_list_queue_settings,
     .get_queue_settings = er_pg_get_queue_settings,
     .put_queue_settings = er_pg_put_queue_settings,
     .list_dead = er_pg_list_dead,

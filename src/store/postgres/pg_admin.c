@@ -31,12 +31,15 @@ static bool col_bool(const PGresult *r, int row, int col)
 
 /* ---- queues ---- */
 
-int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err)
+/* The rows of `id` (name, settings, paused, then with counts: six counts
+ * and the oldest waiting run_at) as queue infos. */
+static int queue_rows(er_store *s, int id, bool counts, er_queue_info **out, size_t *n,
+                      er_error *err)
 {
     *out = NULL;
     *n = 0;
     PGresult *r;
-    int rc = er_pg_exec(s, ER_PG_LIST_QUEUES, NULL, &r, err);
+    int rc = er_pg_exec(s, id, NULL, &r, err);
     if (rc < 0)
         return rc;
     int rows = PQntuples(r);
@@ -54,6 +57,8 @@ int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, 
         }
         len++;
         rc = er_settings_decode_row(opt_text(r, i, 1), col_bool(r, i, 2), &q->settings, err);
+        if (!counts)
+            continue;
         for (int st = 0; st < 6; st++)
             q->counts[st] = er_pg_i64(r, i, 3 + st);
         q->oldest_waiting_ms = er_pg_i64(r, i, 9);
@@ -66,6 +71,16 @@ int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, 
     *out = qs;
     *n = len;
     return 0;
+}
+
+int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err)
+{
+    return queue_rows(s, ER_PG_LIST_QUEUES, true, out, n, err);
+}
+
+int er_pg_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err)
+{
+    return queue_rows(s, ER_PG_QUEUE_ALL, false, out, n, err);
 }
 
 int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,

@@ -237,6 +237,7 @@ int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error
 int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, const char *cursor,
                     er_job_list *out, char **next_cursor, er_error *err);
 int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err);
+int er_pg_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err);
 int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                              er_error *err);
 int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,

@@ -123,6 +123,13 @@ int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t 
     return 0;
 }
 
+int er_sqlite_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    return load_queue_rows(s, out, n, err);
+}
+
 int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                                  er_error *err)
 {

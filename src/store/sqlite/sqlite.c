@@ -273,6 +273,7 @@ const er_store_ops er_sqlite_ops = {
     .cancel = er_sqlite_cancel,
     .list_jobs = er_sqlite_list_jobs,
     .list_queues = er_sqlite_list_queues,
+    .list_queue_settings = er_sqlite_list_queue_settings,
     .get_queue_settings = er_sqlite_get_queue_settings,
     .put_queue_settings = er_sqlite_put_queue_settings,
     .list_dead = er_sqlite_list_dead,

@@ -204,6 +204,7 @@ int er_sqlite_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_sqlite_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
 int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limit,
                         const char *cursor, er_job_list *out, char **next_cursor, er_error *err);
+int er_sqlite_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err);
 int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n,
                           er_error *err);
 int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
