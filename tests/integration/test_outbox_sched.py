@@ -14,15 +14,18 @@
 
 import os
 import sys
+import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import wait_until  # noqa: E402
+from test_dispatch import Receiver  # noqa: E402
 from test_outbox import AppDb, jobs_of, relay_server, unpublished  # noqa: E402
 from test_pg_multinode import PG_URL  # noqa: E402
 
-ROUTES = {"billing.daily": [{"queue": "billing", "name": "run-billing"}]}
+ROUTES = {"billing.daily": [{"queue": "billing", "name": "run-billing"}],
+          "billing.hook": [{"queue": "billing-hooks", "name": "notify-billing"}]}
 
 
 @unittest.skipUnless(PG_URL, "ERRAND_TEST_PG_URL is not set")
@@ -74,12 +77,42 @@ class ScheduledOutboxTest(unittest.TestCase):
         self.assertEqual(st, 200, other)
         self.assertNotEqual(other["idempotency_key"], first["idempotency_key"])
         self.assertTrue(self.write_event(other["idempotency_key"], "2026-12-02"))
-        self.assertEqual(self.db.sql("SELECT count(*) FROM outbox_events")[0][0], "2")
+        self.assertEqual(self.db.sql("SELECT count(*) FROM outbox_events"
+                                     " WHERE topic = 'billing.daily'")[0][0], "2")
         # the relay makes one job per row, each carrying its tick's key
-        wait_until(lambda: unpublished(self.db) == 0 and len(jobs_of(self.s, "billing")) == 2,
+        wait_until(lambda: unpublished(self.db, "AND topic = 'billing.daily'") == 0 and
+                   len(jobs_of(self.s, "billing")) == 2,
                    timeout=15, what="both ticks relayed")
         keys = sorted(j["idempotency_key"] for j in jobs_of(self.s, "billing"))
         self.assertEqual(keys, sorted([first["idempotency_key"], other["idempotency_key"]]))
+
+    def test_a_repeated_dispatch_is_deduplicated_downstream(self):
+        # 5: the tick's job goes to an HTTP dispatch queue; the receiver
+        # applies the effect and dies before answering, so errand sends the
+        # request again, with the same Idempotency-Key, and nothing is
+        # applied twice
+        r = Receiver(tempfile.mkdtemp(prefix="errand-outbox-recv-")).start()
+        try:
+            st, b, _ = self.s.request("PUT", "/v1/queues/billing-hooks", {
+                "dispatch": {"url": r.url("/crash-once")},
+                "defaults": {"backoff": {"type": "fixed", "delay_ms": 200, "jitter": 0}}})
+            self.assertEqual(st, 200, b)
+            st, lease = self.acquire("2026-12-09", code="daily-hook")
+            self.assertEqual(st, 200, lease)
+            key = lease["idempotency_key"]
+            self.db.sql("INSERT INTO outbox_events (idempotency_key, topic, payload)"
+                        " VALUES ('%s', 'billing.hook', '{\"day\": \"2026-12-09\"}')" % key)
+            wait_until(lambda: r.proc.poll() is not None, timeout=20,
+                       what="the receiver applied the effect and died")
+            r.start()
+            wait_until(lambda: len(jobs_of(self.s, "billing-hooks", "completed")) == 1,
+                       timeout=30, what="the retry answered")
+            self.assertEqual(jobs_of(self.s, "billing-hooks", "completed")[0]["idempotency_key"],
+                             key)
+            self.assertEqual(r.effects(key), [(key,)], "applied once")
+            self.assertGreaterEqual(len(r.requests(key)), 2, "the dispatch was repeated")
+        finally:
+            r.kill()
 
 
 if __name__ == "__main__":
