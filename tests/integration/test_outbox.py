@@ -295,6 +295,24 @@ class RelayTest(unittest.TestCase):
         self.assertEqual(published - jobs, set(), "a row marked without its job")
         self.assertEqual(jobs - published, set(), "the batch in flight was not finished")
 
+    def test_a_notify_wakes_the_relay_before_its_poll(self):
+        # installed with --notify (AppDb): an insert wakes the relay at once
+        s = self.start(args=["--outbox-poll", "60s"])
+        wait_until(lambda: s.get("/readyz")[1].get("outbox", {}).get("status") == "connected",
+                   timeout=15, what="connected")
+        time.sleep(0.3)  # the relay has found nothing and waits for its 60 s poll
+        t0 = time.monotonic()
+        insert_events(self.db, 3, topic="user.signed_up")
+        wait_until(lambda: len(jobs_of(s, "emails")) == 3, timeout=10, what="woken by NOTIFY")
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_old_processed_messages_are_deleted(self):
+        self.db.sql("INSERT INTO processed_messages (consumer, message_id, processed_at) VALUES"
+                    " ('billing', 'old', now() - interval '2 h'), ('billing', 'new', now())")
+        self.start(args=["--outbox-processed-retention", "1h"])
+        wait_until(lambda: self.db.sql("SELECT message_id FROM processed_messages") == [["new"]],
+                   timeout=15, what="the old message deleted")
+
     def test_published_rows_are_deleted_past_the_retention(self):
         s = self.start(args=["--outbox-retention", "1s"])
         insert_events(self.db, 5, topic="user.signed_up")
