@@ -170,10 +170,15 @@ class RelayTest(unittest.TestCase):
               FOR EACH ROW EXECUTE FUNCTION hold_mark();""")
         holder = subprocess.Popen([psql_bin(), self.db.url, "-X", "-q", "-f", "-"],
                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.addCleanup(lambda: holder.poll() is None and holder.kill())
         holder.stdin.write("BEGIN; SELECT pg_advisory_xact_lock(4242);\n")
         holder.stdin.flush()
+        # pg_locks is the cluster's: other tests hold advisory locks too
         wait_until(lambda: self.db.sql("SELECT count(*) FROM pg_locks WHERE locktype ="
-                                       " 'advisory' AND granted")[0][0] == "1",
+                                       " 'advisory' AND classid = 0 AND objid = 4242"
+                                       " AND objsubid = 1 AND granted AND database ="
+                                       " (SELECT oid FROM pg_database"
+                                       "  WHERE datname = current_database())")[0][0] == "1",
                    timeout=10, what="the test holds the lock")
         return holder
 
