@@ -325,10 +325,10 @@ static int relay_batch(er_outbox *o)
             .idempotency_key = PQgetisnull(r, i, 4) ? NULL : PQgetvalue(r, i, 4),
             .trace_id = PQgetisnull(r, i, 5) ? NULL : PQgetvalue(r, i, 5),
         };
-        int64_t age = atoll(PQgetvalue(r, i, 7));
+        int64_t age = er_pg_i64(r, i, 7);
         oldest = age > oldest ? age : oldest;
         rows[i].id = ev.id;
-        rows[i].attempts = atoi(PQgetvalue(r, i, 6));
+        rows[i].attempts = (int)er_pg_i64(r, i, 6);
         rows[i].first = njobs;
         const er_outbox_topic *t = er_outbox_routes_find(&o->cfg.routes, ev.topic);
         for (size_t k = 0; t && k < t->nroutes; k++) {
@@ -422,7 +422,7 @@ static int64_t count_of(er_outbox *o, const char *sql, bool with_topics)
 {
     const char *p[] = {o->topics};
     PGresult *r = run(o, sql, with_topics ? 1 : 0, p);
-    int64_t v = r && PQntuples(r) == 1 ? atoll(PQgetvalue(r, 0, 0)) : -1;
+    int64_t v = r && PQntuples(r) == 1 ? er_pg_i64(r, 0, 0) : -1;
     PQclear(r);
     return v;
 }
@@ -440,7 +440,7 @@ static void refresh_counts(er_outbox *o, int64_t mono)
                       1, (const char *const[]){o->topics});
     if (!r)
         return;
-    int64_t backlog = atoll(PQgetvalue(r, 0, 0)), lag = atoll(PQgetvalue(r, 0, 1));
+    int64_t backlog = er_pg_i64(r, 0, 0), lag = er_pg_i64(r, 0, 1);
     PQclear(r);
     int64_t unroutable = count_of(o,
                                   "SELECT count(*) FROM outbox_events WHERE published_at IS NULL"
@@ -474,7 +474,7 @@ static void delete_older(er_outbox *o, const char *sql, int64_t age_ms)
     for (int i = 0; i < 100 && !atomic_load(&o->stop); i++) {
         const char *p[] = {age, batch};
         PGresult *r = run(o, sql, 2, p);
-        int n = r ? atoi(PQcmdTuples(r)) : 0;
+        long n = r ? strtol(PQcmdTuples(r), NULL, 10) : 0;
         PQclear(r);
         if (n < CLEANUP_BATCH)
             break;

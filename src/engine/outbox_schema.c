@@ -72,7 +72,7 @@ int er_outbox_schema_version(PGconn *c, er_error *err)
     PGresult *r = PQexec(c, "SELECT coalesce(max(version), 0) FROM errand_outbox_schema");
     int rc;
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        rc = atoi(PQgetvalue(r, 0, 0));
+        rc = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
     } else {
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         /* 42P01: undefined_table, nothing installed */
