@@ -15,78 +15,113 @@
 
 /* ---- routes ---------------------------------------------------------- */
 
-/* The 1-based line of the first occurrence of `needle` in text at or
- * after `from`, or 0. */
-static int line_of(const char *text, size_t len, size_t from, const char *needle, size_t *at)
+/* Offsets into a text jansson accepted (valid JSON), so the scans below
+ * need not check its syntax again. */
+
+static int line_at(const char *text, size_t at)
 {
-    size_t n = strlen(needle);
-    for (size_t i = from; n && i + n <= len; i++) {
-        if (memcmp(text + i, needle, n) == 0) {
-            int line = 1;
-            for (size_t k = 0; k < i; k++)
-                line += text[k] == '\n';
-            if (at)
-                *at = i;
-            return line;
+    int line = 1;
+    for (size_t k = 0; k < at; k++)
+        line += text[k] == '\n';
+    return line;
+}
+
+static size_t skip_ws(const char *t, size_t len, size_t p)
+{
+    while (p < len && (t[p] == ' ' || t[p] == '\t' || t[p] == '\n' || t[p] == '\r'))
+        p++;
+    return p;
+}
+
+/* After the string whose opening quote is at p. */
+static size_t skip_string(const char *t, size_t len, size_t p)
+{
+    for (p++; p < len; p++) {
+        if (t[p] == '\\')
+            p++;
+        else if (t[p] == '"')
+            return p + 1;
+    }
+    return len;
+}
+
+/* After the value that starts at p. */
+static size_t skip_value(const char *t, size_t len, size_t p)
+{
+    if (p < len && t[p] == '"')
+        return skip_string(t, len, p);
+    if (p < len && t[p] != '{' && t[p] != '[') {
+        while (p < len && !strchr(",}] \t\n\r", t[p]))
+            p++;
+        return p;
+    }
+    int depth = 0;
+    while (p < len) {
+        if (t[p] == '"') {
+            p = skip_string(t, len, p);
+            continue;
         }
+        if (t[p] == '{' || t[p] == '[')
+            depth++;
+        else if ((t[p] == '}' || t[p] == ']') && --depth == 0)
+            return p + 1;
+        p++;
+    }
+    return len;
+}
+
+/* The line where topic's member starts (*at: its key's offset): the
+ * top-level key that decodes to topic; 0 when none does. */
+static int topic_line(const char *text, size_t len, const char *topic, size_t *at)
+{
+    size_t p = skip_ws(text, len, 0), n = strlen(topic);
+    if (p >= len || text[p] != '{')
+        return 0;
+    for (p = skip_ws(text, len, p + 1); p < len && text[p] == '"';) {
+        size_t end = skip_string(text, len, p);
+        json_t *k = json_loadb(text + p, end - p, JSON_DECODE_ANY, NULL);
+        bool same = json_is_string(k) && json_string_length(k) == n &&
+                    memcmp(json_string_value(k), topic, n) == 0;
+        json_decref(k);
+        if (same) {
+            if (at)
+                *at = p;
+            return line_at(text, p);
+        }
+        p = skip_ws(text, len, end);
+        if (p < len && text[p] == ':')
+            p = skip_ws(text, len, p + 1);
+        p = skip_ws(text, len, skip_value(text, len, p));
+        if (p < len && text[p] == ',')
+            p = skip_ws(text, len, p + 1);
+        else
+            break;
     }
     return 0;
 }
 
-/* The line where topic's member starts, found by its key text. */
-static int topic_line(const char *text, size_t len, const char *topic, size_t *at)
-{
-    er_buf b;
-    er_buf_init(&b, 1024);
-    er_json_str(&b, topic);
-    int line = b.err ? 0 : line_of(text, len, 0, er_buf_str(&b), at);
-    er_buf_fini(&b);
-    return line;
-}
-
-/* The line where element i of topic's route list starts: the text was
- * valid JSON (jansson read it), so a scan of brackets and strings finds it;
- * else the topic's line. */
+/* The line where element i of topic's route list starts; else the
+ * topic's line. */
 static int route_line(const char *text, size_t len, const char *topic, size_t i)
 {
-    size_t at = 0;
-    int line = topic_line(text, len, topic, &at);
+    size_t p = 0;
+    int line = topic_line(text, len, topic, &p);
     if (!line)
         return 0;
-    size_t p = at + 1;
-    bool in_str = false;
-    while (p < len && (in_str || text[p] != '"')) /* the key's closing quote */
-        p += text[p] == '\\' ? 2 : 1;
-    while (p < len && text[p] != '[' && text[p] != '{')
-        p++;
+    p = skip_ws(text, len, skip_string(text, len, p));
+    p = skip_ws(text, len, p < len && text[p] == ':' ? p + 1 : p);
     if (p >= len || text[p] != '[')
         return line;
-    int depth = 0;
-    size_t n = 0;
-    for (p++; p < len; p++) {
-        char ch = text[p];
-        if (in_str) {
-            if (ch == '\\')
-                p++;
-            else if (ch == '"')
-                in_str = false;
-            continue;
-        }
-        if (depth == 0 && n == i && ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
-            int l = 1;
-            for (size_t k = 0; k < p; k++)
-                l += text[k] == '\n';
-            return l;
-        }
-        if (ch == '"')
-            in_str = true;
-        else if (ch == '[' || ch == '{')
-            depth++;
-        else if (ch == ']' || ch == '}') {
-            if (depth-- == 0)
-                break;
-        } else if (ch == ',' && depth == 0)
-            n++;
+    p = skip_ws(text, len, p + 1);
+    for (size_t k = 0; p < len && text[p] != ']'; k++) {
+        if (k == i)
+            return line_at(text, p);
+        size_t was = p;
+        p = skip_ws(text, len, skip_value(text, len, p));
+        if (p == was)
+            break;
+        if (p < len && text[p] == ',')
+            p = skip_ws(text, len, p + 1);
     }
     return line;
 }
