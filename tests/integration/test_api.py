@@ -6,6 +6,7 @@
 
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -657,6 +658,33 @@ class ApiTest(unittest.TestCase):
         ids = [j["id"] for j in b["jobs"] + b2["jobs"]]
         self.assertEqual(sorted(ids), ["dp-0", "dp-1", "dp-2"])
 
+
+class HeadTest(unittest.TestCase):
+    def test_head_answers_like_get_without_a_body(self):
+        with Server() as s:
+            st, body, _ = s.enqueue("head-q", {"name": "n"})
+            self.assertEqual(st, 201, body)
+            for path in ("/healthz", "/v1/queues", "/v1/queues/head-q"):
+                st, _, h = s.request("HEAD", path)
+                self.assertEqual(st, 200, path)
+            # on one kept-alive connection: HEAD's reply has GET's length and
+            # no body, so the GET after it is framed right
+            with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+                c.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                          b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    part = c.recv(65536)
+                    if not part:
+                        break
+                    data += part
+            head, rest = data.split(b"\r\n\r\n", 1)
+            self.assertIn(b"Content-Length: 15", head)
+            self.assertTrue(rest.startswith(b"HTTP/1.1 200"), rest[:40])
+            self.assertTrue(rest.endswith(b'{"status":"ok"}'), rest[-40:])
+            # a path with no GET route keeps its 405 for HEAD
+            st, _, h = s.request("HEAD", "/v1/fetch")
+            self.assertEqual(st, 405)
 
 if __name__ == "__main__":
     unittest.main()

@@ -121,7 +121,9 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
         size_t l = 0;
         if (!route_match(er_routes[i].pattern, path, &v, &l, &nm))
             continue;
-        if (er_routes[i].method == method) {
+        /* HEAD answers like GET; libevent sends no body (http_reply.c) */
+        if (er_routes[i].method == method ||
+            (method == EVHTTP_REQ_HEAD && er_routes[i].method == EVHTTP_REQ_GET)) {
             rt = &er_routes[i];
             c->route = (int)i;
             pv = v;

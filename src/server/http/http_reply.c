@@ -126,14 +126,17 @@ static void send_reply(er_hctx *c, int status)
     if (!c->s->accepting)
         evhttp_add_header(out, "Connection", "close");
     /* Date and Content-Length given here spare libevent its printf-family
-     * formatting of both; it adds neither when present. HEAD and bodiless
-     * statuses are left to libevent. */
+     * formatting of both; it adds neither when present. A HEAD reply gets
+     * the length its GET would have, and no body (libevent would send it);
+     * bodiless statuses are left to libevent. */
     evhttp_add_header(out, "Date", date_header(c->s));
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD && status >= 200 && status != 204 &&
-        status != 304) {
+    if (status >= 200 && status != 204 && status != 304) {
+        struct evbuffer *body = evhttp_request_get_output_buffer(req);
         char len[24];
-        *put_uint(len, evbuffer_get_length(evhttp_request_get_output_buffer(req))) = '\0';
+        *put_uint(len, evbuffer_get_length(body)) = '\0';
         evhttp_add_header(out, "Content-Length", len);
+        if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD)
+            evbuffer_drain(body, evbuffer_get_length(body));
     }
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     if (!evcon) { /* no connection: evhttp_send_reply only frees req */
