@@ -6,8 +6,10 @@
 # a table; each row becomes its own test method named for the case and the
 # expected status. The server runs with --payload-max 1k --max-body 8k.
 
+import json
 import os
 import re
+import socket
 import sys
 import unittest
 
@@ -530,6 +532,63 @@ for _c in CASES:
     assert not hasattr(BadInputTest, _n), _n
     setattr(BadInputTest, _n, _make(_c))
 
+
+def raw_exchange(port, data):
+    """Sends raw bytes on a fresh connection; returns (status, body) of the
+    first reply (the server closes after a refusal)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        c.sendall(data)
+        got = b""
+        while True:
+            part = c.recv(65536)
+            if not part:
+                break
+            got += part
+    head, _, body = got.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+class FramingTest(unittest.TestCase):
+    """Requests a proxy might frame otherwise are refused with 400, and
+    change nothing (issue 16 item 11)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+
+    def enqueue_raw(self, headers, body=b'{"name":"n","id":"framing-1"}'):
+        req = (b"POST /v1/queues/framing/jobs HTTP/1.1\r\n" + headers +
+               b"Content-Type: application/json\r\nConnection: close\r\n\r\n" + body)
+        return raw_exchange(self.s.port, req)
+
+    def test_duplicate_or_signed_content_length_and_a_missing_host_are_refused(self):
+        n = str(len(b'{"name":"n","id":"framing-1"}')).encode()
+        cases = [
+            (b"Host: x\r\nContent-Length: " + n + b"\r\nContent-Length: " + n + b"\r\n",
+             "more than one Content-Length"),
+            (b"Host: x\r\nContent-Length: +" + n + b"\r\n", "decimal digits only"),
+            (b"Content-Length: " + n + b"\r\n", "needs a Host header"),
+            (b"Host: x\r\nHost: y\r\nContent-Length: " + n + b"\r\n", "more than one Host"),
+        ]
+        for headers, why in cases:
+            st, body = self.enqueue_raw(headers)
+            self.assertEqual(st, 400, (headers, body))
+            err = json.loads(body)["error"]
+            self.assertEqual(err["field"], "headers")
+            self.assertIn(why, err["message"])
+        st, body, _ = self.s.get("/v1/jobs/framing-1")
+        self.assertEqual(st, 404, "nothing was enqueued")
+        # the same request, well framed, works
+        st, body = self.enqueue_raw(b"Host: x\r\nContent-Length: " + n + b"\r\n")
+        self.assertEqual(st, 201, body)
+
+    def test_http_1_0_without_host_is_fine(self):
+        st, body = raw_exchange(self.s.port, b"GET /healthz HTTP/1.0\r\n\r\n")
+        self.assertEqual((st, body), (200, b'{"status":"ok"}'))
 
 if __name__ == "__main__":
     unittest.main()

@@ -8,6 +8,9 @@
  * thread only.
  */
 #include <event2/http.h>
+#include <event2/http_struct.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -92,6 +95,34 @@ static bool route_match(const char *pat, const char *path, const char **pv, size
     return *path == '\0';
 }
 
+/* Framing a proxy in front of errand might read otherwise: NULL when
+ * none, else why the request is refused. libevent reads the body by the
+ * first Content-Length and accepts "+12"; errand refuses both, and an
+ * HTTP/1.1 request without exactly one Host. (A folded header line
+ * cannot be seen here: libevent has unfolded it already.) */
+static const char *framing_problem(struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    int lengths = 0, hosts = 0;
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+        if (evutil_ascii_strcasecmp(kv->key, "Content-Length") == 0) {
+            lengths++;
+            size_t n = strlen(kv->value);
+            if (n == 0 || strspn(kv->value, "0123456789") != n)
+                return "Content-Length must be decimal digits only";
+        } else if (evutil_ascii_strcasecmp(kv->key, "Host") == 0) {
+            hosts++;
+        }
+    }
+    if (lengths > 1)
+        return "more than one Content-Length header";
+    if (hosts > 1)
+        return "more than one Host header";
+    if (hosts == 0 && req->major == 1 && req->minor >= 1)
+        return "an HTTP/1.1 request needs a Host header";
+    return NULL;
+}
+
 void er_http_on_request(struct evhttp_request *req, void *arg)
 {
     er_server *s = arg;
@@ -109,6 +140,12 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
         path = "/";
     c->query = uri ? evhttp_uri_get_query(uri) : NULL;
     int method = (int)evhttp_request_get_command(req);
+    const char *framing = framing_problem(req);
+    if (framing) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        er_http_fail(c, ER_EINVAL, "headers", "%s", framing);
+        return;
+    }
 
     const char *pv = NULL, *pname = NULL;
     size_t pl = 0;
