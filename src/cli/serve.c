@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,9 @@ static const er_setting serve_settings[] = {
      "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
     {"token", ER_SET_LIST, NULL, 0, 0, NULL,
      "ROLE:TOKEN, repeatable (roles producer, worker, admin); ERRAND_TOKENS takes a comma list"},
+    {"token-file", ER_SET_STRING, NULL, 0, 0, NULL,
+     "file of ROLE:TOKEN lines (blank lines and # comments skipped), beside any --token; keeps "
+     "tokens out of the process's command line"},
     {"config", ER_SET_STRING, NULL, 0, 0, NULL, "config file of 'name = value' lines"},
     {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
      "full fsyncs every commit; normal may lose the last commits on power loss"},
@@ -64,6 +68,71 @@ static const er_setting serve_settings[] = {
 };
 
 #define ROUTES_FILE_MAX (4 << 20)
+#define TOKEN_FILE_MAX 1000 /* tokens in --token-file */
+
+/* Appends the tokens of a --token-file to *tokens (n, cap): 0, or 2 with
+ * the reason on stderr (naming the line, never a token). */
+static int load_token_file(const char *path, er_token **tokens, size_t *n, size_t *cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "errand serve: --token-file %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077))
+        ER_LOG(ER_LOG_WARN, NULL, "--token-file %s can be read by other users (chmod 600)", path);
+    char line[512];
+    int rc = 0, lineno = 0, nfile = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            fprintf(stderr, "errand serve: --token-file %s line %d: longer than %zu bytes\n", path,
+                    lineno, sizeof line - 2);
+            rc = 2;
+            break;
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                       line[len - 1] == '\t'))
+            line[--len] = '\0';
+        char *p = line + strspn(line, " \t");
+        if (!*p || *p == '#')
+            continue;
+        if (++nfile > TOKEN_FILE_MAX) {
+            fprintf(stderr, "errand serve: --token-file %s: more than %d tokens\n", path,
+                    TOKEN_FILE_MAX);
+            rc = 2;
+            break;
+        }
+        if (*n == *cap) {
+            size_t ncap = *cap * 2 + 8;
+            er_token *t = realloc(*tokens, ncap * sizeof *t);
+            if (!t) {
+                fprintf(stderr, "errand serve: out of memory\n");
+                rc = 2;
+                break;
+            }
+            *tokens = t;
+            *cap = ncap;
+        }
+        er_error err = {0};
+        if (er_token_parse(p, &(*tokens)[*n], &err) < 0) {
+            fprintf(stderr, "errand serve: --token-file %s line %d: %s\n", path, lineno,
+                    err.message);
+            rc = 2;
+        } else {
+            (*n)++;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        fprintf(stderr, "errand serve: --token-file %s: read error\n", path);
+        rc = 2;
+    }
+    explicit_bzero(line, sizeof line);
+    fclose(f);
+    return rc;
+}
 
 /* Reads and judges the routes file: 0, or 2 with the reason on stderr. */
 static int load_routes(const char *path, er_outbox_routes *out)
@@ -196,13 +265,27 @@ int er_cli_serve(int argc, char **argv, char **envp)
     er_log_set_level(er_settings_get(&st, "log-level")->text);
 
     const er_setting_value *tv = er_settings_get(&st, "token");
-    er_token tokens[ER_SETTINGS_MAX_LIST];
-    for (size_t i = 0; i < tv->nlist; i++) {
+    size_t ntokens = 0, tcap = tv->nlist + 1;
+    er_token *tokens = calloc(tcap, sizeof *tokens);
+    if (!tokens) {
+        fprintf(stderr, "errand serve: out of memory\n");
+        er_settings_fini(&st);
+        return 1;
+    }
+    for (size_t i = 0; i < tv->nlist; i++, ntokens++) {
         if (er_token_parse(tv->list[i], &tokens[i], &err) < 0) {
             fprintf(stderr, "errand serve: --token: %s\n", err.message);
+            free(tokens);
             er_settings_fini(&st);
             return 2;
         }
+    }
+    const char *token_file = er_settings_get(&st, "token-file")->text;
+    if (token_file && load_token_file(token_file, &tokens, &ntokens, &tcap) != 0) {
+        explicit_bzero(tokens, tcap * sizeof *tokens);
+        free(tokens);
+        er_settings_fini(&st);
+        return 2;
     }
 
     serve_ctx c = {0};
@@ -215,6 +298,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
     event_config_free(ecfg_base);
     if (!c.base) {
         fprintf(stderr, "errand serve: cannot create the event loop\n");
+        free(tokens);
         er_settings_fini(&st);
         return 1;
     }
@@ -222,6 +306,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "errand serve: cannot initialise libcurl\n");
         event_base_free(c.base);
+        free(tokens);
         er_settings_fini(&st);
         return 1;
     }
@@ -282,7 +367,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .outbox = c.outbox,
         .listen = er_settings_get(&st, "listen")->text,
         .tokens = tokens,
-        .ntokens = tv->nlist,
+        .ntokens = ntokens,
         .max_body = (size_t)er_settings_get(&st, "max-body")->num,
         .payload_max = (size_t)er_settings_get(&st, "payload-max")->num,
         .max_connections = (int)er_settings_get(&st, "max-connections")->num,
@@ -341,6 +426,8 @@ out:
     er_dispatcher_free(c.dispatcher);
     er_engine_free(c.engine);
     event_base_free(c.base);
+    explicit_bzero(tokens, tcap * sizeof *tokens);
+    free(tokens);
     curl_global_cleanup();
     er_settings_fini(&st);
     return exit_code;

@@ -159,6 +159,56 @@ class AuthStartupTest(unittest.TestCase):
             st, b, _ = s.enqueue("env-q", {"name": "x"}, token=WORKER)
             self.assertEqual(st, 403, b)
 
+    def token_file(self, d, text, mode=0o600):
+        path = os.path.join(d, "tokens")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def test_tokens_from_a_file_stay_off_the_command_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.token_file(d, "# errand tokens\n\nadmin:%s\n  worker:%s  \r\n"
+                                   % (ADMIN, WORKER))
+            with Server(args=["--token-file", path, "--token", "producer:" + PRODUCER]) as s:
+                self.assertEqual(s.get("/v1/queues", token=None)[0], 401)
+                self.assertEqual(s.get("/v1/queues", token=ADMIN)[0], 200)
+                st, b, _ = s.enqueue("file-q", {"name": "x"}, token=WORKER)
+                self.assertEqual(st, 403, b)
+                st, b, _ = s.enqueue("file-q", {"name": "x"}, token=PRODUCER)
+                self.assertEqual(st, 201, b)
+                with open("/proc/%d/cmdline" % s.proc.pid, "rb") as f:
+                    cmdline = f.read()
+                self.assertNotIn(ADMIN.encode(), cmdline)
+                self.assertNotIn(WORKER.encode(), cmdline)
+                self.assertNotIn("can be read by other users", s.log_text())
+
+    def test_a_bad_token_file_is_refused_naming_the_line_not_the_token(self):
+        with tempfile.TemporaryDirectory() as d:
+            secret = "s" * 20 + "secret"
+            for text, why in (("admin:%s\nroot:%s\n" % (ADMIN, secret), "line 2: role"),
+                              ("admin:short\n", "line 1: token must be"),
+                              ("x" * 600 + "\n", "line 1: longer than")):
+                path = self.token_file(d, text)
+                rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                           "sqlite:" + os.path.join(d, "e.db"),
+                                           "--token-file", path])
+                self.assertEqual(rc, 2, err)
+                self.assertIn(why, err)
+                self.assertNotIn(secret, err)
+            rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                       "sqlite:" + os.path.join(d, "e.db"),
+                                       "--token-file", os.path.join(d, "missing")])
+            self.assertEqual(rc, 2, err)
+            self.assertIn("No such file", err)
+
+    def test_a_token_file_others_can_read_is_warned_about(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.token_file(d, "admin:%s\n" % ADMIN, mode=0o644)
+            with Server(args=["--token-file", path]) as s:
+                self.assertEqual(s.get("/v1/queues", token=ADMIN)[0], 200)
+                self.assertIn("can be read by other users", s.log_text())
+
     def bad_token(self, spec):
         with tempfile.TemporaryDirectory() as d:
             rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
