@@ -7,8 +7,10 @@
 # a malformed --token spec make `errand serve` exit non-zero with a message.
 
 import os
+import re
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -208,6 +210,24 @@ class AuthStartupTest(unittest.TestCase):
             with Server(args=["--token-file", path]) as s:
                 self.assertEqual(s.get("/v1/queues", token=ADMIN)[0], 200)
                 self.assertIn("can be read by other users", s.log_text())
+
+    def test_refused_tokens_are_logged_at_most_once_a_second_without_the_token(self):
+        with Server(args=["--token", "admin:" + ADMIN]) as s:
+            bad = "b" * 30 + "guess"
+            for _ in range(50):
+                self.assertEqual(s.get("/v1/queues", token=bad)[0], 401)
+            lines = [l for l in s.log_text().splitlines() if "authentication failed" in l]
+            self.assertGreaterEqual(len(lines), 1)
+            self.assertLessEqual(len(lines), 2, lines)
+            self.assertIn('"route":"GET /v1/queues"', lines[0])
+            self.assertIn('"peer":"127.0.0.1:', lines[0])
+            self.assertNotIn(bad, s.log_text())
+            time.sleep(1.1)
+            s.get("/v1/queues", token=bad)
+            lines = [l for l in s.log_text().splitlines() if "authentication failed" in l]
+            self.assertIn('"refused":', lines[-1])
+            total = sum(int(re.search(r'"refused":(\d+)', l).group(1)) for l in lines)
+            self.assertEqual(total, 51, lines)
 
     def bad_token(self, spec):
         with tempfile.TemporaryDirectory() as d:

@@ -16,6 +16,7 @@
 
 #include "core/job.h"
 #include "server/http/http_internal.h"
+#include "util/log.h"
 
 const er_route er_routes[] = {
     {EVHTTP_REQ_GET, "/healthz", ER_ACCESS_OPEN, er_route_healthz, 0},
@@ -123,6 +124,33 @@ static const char *framing_problem(struct evhttp_request *req)
     return NULL;
 }
 
+/* One log line a second at most for refused tokens, with how many were
+ * refused since the last line; the token itself is never logged. */
+static void log_auth_failure(er_server *s, struct evhttp_request *req, const er_route *rt,
+                             const er_error *err)
+{
+    s->auth_failures++;
+    int64_t now = er_mono_ms();
+    if (now < s->auth_log_next)
+        return;
+    s->auth_log_next = now + 1000;
+    const char *peer = "?";
+    ev_uint16_t port = 0;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon) {
+        char *addr = NULL;
+        evhttp_connection_get_peer(evcon, &addr, &port);
+        if (addr)
+            peer = addr;
+    }
+    char extra[256];
+    snprintf(extra, sizeof extra, "\"peer\":\"%.64s:%u\",\"route\":\"%s %s\",\"refused\":%llu",
+             peer, (unsigned)port, method_name(rt->method), rt->pattern,
+             (unsigned long long)s->auth_failures);
+    s->auth_failures = 0;
+    ER_LOG(ER_LOG_WARN, extra, "authentication failed: %s", err->message);
+}
+
 void er_http_on_request(struct evhttp_request *req, void *arg)
 {
     er_server *s = arg;
@@ -192,6 +220,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
         const char *authz =
             evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
         if (er_http_authorize(s, authz, rt->access, &err) < 0) {
+            log_auth_failure(s, req, rt, &err);
             er_http_reply_error(c, &err);
             return;
         }

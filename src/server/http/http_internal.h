@@ -83,6 +83,8 @@ struct er_server {
     size_t max_body;
     size_t payload_max;
     er_outbox *outbox; /* NULL when no relay runs */
+    uint64_t auth_failures; /* refused tokens since the last log line */
+    int64_t auth_log_next;  /* monotonic ms: the next such line may be written */
     int port;
     bool accepting;
     size_t inflight;
