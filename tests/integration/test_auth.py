@@ -148,6 +148,16 @@ class AuthStartupTest(unittest.TestCase):
             st, b, _ = s.get("/v1/queues", token=ADMIN)
             self.assertEqual(st, 200, b)
 
+    def test_a_host_name_is_resolved_before_binding(self):
+        with Server(listen="localhost:0") as s:
+            self.assertEqual(s.get("/v1/queues", token=None)[0], 200)
+            self.assertIn('"listen":"127.0.0.1:', s.log_text())
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_errand(["serve", "--listen", "no-such-host.invalid:0", "--store",
+                                       "sqlite:" + os.path.join(d, "e.db")])
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cannot resolve no-such-host.invalid", err)
+
     def test_loopback_without_token_is_open(self):
         with Server() as s:
             st, b, _ = s.get("/v1/queues", token=None)

@@ -9,6 +9,7 @@
  * thread.
  */
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <errno.h>
 #include <event2/http.h>
 #include <netinet/in.h>
@@ -139,6 +140,26 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     int rc = parse_listen(cfg->listen, host, sizeof host, &port, err);
     if (rc < 0)
         return rc;
+    if (literal_is_loopback(host) < 0) {
+        /* a host name: resolved once here, so the loopback rule is checked
+         * before anything binds, and the address checked is the one bound */
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_PASSIVE | AI_ADDRCONFIG};
+        struct addrinfo *ai = NULL;
+        int gai = getaddrinfo(host, NULL, &hints, &ai);
+        if (gai != 0 || !ai)
+            return er_error_set(err, ER_EINVAL, "listen", "cannot resolve %s: %s", host,
+                                gai_strerror(gai));
+        char name[sizeof host];
+        const void *a = ai->ai_family == AF_INET6
+                            ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
+                            : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+        bool ok = inet_ntop(ai->ai_family, a, name, sizeof name) != NULL;
+        freeaddrinfo(ai);
+        if (!ok)
+            return er_error_set(err, ER_EINVAL, "listen", "cannot resolve %s", host);
+        snprintf(host, sizeof host, "%s", name);
+    }
     if (cfg->ntokens == 0 && literal_is_loopback(host) == 0)
         return er_error_set(err, ER_EINVAL, "listen",
                             "refusing to listen on non-loopback %s without tokens", host);
