@@ -38,6 +38,9 @@ static const er_setting serve_settings[] = {
     {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
      "full fsyncs every commit; normal may lose the last commits on power loss"},
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
+    {"access-log", ER_SET_STRING, NULL, 0, 0, NULL,
+     "file to append one JSON line a request to (time, peer, method, path, status, bytes, ms); "
+     "off when unset"},
     {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL, "largest request body"},
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
@@ -365,6 +368,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
     }
     er_server_config scfg = {
         .outbox = c.outbox,
+        .access_log = er_settings_get(&st, "access-log")->text,
         .listen = er_settings_get(&st, "listen")->text,
         .tokens = tokens,
         .ntokens = ntokens,

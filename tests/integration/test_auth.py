@@ -6,6 +6,7 @@
 # open. Also the start-up rules: a non-loopback address without tokens and
 # a malformed --token spec make `errand serve` exit non-zero with a message.
 
+import json
 import os
 import re
 import sys
@@ -14,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, StartError, error_of, run_errand  # noqa: E402
+from harness import Server, StartError, error_of, run_errand, wait_until  # noqa: E402
 
 PRODUCER = "p" * 24 + "producer"
 WORKER = "w" * 26 + "worker"
@@ -238,6 +239,34 @@ class AuthStartupTest(unittest.TestCase):
             self.assertIn('"refused":', lines[-1])
             total = sum(int(re.search(r'"refused":(\d+)', l).group(1)) for l in lines)
             self.assertEqual(total, 51, lines)
+
+    def test_the_access_log_has_a_line_a_request_and_no_token(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "access.log")
+            with Server(args=["--token", "admin:" + ADMIN, "--access-log", path]) as s:
+                self.assertEqual(s.get("/v1/queues?limit=5", token=ADMIN)[0], 200)
+                self.assertEqual(s.get("/v1/queues", token=None)[0], 401)
+                self.assertEqual(s.request("HEAD", "/healthz", token=None)[0], 200)
+
+                def lines():
+                    with open(path) as f:
+                        return [json.loads(l) for l in f if l.strip()]
+                wait_until(lambda: len(lines()) >= 3, timeout=5, what="three lines flushed")
+                got = lines()
+                self.assertEqual([(l["method"], l["path"], l["status"]) for l in got[:3]],
+                                 [("GET", "/v1/queues?limit=5", 200), ("GET", "/v1/queues", 401),
+                                  ("HEAD", "/healthz", 200)])
+                self.assertTrue(got[0]["peer"].startswith("127.0.0.1:"))
+                self.assertGreater(got[0]["bytes"], 0)
+                self.assertEqual(got[2]["bytes"], 15, "HEAD logs the length GET would send")
+                with open(path) as f:
+                    self.assertNotIn(ADMIN, f.read())
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                       "sqlite:" + os.path.join(d, "e.db"), "--access-log",
+                                       os.path.join(d, "no", "such", "dir", "a.log")])
+            self.assertNotEqual(rc, 0)
+            self.assertIn("cannot open", err)
 
     def bad_token(self, spec):
         with tempfile.TemporaryDirectory() as d:

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -53,6 +54,7 @@ er_hctx *er_http_ctx_get(er_server *s)
     c->orphan = false;
     c->parked = false;
     c->sending = false;
+    c->started_ms = s->access_log ? er_mono_ms() : 0;
     c->next_free = NULL;
     return c;
 }
@@ -131,6 +133,14 @@ static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
     return false;
 }
 
+static void flush_access_log(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_server *s = arg;
+    fflush(s->access_log);
+}
+
 int er_server_start(struct event_base *base, er_engine *engine, const er_server_config *cfg,
                     er_server **out, er_error *err)
 {
@@ -173,6 +183,23 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
     s->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
     s->outbox = cfg->outbox;
+    if (cfg->access_log) {
+        /* buffered, flushed by a timer: the loop never waits on each line */
+        s->access_log = fopen(cfg->access_log, "a");
+        if (!s->access_log) {
+            int e = errno;
+            er_server_free(s);
+            return er_error_set(err, ER_EINVAL, "access-log", "cannot open %s: %s",
+                                cfg->access_log, strerror(e));
+        }
+        setvbuf(s->access_log, NULL, _IOFBF, 64 * 1024);
+        s->access_flush = event_new(base, -1, EV_PERSIST, flush_access_log, s);
+        struct timeval second = {1, 0};
+        if (!s->access_flush || event_add(s->access_flush, &second) != 0) {
+            er_server_free(s);
+            return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+        }
+    }
     er_rand_init_system(&s->rand);
     s->http_counts = calloc((er_nroutes + 1) * 5, sizeof *s->http_counts);
     s->http = evhttp_new(base);
@@ -277,6 +304,10 @@ void er_server_free(er_server *s)
         s->free_ctx = c->next_free;
         free(c);
     }
+    if (s->access_flush)
+        event_free(s->access_flush);
+    if (s->access_log)
+        fclose(s->access_log);
     free(s->http_counts);
     free(s->wbuf);
     free(s);

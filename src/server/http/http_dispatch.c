@@ -59,7 +59,7 @@ const er_route er_routes[] = {
 };
 const size_t er_nroutes = sizeof er_routes / sizeof er_routes[0];
 
-static const char *method_name(int m)
+const char *er_http_method_name(int m)
 {
     switch (m) {
     case EVHTTP_REQ_GET: return "GET";
@@ -145,7 +145,7 @@ static void log_auth_failure(er_server *s, struct evhttp_request *req, const er_
     }
     char extra[256];
     snprintf(extra, sizeof extra, "\"peer\":\"%.64s:%u\",\"route\":\"%s %s\",\"refused\":%llu",
-             peer, (unsigned)port, method_name(rt->method), rt->pattern,
+             peer, (unsigned)port, er_http_method_name(rt->method), rt->pattern,
              (unsigned long long)s->auth_failures);
     s->auth_failures = 0;
     ER_LOG(ER_LOG_WARN, extra, "authentication failed: %s", err->message);
@@ -197,7 +197,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
             break;
         }
         int w = snprintf(allow + alen, sizeof allow - alen, "%s%s", alen ? ", " : "",
-                         method_name(er_routes[i].method));
+                         er_http_method_name(er_routes[i].method));
         if (w > 0 && (size_t)w < sizeof allow - alen)
             alen += (size_t)w;
     }
@@ -206,7 +206,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
             er_error e;
             er_error_set(&e, ER_EINVAL, "method", "method %s not allowed; allowed: %s",
-                         method_name(method), allow);
+                         er_http_method_name(method), allow);
             er_http_send_error(c, 405, er_error_code_name(ER_EINVAL), e.message, e.field);
         } else {
             er_http_fail(c, ER_ENOTFOUND, NULL, "no such endpoint");

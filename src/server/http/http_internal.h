@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +70,7 @@ struct er_hctx {
     bool orphan;                /* connection gone, request detached: free it ourselves */
     bool parked;                /* waiting for the engine */
     bool sending;               /* reply handed to libevent, not yet written */
+    int64_t started_ms;         /* monotonic, when the request arrived (access log) */
     er_hctx *next_free;
 };
 
@@ -83,6 +85,8 @@ struct er_server {
     size_t max_body;
     size_t payload_max;
     er_outbox *outbox; /* NULL when no relay runs */
+    FILE *access_log;       /* --access-log, NULL when off; flushed every second */
+    struct event *access_flush;
     uint64_t auth_failures; /* refused tokens since the last log line */
     int64_t auth_log_next;  /* monotonic ms: the next such line may be written */
     int port;
@@ -125,6 +129,8 @@ void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w);
 void er_http_reply_error(er_hctx *c, const er_error *err);
 /* Sends that error body with any status (the 405 of dispatch); strings
  * copied, a message or field over its limit is left out. */
+/* "GET", "POST", ... for an evhttp command. */
+const char *er_http_method_name(int m);
 void er_http_send_error(er_hctx *c, int status, const char *code_name, const char *message,
                         const char *field);
 /* Builds an error and sends it. */

@@ -118,9 +118,35 @@ static const char *date_header(er_server *s)
 
 /* The request stays in flight until its reply is written (or the connection
  * fails), so a graceful shutdown does not exit with replies still queued. */
+/* One JSON line a request: time, peer, method, path (with its query),
+ * status, body bytes, milliseconds. Loop thread. */
+static void access_line(er_hctx *c, int status, size_t bytes)
+{
+    struct evhttp_request *req = c->req;
+    char *peer = NULL;
+    ev_uint16_t port = 0;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        evhttp_connection_get_peer(evcon, &peer, &port);
+    char ts[32];
+    er_time_format(er_now_ms(), ts);
+    er_buf b;
+    er_buf_init(&b, 16384);
+    er_buf_addf(&b, "{\"ts\":\"%s\",\"peer\":\"%s:%u\",\"method\":\"%s\",\"path\":", ts,
+                peer ? peer : "?", (unsigned)port, er_http_method_name(evhttp_request_get_command(req)));
+    er_json_str(&b, evhttp_request_get_uri(req));
+    er_buf_addf(&b, ",\"status\":%d,\"bytes\":%zu,\"ms\":%lld}\n", status, bytes,
+                (long long)(er_mono_ms() - c->started_ms));
+    if (!b.err)
+        fwrite(b.data, 1, b.len, c->s->access_log);
+    er_buf_fini(&b);
+}
+
 static void send_reply(er_hctx *c, int status)
 {
     count_status(c, status);
+    if (c->s->access_log)
+        access_line(c, status, evbuffer_get_length(evhttp_request_get_output_buffer(c->req)));
     struct evhttp_request *req = c->req;
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     if (!c->s->accepting)

@@ -36,6 +36,7 @@ typedef struct er_server_config {
     size_t payload_max;        /* one job's serialized payload limit */
     int max_connections;
     er_outbox *outbox;         /* the outbox relay, for /readyz and /metrics; NULL: none */
+    const char *access_log;    /* a file to append one JSON line a request to; NULL: off */
 } er_server_config;
 
 typedef struct er_server er_server;
