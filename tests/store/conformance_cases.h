@@ -654,6 +654,16 @@ Test(conformance, throttled_failure_pauses_the_whole_queue)
     er_job_list_fini(&l);
 }
 
+/* Leases the next job of `queue` and fails it throttled for `after` ms. */
+static void throttle_next(const char *queue, int64_t after, er_fail_outcome *o)
+{
+    er_job_list l = {0};
+    cr_assert_eq(fetch1(queue, 1, T0, &l), 1);
+    cr_assert_eq(fail_with(l.items[0].id, l.items[0].lease_token, ER_ERR_THROTTLED, after, T0, o),
+                 0);
+    er_job_list_fini(&l);
+}
+
 static int64_t throttled_until_of(const char *queue)
 {
     er_queue_info *qs;
@@ -677,12 +687,9 @@ Test(conformance, throttle_is_capped_at_throttle_max_ms_and_listed)
 {
     put("t1", "q", 0, T0, T0);
     put("t2", "q", 0, T0, T0);
-    er_job_list l = {0};
-    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
     er_fail_outcome o;
-    cr_assert_eq(fail_with("t1", l.items[0].lease_token, ER_ERR_THROTTLED, ER_DELAY_MAX_MS, T0,
-                           &o), 0);
-    er_job_list_fini(&l);
+    throttle_next("q", ER_DELAY_MAX_MS, &o);
+    er_job_list l = {0};
     cr_assert_eq(o.queue_pause_until, T0 + ER_THROTTLE_MAX_DEFAULT_MS, "capped at 1 h");
     cr_assert_eq(throttled_until_of("q"), T0 + ER_THROTTLE_MAX_DEFAULT_MS);
     er_job g;
@@ -707,11 +714,8 @@ Test(conformance, throttle_cap_is_the_queues_setting)
 {
     settings_put("q", set_throttle_max_5s);
     put("t1", "q", 0, T0, T0);
-    er_job_list l = {0};
-    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
     er_fail_outcome o;
-    cr_assert_eq(fail_with("t1", l.items[0].lease_token, ER_ERR_THROTTLED, 60000, T0, &o), 0);
-    er_job_list_fini(&l);
+    throttle_next("q", 60000, &o);
     cr_assert_eq(o.queue_pause_until, T0 + 5000);
     cr_assert_eq(o.run_at, T0 + 5000);
     cr_assert_eq(throttled_until_of("q"), T0 + 5000);
@@ -722,11 +726,9 @@ Test(conformance, clearing_a_throttle_lets_fetch_hand_out_jobs)
     put("t1", "q", 0, T0, T0);
     put("t2", "q", 0, T0, T0);
     cr_assert_eq(throttled_until_of("q"), 0, "a queue never throttled");
-    er_job_list l = {0};
-    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
     er_fail_outcome o;
-    cr_assert_eq(fail_with("t1", l.items[0].lease_token, ER_ERR_THROTTLED, 600000, T0, &o), 0);
-    er_job_list_fini(&l);
+    throttle_next("q", 600000, &o);
+    er_job_list l = {0};
     cr_assert_eq(fetch1("q", 10, T0 + 1, &l), 0);
     er_job_list_fini(&l);
     er_error err = {0};

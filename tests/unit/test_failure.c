@@ -423,24 +423,31 @@ Test(failure, stall_past_max_is_dead)
     cr_assert_eq(er_stall_decide(&j, 0), ER_STATE_DEAD, "max_stalled 0: first stall kills");
 }
 
+/* er_fail_decide with max_started 100 and a fixed random source. */
+static void decide(const er_job *j, const er_failure *x, int64_t cap, int64_t now,
+                   er_fail_outcome *o)
+{
+    er_rand r;
+    er_rand_init_seeded(&r, 1);
+    er_fail_decide(j, x, 100, cap, now, &r, o);
+}
+
 Test(failure, throttled_is_capped_at_the_queue_throttle_max)
 {
     er_job j = active_job(2, 8, 2);
     er_failure x = fail_of(ER_ERR_THROTTLED, 0, ER_DELAY_MAX_MS);
-    er_rand r;
-    er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
+    decide(&j, &x, HOUR, T0, &o);
     cr_assert_eq(o.state, ER_STATE_SCHEDULED);
     cr_assert_eq(o.queue_pause_until, T0 + HOUR, "the queue pauses 1 h, not a year");
     cr_assert_eq(o.run_at, T0 + HOUR, "and so does the job");
-    er_fail_decide(&j, &x, 100, 5000, T0, &r, &o);
+    decide(&j, &x, 5000, T0, &o);
     cr_assert_eq(o.queue_pause_until, T0 + 5000);
     cr_assert_eq(o.run_at, T0 + 5000);
     x.retry_after_ms = 4999; /* under the cap: as asked */
-    er_fail_decide(&j, &x, 100, 5000, T0, &r, &o);
+    decide(&j, &x, 5000, T0, &o);
     cr_assert_eq(o.queue_pause_until, T0 + 4999);
-    er_fail_decide(&j, &x, 100, 0, T0, &r, &o);
+    decide(&j, &x, 0, T0, &o);
     cr_assert_eq(o.queue_pause_until, T0, "a cap of 0 is no pause");
 }
 
@@ -448,10 +455,8 @@ Test(failure, retry_later_is_not_capped_by_throttle_max)
 {
     er_job j = active_job(2, 8, 2);
     er_failure x = fail_of(ER_ERR_RETRY_LATER, ER_DELAY_MAX_MS, 0);
-    er_rand r;
-    er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, 1000, T0, &r, &o);
+    decide(&j, &x, 1000, T0, &o);
     cr_assert_eq(o.run_at, T0 + ER_DELAY_MAX_MS);
     cr_assert_eq(o.queue_pause_until, 0);
 }
@@ -460,15 +465,13 @@ Test(failure, delays_saturate_instead_of_overflowing)
 {
     er_job j = active_job(2, 8, 2);
     er_failure x = fail_of(ER_ERR_THROTTLED, 0, INT64_MAX);
-    er_rand r;
-    er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, INT64_MAX, INT64_MAX - 10, &r, &o);
+    decide(&j, &x, INT64_MAX, INT64_MAX - 10, &o);
     cr_assert_eq(o.queue_pause_until, INT64_MAX);
     cr_assert_eq(o.run_at, INT64_MAX);
-    er_fail_decide(&j, &x, 100, HOUR, INT64_MAX - 10, &r, &o);
+    decide(&j, &x, HOUR, INT64_MAX - 10, &o);
     cr_assert_eq(o.queue_pause_until, INT64_MAX);
     x = fail_of(ER_ERR_RETRY_LATER, INT64_MAX, 0);
-    er_fail_decide(&j, &x, 100, HOUR, 1, &r, &o);
+    decide(&j, &x, HOUR, 1, &o);
     cr_assert_eq(o.run_at, INT64_MAX);
 }

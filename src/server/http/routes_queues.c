@@ -48,13 +48,13 @@ static json_t *queue_info_json(const er_queue_info *q, int64_t now)
     }
     const int64_t *counts = q->counts;
     return json_pack(
-        "{s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:b,s:o,s:o}", "name", q->name, "counts",
-        "scheduled", (json_int_t)counts[ER_STATE_SCHEDULED], "waiting",
-        (json_int_t)counts[ER_STATE_WAITING], "active", (json_int_t)counts[ER_STATE_ACTIVE],
-        "completed", (json_int_t)counts[ER_STATE_COMPLETED], "dead",
-        (json_int_t)counts[ER_STATE_DEAD], "cancelled", (json_int_t)counts[ER_STATE_CANCELLED],
-        "oldest_waiting_age_ms", (json_int_t)age, "paused", q->settings.paused, "throttled_until",
-        throttled, "settings", er_http_settings_json(&q->settings));
+        "{s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:b,s:o,s:o}", "name", q->name, "counts", "scheduled",
+        (json_int_t)counts[ER_STATE_SCHEDULED], "waiting", (json_int_t)counts[ER_STATE_WAITING],
+        "active", (json_int_t)counts[ER_STATE_ACTIVE], "completed",
+        (json_int_t)counts[ER_STATE_COMPLETED], "dead", (json_int_t)counts[ER_STATE_DEAD],
+        "cancelled", (json_int_t)counts[ER_STATE_CANCELLED], "oldest_waiting_age_ms",
+        (json_int_t)age, "paused", q->settings.paused, "throttled_until", throttled, "settings",
+        er_http_settings_json(&q->settings));
 }
 
 static void finish_list_queues(er_hctx *c, er_req *r)
@@ -95,9 +95,7 @@ static void finish_get_queue(er_hctx *c, er_req *r)
     for (size_t i = 0; i < r->nqueue_infos; i++) {
         const er_queue_info *q = &r->queue_infos[i];
         if (strcmp(q->name, c->param) == 0) {
-            er_http_reply_json(c, 200,
-                               json_pack("{s:o}", "queue",
-                                         queue_info_json(q, now)));
+            er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_info_json(q, now)));
             return;
         }
     }
