@@ -254,6 +254,10 @@ enum {
     ERRAND_CLASS_THROTTLED = 4,   /* errand_job_throttled(delay_ms): the queue pauses too */
 };
 
+/* The longest delay a failure may ask for (366 days): errand_job_retry_later
+ * and errand_job_throttled cut a longer one to it. */
+#define ERRAND_DELAY_MAX_MS (366LL * 24 * 3600 * 1000)
+
 /* The longest delay errand_error_from_http gives (1 hour); a longer
  * Retry-After is cut to it. */
 #define ERRAND_HTTP_DELAY_MAX_MS 3600000LL
@@ -418,7 +422,9 @@ ERRAND_API int errand_job_should_stop(const errand_job *job);
  * complete: result_json NULL or JSON text (ERRAND_EINVAL when it does not
  * parse; no outcome is set then). fail_*: msg NULL or one line, copied.
  * retry_later: back to scheduled after delay_ms, attempt not counted.
- * throttled: the same, and the whole queue pauses for retry_after_ms.
+ * throttled: the same, and the whole queue pauses for retry_after_ms (the
+ * server caps both at the queue's throttle_max_ms). A delay above
+ * ERRAND_DELAY_MAX_MS, the longest the server takes, is cut to it.
  * Returns 0, or ERRAND_EINVAL (negative delay, bad JSON). */
 ERRAND_API int errand_job_complete(errand_job *job, const char *result_json);
 ERRAND_API int errand_job_fail_transient(errand_job *job, const char *msg);

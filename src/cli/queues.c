@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
  * `errand queues [--json]`: one line per queue with its job counts by state,
- * whether it is paused and the age of its oldest waiting job, read through
+ * whether it is paused (or throttled) and the age of its oldest waiting job, read through
  * liberrand. --json prints the server's reply as it is, for scripts.
  */
 #include "cli/cli.h"
@@ -16,7 +16,8 @@
 static const char usage[] =
     "usage: errand queues [--json] [--server URL] [--token TOKEN]\n"
     "\n"
-    "Lists every queue: jobs by state, paused, age of the oldest waiting job.\n"
+    "Lists every queue: jobs by state, paused (or throttled), age of the oldest\n"
+    "waiting job.\n"
     "\n"
     "options:\n"
     "  --json         print the server's JSON reply instead of a table\n"
@@ -57,7 +58,10 @@ static int print_table(const char *text)
                      json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
             row[1 + k] = nums[k];
         }
-        row[6] = json_is_true(json_object_get(q, "paused")) ? "yes" : "no";
+        /* "throttled": a throttled failure pauses it (throttled_until) */
+        row[6] = json_is_true(json_object_get(q, "paused"))              ? "yes"
+                 : json_is_string(json_object_get(q, "throttled_until")) ? "throttled"
+                                                                         : "no";
         json_t *a = json_object_get(q, "oldest_waiting_age_ms");
         json_t *waiting = json_object_get(counts, "waiting");
         if (json_is_integer(a) && json_integer_value(waiting) > 0) {

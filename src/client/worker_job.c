@@ -9,6 +9,7 @@
  * prints.
  */
 #include "client/worker_int.h"
+#include "core/job.h"
 #include "util/clock.h"
 #include "util/jsonw.h"
 
@@ -119,11 +120,19 @@ int errand_job_fail_permanent(errand_job *job, const char *msg)
     return 0;
 }
 
+_Static_assert(ERRAND_DELAY_MAX_MS == ER_DELAY_MAX_MS, "the server's bound");
+
+/* The server refuses a longer delay, and the job would run again at once. */
+static long delay_bound(long ms)
+{
+    return ms > ERRAND_DELAY_MAX_MS ? (long)ERRAND_DELAY_MAX_MS : ms;
+}
+
 int errand_job_retry_later(errand_job *job, long delay_ms)
 {
     if (!job || delay_ms < 0)
         return ERRAND_EINVAL;
-    set_outcome(job, ER_OC_RETRY_LATER, NULL, delay_ms, NULL);
+    set_outcome(job, ER_OC_RETRY_LATER, NULL, delay_bound(delay_ms), NULL);
     return 0;
 }
 
@@ -131,7 +140,7 @@ int errand_job_throttled(errand_job *job, long retry_after_ms)
 {
     if (!job || retry_after_ms < 0)
         return ERRAND_EINVAL;
-    set_outcome(job, ER_OC_THROTTLED, NULL, retry_after_ms, NULL);
+    set_outcome(job, ER_OC_THROTTLED, NULL, delay_bound(retry_after_ms), NULL);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "core/ack.h"
 #include "util/utf8.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,8 +120,13 @@ int er_failure_validate(const er_failure_spec *spec, er_failure *f, er_error *er
     return rc;
 }
 
-void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int64_t now,
-                    er_rand *r, er_fail_outcome *out)
+static int64_t add_sat(int64_t a, int64_t b) /* b >= 0 */
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+void er_fail_decide(const er_job *job, const er_failure *f, int max_started,
+                    int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out)
 {
     memset(out, 0, sizeof *out);
     out->attempts = job->attempts;
@@ -130,7 +136,7 @@ void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int
             out->state = ER_STATE_DEAD;
         } else {
             out->state = ER_STATE_SCHEDULED;
-            out->run_at = now + er_backoff_delay(&job->backoff, job->attempts, r);
+            out->run_at = add_sat(now, er_backoff_delay(&job->backoff, job->attempts, r));
         }
         return;
     case ER_ERR_RETRY_LATER:
@@ -140,16 +146,18 @@ void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int
         int64_t delay = f->cls == ER_ERR_THROTTLED ? f->retry_after_ms : f->delay_ms;
         if (delay < 0)
             delay = 0;
+        if (f->cls == ER_ERR_THROTTLED && delay > throttle_max_ms)
+            delay = throttle_max_ms > 0 ? throttle_max_ms : 0;
         out->attempts = job->attempts > 0 ? job->attempts - 1 : 0;
         if (job->started >= max_started) {
             out->state = ER_STATE_DEAD;
         } else {
             out->state = ER_STATE_SCHEDULED;
-            out->run_at = now + delay;
+            out->run_at = add_sat(now, delay);
         }
         /* The downstream said "slow down" whatever becomes of this job. */
         if (f->cls == ER_ERR_THROTTLED)
-            out->queue_pause_until = now + delay;
+            out->queue_pause_until = add_sat(now, delay);
         return;
     }
     case ER_ERR_PERMANENT:

@@ -227,9 +227,11 @@ typedef struct er_fail_outcome {
  * running attempt). transient: retry after backoff unless attempts exhausted
  * (dead); permanent: dead; retry_later: scheduled after delay, attempt not
  * counted, dead when started >= max_started; throttled: like retry_later
- * after retry_after_ms, and the queue pauses for that long. */
-void er_fail_decide(const er_job *job, const er_failure *f, int max_started, int64_t now,
-                    er_rand *r, er_fail_outcome *out);
+ * after retry_after_ms, and the queue pauses for that long, both capped at
+ * throttle_max_ms (the queue's setting; <= 0 caps at 0). Times saturate at
+ * INT64_MAX. */
+void er_fail_decide(const er_job *job, const er_failure *f, int max_started,
+                    int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out);
 
 /* What the reaper does with an active job whose lease expired: returns
  * ER_STATE_WAITING (stalled counted) or ER_STATE_DEAD when stalled would

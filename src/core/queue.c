@@ -22,6 +22,7 @@ void er_queue_settings_default(er_queue_settings *s)
     s->lease_ms = ER_DEFAULT_LEASE_MS;
     s->max_stalled = ER_DEFAULT_MAX_STALLED;
     s->max_started = ER_DEFAULT_MAX_STARTED;
+    s->throttle_max_ms = ER_THROTTLE_MAX_DEFAULT_MS;
     s->retention.completed_age_s = ER_RETENTION_DEFAULT_AGE_S;
     s->retention.completed_count = 0;
     s->retention.dead_age_s = 0; /* keep */
@@ -394,6 +395,11 @@ static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
         c->max_started = ER_CHANGE_SET;
         c->max_started_v = (int)n;
     }
+    if ((rc = er_spec_int_in(&p->throttle_max_ms, "throttle_max_ms", ER_THROTTLE_MAX_MIN_MS,
+                             ER_THROTTLE_MAX_MAX_MS, &c->throttle_max_ms_v, err)) < 0)
+        return rc;
+    if (rc)
+        c->throttle_max_ms = ER_CHANGE_SET;
     if (check_defaults(&p->defaults, c, err) < 0)
         return ER_EINVAL;
     if (check_retention(p, c, err) < 0)
@@ -491,6 +497,8 @@ int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_
         t.max_stalled = c->max_stalled_v;
     if (c->max_started == ER_CHANGE_SET)
         t.max_started = c->max_started_v;
+    if (c->throttle_max_ms == ER_CHANGE_SET)
+        t.throttle_max_ms = c->throttle_max_ms_v;
     if (merge_defaults(&t.defaults, c, err) < 0)
         return ER_EINVAL;
     if (c->completed_age == ER_CHANGE_SET)

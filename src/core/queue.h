@@ -24,6 +24,11 @@
 #define ER_MAX_STALLED_MAX 1000
 #define ER_MAX_STARTED_MAX 100000
 #define ER_RETENTION_DEFAULT_AGE_S (7 * 24 * 3600)
+/* throttle_max_ms: the longest a throttled failure pauses the queue (and
+ * delays its job); a worker may ask for up to ER_DELAY_MAX_MS. */
+#define ER_THROTTLE_MAX_DEFAULT_MS 3600000LL
+#define ER_THROTTLE_MAX_MIN_MS 1000LL
+#define ER_THROTTLE_MAX_MAX_MS 604800000LL /* 7 days */
 
 typedef struct er_retention {
     /* completed jobs: delete when older than age_s (0 = no age limit) or
@@ -81,6 +86,7 @@ typedef struct er_queue_settings {
     int64_t lease_ms;       /* default lease for fetches that give none */
     int max_stalled;
     int max_started;
+    int64_t throttle_max_ms; /* cap of a throttled failure's delays */
     er_job_defaults defaults;
     er_retention retention;
     er_dispatch dispatch;
@@ -137,6 +143,7 @@ typedef struct er_queue_patch {
     er_spec_int lease_ms;
     er_spec_int max_stalled;
     er_spec_int max_started;
+    er_spec_int throttle_max_ms;
     er_defaults_spec defaults;
     er_spec_obj retention;
     er_spec_obj completed;           /* retention.completed */
@@ -152,10 +159,10 @@ typedef struct er_queue_patch {
 typedef enum er_change { ER_CHANGE_KEEP = 0, ER_CHANGE_SET, ER_CHANGE_CLEAR } er_change;
 
 typedef struct er_queue_change {
-    er_change paused, concurrency, rate, lease_ms, max_stalled, max_started;
+    er_change paused, concurrency, rate, lease_ms, max_stalled, max_started, throttle_max_ms;
     bool paused_v;
     int concurrency_v, max_stalled_v, max_started_v;
-    int64_t lease_ms_v;
+    int64_t lease_ms_v, throttle_max_ms_v;
     bool rate_max_given, rate_per_given;
     int64_t rate_max_v, rate_per_v;
     er_change defaults; /* CLEAR: every option back to the server's */
@@ -172,8 +179,8 @@ typedef struct er_queue_change {
 } er_queue_change;
 
 /* Judges a patch on its own, in field order: not an object, then paused,
- * concurrency, rate_limit, lease_ms, max_stalled, max_started, defaults,
- * retention, dispatch (unknown members first at each level). A dispatch
+ * concurrency, rate_limit, lease_ms, max_stalled, max_started,
+ * throttle_max_ms, defaults, retention, dispatch (unknown members first at each level). A dispatch
  * object replaces the whole target: url (http:// or https://, no user
  * info), method, headers (names of token characters, not one errand sets
  * itself; values of visible ASCII, space and tab), timeout_ms, trusted,

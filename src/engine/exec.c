@@ -367,7 +367,6 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
     int rc = x->ops->get_queue_settings(x->store, req->queue, &s, &req->err);
     if (rc < 0)
         return rc;
-    bool was_paused = s.paused;
     rc = er_queue_settings_change(&s, req->change, &req->err);
     if (rc == 0)
         rc = er_queue_change_enforceable(req->change, &req->err);
@@ -378,10 +377,14 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
     if (!req->settings && !(req->settings = malloc(sizeof *req->settings)))
         return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
     rc = x->ops->put_queue_settings(x->store, req->queue, &s, &req->err);
+    /* resume, or paused false, also ends a throttle */
+    bool unpause = req->change->paused == ER_CHANGE_SET && !req->change->paused_v;
+    if (rc == 0 && unpause)
+        rc = x->ops->clear_queue_throttle(x->store, req->queue, &req->err);
     if (rc < 0)
         return rc;
     *req->settings = s;
-    if (was_paused && !s.paused)
+    if (unpause)
         er_wake_add(&x->wake, req->queue, ER_FETCH_MAX);
     return 0;
 }

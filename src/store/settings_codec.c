@@ -87,7 +87,8 @@ char *er_settings_encode(const er_queue_settings *s)
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
     /* json_pack's "o" steals each value, and fails on a NULL one. */
-    json_t *o = json_pack("{s:i, s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
+    json_t *o = json_pack("{s:i, s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}, s:o, "
+                          "s:I}",
                           "v", ER_SETTINGS_CODEC_VERSION, "paused",
                           (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
                           "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
@@ -95,7 +96,8 @@ char *er_settings_encode(const er_queue_settings *s)
                           "retention", "completed", "age_s",
                           (json_int_t)s->retention.completed_age_s, "count",
                           (json_int_t)s->retention.completed_count, "dead", dead, "dispatch",
-                          er_settings_dispatch_json(&s->dispatch, false));
+                          er_settings_dispatch_json(&s->dispatch, false), "throttle_max_ms",
+                          (json_int_t)s->throttle_max_ms);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return text;
@@ -194,6 +196,7 @@ static void read_patch(const json_t *o, er_queue_patch *p)
         int_of(json_object_get(dead, "age_s"), &p->dead_age_s);
     }
     read_dispatch(json_object_get(o, "dispatch"), &p->dispatch); /* version 2 */
+    int_of(json_object_get(o, "throttle_max_ms"), &p->throttle_max_ms); /* version 2 */
 }
 
 int er_settings_decode(const char *text, er_queue_settings *out, er_error *err)

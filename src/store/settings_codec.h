@@ -12,7 +12,8 @@
  * "v". Version 2 (ER_SETTINGS_CODEC_VERSION): {"v":2} then the same
  * members, then "dispatch": null or {"url","method","headers" (the real
  * values: the store must keep them to send them),"timeout_ms","trusted",
- * "follow_redirects"}. To change it: keep decoding every earlier version (a
+ * "follow_redirects"}, then "throttle_max_ms" (added before version 2
+ * was released; a version 2 text without it has the default). To change it: keep decoding every earlier version (a
  * text without "v" is version 1), write "v": N in the new one, bump the
  * constant, and add a test that decodes text of the previous version
  * (tests/unit/test_queue.c holds version 1's).

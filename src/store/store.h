@@ -90,6 +90,7 @@ typedef struct er_queue_info {
     char *name; /* owned */
     int64_t counts[6];          /* indexed by er_state */
     int64_t oldest_waiting_ms;  /* run_at of the oldest waiting job, 0 when none */
+    int64_t throttled_until;    /* ms; fetching waits until then (a throttled failure), or 0 */
     er_queue_settings settings;
 } er_queue_info;
 
@@ -216,6 +217,9 @@ typedef struct er_store_ops {
                               er_error *err);
     int (*put_queue_settings)(er_store *s, const char *queue, const er_queue_settings *in,
                               er_error *err);
+    /* Ends the pause a throttled failure put on `queue` (resume, or a
+     * settings change to paused false). */
+    int (*clear_queue_throttle)(er_store *s, const char *queue, er_error *err);
 
     /* Dead letters: dead jobs, newest failure first, optionally of one queue. */
     int (*list_dead)(er_store *s, const char *queue, int limit, const char *cursor,

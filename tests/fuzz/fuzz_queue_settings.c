@@ -33,7 +33,7 @@ static bool same(const er_queue_settings *a, const er_queue_settings *b)
     return a->paused == b->paused && a->concurrency == b->concurrency &&
            a->rate_max == b->rate_max && a->rate_per_ms == b->rate_per_ms &&
            a->lease_ms == b->lease_ms && a->max_stalled == b->max_stalled &&
-           a->max_started == b->max_started &&
+           a->max_started == b->max_started && a->throttle_max_ms == b->throttle_max_ms &&
            a->retention.completed_age_s == b->retention.completed_age_s &&
            a->retention.completed_count == b->retention.completed_count &&
            a->retention.dead_age_s == b->retention.dead_age_s &&

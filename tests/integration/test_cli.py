@@ -172,6 +172,22 @@ class CliTest(unittest.TestCase):
         q = [q for q in json.loads(out)["queues"] if q["name"] == "cli-counts"][0]
         self.assertEqual((q["counts"]["waiting"], q["counts"]["scheduled"]), (2, 1))
 
+    def test_queues_table_shows_a_throttled_queue(self):
+        self.cli("enqueue", "cli-thr", "a", "--id", "cli-thr1")
+        jobs = self.s.fetch_jobs("cli-thr")
+        st, b, _ = self.s.fail("cli-thr1", jobs[0]["lease_token"],
+                               {"class": "throttled", "retry_after_ms": 600000})
+        self.assertEqual(st, 200, b)
+        rc, out, err = self.cli("queues")
+        self.assertEqual(rc, 0, err)
+        row = [ln.split() for ln in out.splitlines() if ln.split()[0] == "cli-thr"]
+        self.assertEqual(row[0][6], "throttled", out)
+        st, b, _ = self.s.post("/v1/queues/cli-thr/resume")
+        self.assertEqual(st, 200, b)
+        rc, out, err = self.cli("queues")
+        row = [ln.split() for ln in out.splitlines() if ln.split()[0] == "cli-thr"]
+        self.assertEqual(row[0][6], "no", out)
+
     # ---- dead letters ----
 
     def test_dlq_list_shows_dead_jobs_and_redrive_makes_a_new_job(self):

@@ -23,7 +23,9 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "
 # what changes with the clock, not with the data
 VOLATILE = {"oldest_waiting_age_ms", "next_run_at", "next_runs"}
 # settings members later versions added, as they read on a queue that never set them
-ADDED_SETTINGS = {"dispatch": None}
+ADDED_SETTINGS = {"dispatch": None, "throttle_max_ms": 3600000}
+# queue members later versions added, as they read on a queue not throttled
+ADDED_QUEUE = {"throttled_until": None}
 
 
 def without(d, keys):
@@ -37,6 +39,7 @@ class UpgradeFromPreviousRelease(unittest.TestCase):
         with open(FIXTURE + ".json") as f:
             self.old = json.load(f)
         self.old["queue"]["queue"]["settings"].update(ADDED_SETTINGS)
+        self.old["queue"]["queue"].update(ADDED_QUEUE)
         self.tmp = tempfile.mkdtemp(prefix="errand-upgrade-")
         shutil.copyfile(FIXTURE + ".db", os.path.join(self.tmp, "errand.db"))
         self.s = Server(tmpdir=self.tmp).start()

@@ -17,8 +17,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, run_errand, wait_until  # noqa: E402
+from harness import Server, parse_time, run_errand, wait_until  # noqa: E402
 from worker_util import Worker, write_script  # noqa: E402
+
+YEAR_MS = 366 * 24 * 3600 * 1000
 
 # The command: its behaviour is chosen by the payload's "do" field.
 SCRIPT = r'''
@@ -34,6 +36,8 @@ case "$payload" in
   *'"do":"other"'*) exit 3;;
   *'"do":"later"'*) echo '{"errand": {"retry_later_ms": 600000}}' >&3; exit 0;;
   *'"do":"throttle"'*) echo '{"errand": {"throttled_ms": 600000}}' >&3; exit 1;;
+  *'"do":"later-forever"'*) echo '{"errand": {"retry_later_ms": 99999999999999}}' >&3; exit 0;;
+  *'"do":"throttle-forever"'*) echo '{"errand": {"throttled_ms": 99999999999999}}' >&3; exit 1;;
   *'"do":"garbage"'*) echo 'this is not json {' >&3; exit 0;;
   *'"do":"garbage-fail"'*) echo '{"errand": {"retry_later_ms": "soon"}}' >&3; exit 75;;
   *'"do":"http503"'*) echo '{"errand": {"http_status": 503, "retry_after": "120"}}' >&3; exit 1;;
@@ -65,8 +69,8 @@ class WorkOutcomeTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="errand-work-")
         cls.pidfile = os.path.join(cls.tmp, "hang.pid")
         cls.script = write_script(cls.tmp, "job.sh", SCRIPT)
-        # "thr" only for the throttled job: a throttled queue pauses.
-        cls.w = Worker.work(cls.s, ["out", "thr"], [cls.script], "--concurrency", "4",
+        # "thr" and "thr-big" only for throttled jobs: a throttled queue pauses.
+        cls.w = Worker.work(cls.s, ["out", "thr", "thr-big"], [cls.script], "--concurrency", "4",
                             "--timeout", "1s", "--grace", "2s", "--lease", "5s",
                             "--kill-after", "300ms", "--poll-wait", "200ms",
                             env={"PIDFILE": cls.pidfile, "ERRAND_TOKEN": "a-secret-token-x"})
@@ -135,6 +139,23 @@ class WorkOutcomeTest(unittest.TestCase):
         j = self.run_job("th-1", {"do": "throttle"}, "scheduled", queue="thr")
         self.assertEqual(j["last_error"]["class"], "throttled")
         self.assertEqual(j["last_error"]["retry_after_ms"], 600000)
+
+    def test_fd3_delays_past_the_servers_bound_are_cut_to_it(self):
+        # 366 days is the longest the server takes; more used to be refused
+        # and the job ran again at once
+        t0 = time.time() * 1000
+        j = self.run_job("rl-big", {"do": "later-forever"}, "scheduled")
+        self.assertEqual((j["last_error"]["class"], j["last_error"]["delay_ms"]),
+                         ("retry_later", YEAR_MS))
+        self.assertEqual(j["started"], 1, "not run again")
+        self.assertGreaterEqual(parse_time(j["run_at"]), t0 + YEAR_MS - 1000)
+        j = self.run_job("th-big", {"do": "throttle-forever"}, "scheduled", queue="thr-big")
+        self.assertEqual((j["last_error"]["class"], j["last_error"]["retry_after_ms"]),
+                         ("throttled", YEAR_MS))
+        self.assertEqual(j["started"], 1)
+        # the queue's throttle_max_ms (1 h by default) bounds the pause
+        self.assertLessEqual(parse_time(j["run_at"]), time.time() * 1000 + 3600000 + 1000)
+        self.assertIsNotNone(self.s.queue_info("thr-big")["throttled_until"])
 
     def test_fd3_http_status_goes_through_the_response_classifier(self):
         j = self.run_job("h503", {"do": "http503"}, "scheduled")

@@ -654,6 +654,97 @@ Test(conformance, throttled_failure_pauses_the_whole_queue)
     er_job_list_fini(&l);
 }
 
+/* Leases the next job of `queue` and fails it throttled for `after` ms. */
+static void throttle_next(const char *queue, int64_t after, er_fail_outcome *o)
+{
+    er_job_list l = {0};
+    cr_assert_eq(fetch1(queue, 1, T0, &l), 1);
+    cr_assert_eq(fail_with(l.items[0].id, l.items[0].lease_token, ER_ERR_THROTTLED, after, T0, o),
+                 0);
+    er_job_list_fini(&l);
+}
+
+static int64_t throttled_until_of(const char *queue)
+{
+    er_queue_info *qs;
+    size_t n;
+    er_error err = {0};
+    cr_assert_eq(OPS->list_queues(S, T0, &qs, &n, &err), 0, "%s", err.message);
+    int64_t t = -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(qs[i].name, queue) == 0)
+            t = qs[i].throttled_until;
+    er_queue_info_list_free(qs, n);
+    cr_assert_eq(OPS->list_queue_settings(S, &qs, &n, &err), 0, "%s", err.message);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(qs[i].name, queue) == 0)
+            cr_assert_eq(qs[i].throttled_until, t, "both lists agree");
+    er_queue_info_list_free(qs, n);
+    return t;
+}
+
+Test(conformance, throttle_is_capped_at_throttle_max_ms_and_listed)
+{
+    put("t1", "q", 0, T0, T0);
+    put("t2", "q", 0, T0, T0);
+    er_fail_outcome o;
+    throttle_next("q", ER_DELAY_MAX_MS, &o);
+    er_job_list l = {0};
+    cr_assert_eq(o.queue_pause_until, T0 + ER_THROTTLE_MAX_DEFAULT_MS, "capped at 1 h");
+    cr_assert_eq(throttled_until_of("q"), T0 + ER_THROTTLE_MAX_DEFAULT_MS);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "t1", &g, &err), 0);
+    cr_assert_eq(g.run_at, T0 + ER_THROTTLE_MAX_DEFAULT_MS, "the job's delay too");
+    er_job_fini(&g);
+    cr_assert_eq(fetch1("q", 10, T0 + ER_THROTTLE_MAX_DEFAULT_MS - 1, &l), 0);
+    er_job_list_fini(&l);
+    cr_assert_eq(fetch1("q", 10, T0 + ER_THROTTLE_MAX_DEFAULT_MS, &l), 1,
+                 "t2: t1 waits for promotion");
+    cr_assert_str_eq(l.items[0].id, "t2");
+    er_job_list_fini(&l);
+}
+
+static void set_throttle_max_5s(er_queue_settings *s)
+{
+    s->throttle_max_ms = 5000;
+}
+
+Test(conformance, throttle_cap_is_the_queues_setting)
+{
+    settings_put("q", set_throttle_max_5s);
+    put("t1", "q", 0, T0, T0);
+    er_fail_outcome o;
+    throttle_next("q", 60000, &o);
+    cr_assert_eq(o.queue_pause_until, T0 + 5000);
+    cr_assert_eq(o.run_at, T0 + 5000);
+    cr_assert_eq(throttled_until_of("q"), T0 + 5000);
+}
+
+Test(conformance, clearing_a_throttle_lets_fetch_hand_out_jobs)
+{
+    put("t1", "q", 0, T0, T0);
+    put("t2", "q", 0, T0, T0);
+    cr_assert_eq(throttled_until_of("q"), 0, "a queue never throttled");
+    er_fail_outcome o;
+    throttle_next("q", 600000, &o);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 10, T0 + 1, &l), 0);
+    er_job_list_fini(&l);
+    er_error err = {0};
+    cr_assert_eq(OPS->clear_queue_throttle(S, "q", &err), 0, "%s", err.message);
+    cr_assert_eq(throttled_until_of("q"), 0);
+    cr_assert_eq(fetch1("q", 10, T0 + 1, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "t2");
+    er_job_list_fini(&l);
+    /* a queue nobody stored: nothing to clear, no error */
+    cr_assert_eq(OPS->clear_queue_throttle(S, "never", &err), 0, "%s", err.message);
+    /* reopened: the clear was stored, not only cached */
+    OPS->close(S);
+    open_store();
+    cr_assert_eq(throttled_until_of("q"), 0);
+}
+
 /* ---- reaper ---- */
 
 static void set_max_stalled1(er_queue_settings *s)

@@ -6,10 +6,12 @@
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/job.h"
+#include "core/queue.h"
 #include "store/error_codec.h"
 #include "server/http/work_json.h"
 
@@ -257,6 +259,8 @@ Test(failure, last_error_keeps_the_backtrace_as_json)
 
 /* ---- er_fail_decide ---- */
 
+#define HOUR ER_THROTTLE_MAX_DEFAULT_MS
+
 static er_job active_job(int attempts, int max_attempts, int started)
 {
     er_job j;
@@ -285,7 +289,7 @@ Test(failure, transient_retries_after_backoff)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_SCHEDULED);
     cr_assert_eq(o.run_at, T0 + 4000, "attempt 3: 1000 * 2^2");
     cr_assert_eq(o.attempts, 3, "the failed attempt stays counted");
@@ -301,7 +305,7 @@ Test(failure, transient_backoff_uses_the_random_source)
     er_rand_init_seeded(&r1, 77);
     er_rand_init_seeded(&r2, 77);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r1, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r1, &o);
     cr_assert_eq(o.run_at, T0 + er_backoff_delay(&j.backoff, 2, &r2));
     cr_assert(o.run_at >= T0 + 1000 && o.run_at <= T0 + 2000);
 }
@@ -313,11 +317,11 @@ Test(failure, transient_on_the_last_attempt_is_dead)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_DEAD);
     cr_assert_eq(o.attempts, 8);
     j.attempts = 7;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_SCHEDULED);
 }
 
@@ -328,7 +332,7 @@ Test(failure, single_attempt_job_dies_on_first_transient_failure)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_DEAD);
 }
 
@@ -339,7 +343,7 @@ Test(failure, permanent_is_dead_at_once)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_DEAD);
     cr_assert_eq(o.attempts, 1);
     cr_assert_eq(o.queue_pause_until, 0);
@@ -352,7 +356,7 @@ Test(failure, retry_later_is_not_counted)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_SCHEDULED, "even on the last attempt");
     cr_assert_eq(o.run_at, T0 + 5000);
     cr_assert_eq(o.attempts, 7);
@@ -366,10 +370,10 @@ Test(failure, retry_later_is_bounded_by_max_started)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_DEAD);
     j.started = 99;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_SCHEDULED);
 }
 
@@ -380,7 +384,7 @@ Test(failure, throttled_pauses_the_queue)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 100, T0, &r, &o);
+    er_fail_decide(&j, &x, 100, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_SCHEDULED);
     cr_assert_eq(o.run_at, T0 + 30000);
     cr_assert_eq(o.attempts, 1);
@@ -394,7 +398,7 @@ Test(failure, throttled_past_max_started_is_dead_and_still_pauses)
     er_rand r;
     er_rand_init_seeded(&r, 1);
     er_fail_outcome o;
-    er_fail_decide(&j, &x, 5, T0, &r, &o);
+    er_fail_decide(&j, &x, 5, HOUR, T0, &r, &o);
     cr_assert_eq(o.state, ER_STATE_DEAD);
     cr_assert_eq(o.queue_pause_until, T0 + 1000);
 }
@@ -417,4 +421,57 @@ Test(failure, stall_past_max_is_dead)
     cr_assert_eq(er_stall_decide(&j, 3), ER_STATE_DEAD);
     j.stalled = 0;
     cr_assert_eq(er_stall_decide(&j, 0), ER_STATE_DEAD, "max_stalled 0: first stall kills");
+}
+
+/* er_fail_decide with max_started 100 and a fixed random source. */
+static void decide(const er_job *j, const er_failure *x, int64_t cap, int64_t now,
+                   er_fail_outcome *o)
+{
+    er_rand r;
+    er_rand_init_seeded(&r, 1);
+    er_fail_decide(j, x, 100, cap, now, &r, o);
+}
+
+Test(failure, throttled_is_capped_at_the_queue_throttle_max)
+{
+    er_job j = active_job(2, 8, 2);
+    er_failure x = fail_of(ER_ERR_THROTTLED, 0, ER_DELAY_MAX_MS);
+    er_fail_outcome o;
+    decide(&j, &x, HOUR, T0, &o);
+    cr_assert_eq(o.state, ER_STATE_SCHEDULED);
+    cr_assert_eq(o.queue_pause_until, T0 + HOUR, "the queue pauses 1 h, not a year");
+    cr_assert_eq(o.run_at, T0 + HOUR, "and so does the job");
+    decide(&j, &x, 5000, T0, &o);
+    cr_assert_eq(o.queue_pause_until, T0 + 5000);
+    cr_assert_eq(o.run_at, T0 + 5000);
+    x.retry_after_ms = 4999; /* under the cap: as asked */
+    decide(&j, &x, 5000, T0, &o);
+    cr_assert_eq(o.queue_pause_until, T0 + 4999);
+    decide(&j, &x, 0, T0, &o);
+    cr_assert_eq(o.queue_pause_until, T0, "a cap of 0 is no pause");
+}
+
+Test(failure, retry_later_is_not_capped_by_throttle_max)
+{
+    er_job j = active_job(2, 8, 2);
+    er_failure x = fail_of(ER_ERR_RETRY_LATER, ER_DELAY_MAX_MS, 0);
+    er_fail_outcome o;
+    decide(&j, &x, 1000, T0, &o);
+    cr_assert_eq(o.run_at, T0 + ER_DELAY_MAX_MS);
+    cr_assert_eq(o.queue_pause_until, 0);
+}
+
+Test(failure, delays_saturate_instead_of_overflowing)
+{
+    er_job j = active_job(2, 8, 2);
+    er_failure x = fail_of(ER_ERR_THROTTLED, 0, INT64_MAX);
+    er_fail_outcome o;
+    decide(&j, &x, INT64_MAX, INT64_MAX - 10, &o);
+    cr_assert_eq(o.queue_pause_until, INT64_MAX);
+    cr_assert_eq(o.run_at, INT64_MAX);
+    decide(&j, &x, HOUR, INT64_MAX - 10, &o);
+    cr_assert_eq(o.queue_pause_until, INT64_MAX);
+    x = fail_of(ER_ERR_RETRY_LATER, INT64_MAX, 0);
+    decide(&j, &x, HOUR, 1, &o);
+    cr_assert_eq(o.run_at, INT64_MAX);
 }

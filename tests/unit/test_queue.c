@@ -83,7 +83,7 @@ Test(queue, default_settings_as_json)
     cr_assert_str_eq(t, "{\"concurrency\":0,\"defaults\":{},\"dispatch\":null,\"lease_ms\":60000,"
                         "\"max_stalled\":3,\"max_started\":100,\"paused\":false,"
                         "\"rate_limit\":null,\"retention\":{\"completed\":{\"age_s\":604800,"
-                        "\"count\":0},\"dead\":\"keep\"}}");
+                        "\"count\":0},\"dead\":\"keep\"},\"throttle_max_ms\":3600000}");
     free(t);
 }
 
@@ -177,6 +177,41 @@ Test(queue, max_stalled_and_max_started_ranges)
     refused("{\"max_stalled\":1001}", "max_stalled");
     refused("{\"max_started\":0}", "max_started");
     refused("{\"max_started\":100001}", "max_started");
+}
+
+Test(queue, throttle_max_ms_range)
+{
+    cr_assert_eq(s.throttle_max_ms, 3600000, "default: one hour");
+    cr_assert_eq(merge("{\"throttle_max_ms\":1000}"), 0, "%s", err.message);
+    cr_assert_eq(s.throttle_max_ms, 1000);
+    cr_assert_eq(merge("{\"throttle_max_ms\":604800000}"), 0, "%s", err.message);
+    cr_assert_eq(s.throttle_max_ms, 604800000);
+    cr_assert_eq(merge("{\"concurrency\":2}"), 0);
+    cr_assert_eq(s.throttle_max_ms, 604800000, "absent keeps it");
+    refused("{\"throttle_max_ms\":999}", "throttle_max_ms");
+    refused("{\"throttle_max_ms\":604800001}", "throttle_max_ms");
+    refused("{\"throttle_max_ms\":-1}", "throttle_max_ms");
+    refused("{\"throttle_max_ms\":\"1h\"}", "throttle_max_ms");
+    refused("{\"throttle_max_ms\":1.5}", "throttle_max_ms");
+}
+
+Test(queue, version_2_text_without_throttle_max_ms_has_the_default)
+{
+    er_queue_settings y;
+    cr_assert_eq(er_settings_decode("{\"v\":2,\"paused\":false,\"max_started\":7,"
+                                    "\"dispatch\":null}",
+                                    &y, &err),
+                 0, "%s", err.message);
+    cr_assert_eq(y.max_started, 7);
+    cr_assert_eq(y.throttle_max_ms, ER_THROTTLE_MAX_DEFAULT_MS);
+    y.throttle_max_ms = 5000;
+    char *t = er_settings_encode(&y);
+    er_queue_settings z;
+    cr_assert_eq(er_settings_decode(t, &z, &err), 0, "%s", err.message);
+    cr_assert_eq(z.throttle_max_ms, 5000);
+    free(t);
+    cr_assert_neq(er_settings_decode("{\"v\":2,\"throttle_max_ms\":5}", &y, &err), 0);
+    cr_assert_str_eq(err.field, "throttle_max_ms");
 }
 
 Test(queue, invalid_field_changes_nothing_even_after_valid_ones)
@@ -335,6 +370,7 @@ static void assert_round_trip(const er_queue_settings *x)
     cr_assert_eq(x->lease_ms, y.lease_ms);
     cr_assert_eq(x->max_stalled, y.max_stalled);
     cr_assert_eq(x->max_started, y.max_started);
+    cr_assert_eq(x->throttle_max_ms, y.throttle_max_ms);
     cr_assert_eq(memcmp(&x->retention, &y.retention, sizeof y.retention), 0);
     const er_job_defaults *p = &x->defaults, *q = &y.defaults;
     cr_assert_eq(p->has_max_attempts, q->has_max_attempts);
@@ -367,7 +403,8 @@ Test(queue, full_settings_round_trip_exactly)
 {
     cr_assert_eq(merge("{\"paused\":true,\"concurrency\":7,\"rate_limit\":{\"max\":5,"
                        "\"per_ms\":250},\"lease_ms\":120000,\"max_stalled\":0,"
-                       "\"max_started\":12,\"defaults\":{\"max_attempts\":4,\"backoff\":"
+                       "\"max_started\":12,\"throttle_max_ms\":2000,"
+                       "\"defaults\":{\"max_attempts\":4,\"backoff\":"
                        "{\"type\":\"capped\",\"delay_ms\":300,\"max_delay_ms\":9000,"
                        "\"jitter\":0.123456789},\"timeout_ms\":777,\"priority\":50},"
                        "\"retention\":{\"completed\":{\"age_s\":0,\"count\":10},"
@@ -446,7 +483,8 @@ static char *as_v2(const char *v1)
     size_t n = strlen(v1);
     char *t = malloc(n + 64);
     cr_assert_not_null(t);
-    snprintf(t, n + 64, "{\"v\":2,%.*s,\"dispatch\":null}", (int)(n - 2), v1 + 1);
+    snprintf(t, n + 64, "{\"v\":2,%.*s,\"dispatch\":null,\"throttle_max_ms\":3600000}",
+             (int)(n - 2), v1 + 1);
     return t;
 }
 

@@ -65,7 +65,7 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
 {
     static const char *const top[] = {"paused",      "concurrency", "rate_limit", "lease_ms",
                                       "max_stalled", "max_started", "defaults",   "retention",
-                                      "dispatch",    NULL};
+                                      "dispatch",    "throttle_max_ms", NULL};
     static const char *const rate[] = {"max", "per_ms", NULL};
     static const char *const defaults[] = {"max_attempts", "backoff", "timeout_ms", "priority",
                                            NULL};
@@ -87,6 +87,7 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     er_http_spec_int(json_object_get(b, "lease_ms"), ER_SPEC_NULL, &p->lease_ms);
     er_http_spec_int(json_object_get(b, "max_stalled"), ER_SPEC_NULL, &p->max_stalled);
     er_http_spec_int(json_object_get(b, "max_started"), ER_SPEC_NULL, &p->max_started);
+    er_http_spec_int(json_object_get(b, "throttle_max_ms"), ER_SPEC_NULL, &p->throttle_max_ms);
     dispatch_patch(json_object_get(b, "dispatch"), &p->dispatch);
     const json_t *d = obj_of(json_object_get(b, "defaults"), defaults, &p->defaults.obj);
     if (d) {
@@ -154,10 +155,11 @@ json_t *er_http_settings_json(const er_queue_settings *s)
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
     /* json_pack's "o" steals each value, and fails on a NULL one. */
-    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
+    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:I, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
                      "paused", (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
                      "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
-                     "max_started", s->max_started, "defaults", defaults_json(&s->defaults),
+                     "max_started", s->max_started, "throttle_max_ms",
+                     (json_int_t)s->throttle_max_ms, "defaults", defaults_json(&s->defaults),
                      "retention", "completed", "age_s", (json_int_t)s->retention.completed_age_s,
                      "count", (json_int_t)s->retention.completed_count, "dead", dead,
                      "dispatch", er_settings_dispatch_json(&s->dispatch, true));

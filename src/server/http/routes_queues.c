@@ -34,17 +34,27 @@ static int set_str(char **dst, const char *s, er_error *err)
 
 /* ---- queue info ---- */
 
-static json_t *queue_info_json(const char *name, const int64_t counts[6], int64_t oldest,
-                               const er_queue_settings *st, int64_t now)
+/* throttled_until: RFC 3339 while a throttled failure pauses fetching,
+ * else null. */
+static json_t *queue_info_json(const er_queue_info *q, int64_t now)
 {
+    int64_t oldest = q->oldest_waiting_ms;
     int64_t age = oldest > 0 && now > oldest ? now - oldest : 0;
+    json_t *throttled = json_null();
+    if (q->throttled_until > now) {
+        char t[32];
+        er_time_format(q->throttled_until, t);
+        throttled = json_string(t);
+    }
+    const int64_t *counts = q->counts;
     return json_pack(
-        "{s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:b,s:o}", "name", name, "counts", "scheduled",
+        "{s:s,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:b,s:o,s:o}", "name", q->name, "counts", "scheduled",
         (json_int_t)counts[ER_STATE_SCHEDULED], "waiting", (json_int_t)counts[ER_STATE_WAITING],
         "active", (json_int_t)counts[ER_STATE_ACTIVE], "completed",
         (json_int_t)counts[ER_STATE_COMPLETED], "dead", (json_int_t)counts[ER_STATE_DEAD],
         "cancelled", (json_int_t)counts[ER_STATE_CANCELLED], "oldest_waiting_age_ms",
-        (json_int_t)age, "paused", st->paused, "settings", er_http_settings_json(st));
+        (json_int_t)age, "paused", q->settings.paused, "throttled_until", throttled, "settings",
+        er_http_settings_json(&q->settings));
 }
 
 static void finish_list_queues(er_hctx *c, er_req *r)
@@ -57,7 +67,7 @@ static void finish_list_queues(er_hctx *c, er_req *r)
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < r->nqueue_infos; i++) {
         const er_queue_info *q = &r->queue_infos[i];
-        json_t *o = queue_info_json(q->name, q->counts, q->oldest_waiting_ms, &q->settings, now);
+        json_t *o = queue_info_json(q, now);
         if (json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             arr = NULL;
@@ -85,18 +95,13 @@ static void finish_get_queue(er_hctx *c, er_req *r)
     for (size_t i = 0; i < r->nqueue_infos; i++) {
         const er_queue_info *q = &r->queue_infos[i];
         if (strcmp(q->name, c->param) == 0) {
-            er_http_reply_json(c, 200,
-                               json_pack("{s:o}", "queue",
-                                         queue_info_json(q->name, q->counts, q->oldest_waiting_ms,
-                                                         &q->settings, now)));
+            er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_info_json(q, now)));
             return;
         }
     }
-    static const int64_t zero[6] = {0};
-    er_queue_settings st;
-    er_queue_settings_default(&st);
-    er_http_reply_json(c, 200,
-                       json_pack("{s:o}", "queue", queue_info_json(c->param, zero, 0, &st, now)));
+    er_queue_info unknown = {.name = c->param};
+    er_queue_settings_default(&unknown.settings);
+    er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_info_json(&unknown, now)));
 }
 
 void er_route_get_queue(er_hctx *c)

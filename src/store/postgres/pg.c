@@ -393,6 +393,7 @@ const er_store_ops er_postgres_ops = {
     .list_queue_settings = er_pg_list_queue_settings,
     .get_queue_settings = er_pg_get_queue_settings,
     .put_queue_settings = er_pg_put_queue_settings,
+    .clear_queue_throttle = er_pg_clear_queue_throttle,
     .list_dead = er_pg_list_dead,
     .redrive = er_pg_redrive,
     .delete_dead = er_pg_delete_dead,

@@ -31,7 +31,7 @@ static bool col_bool(const PGresult *r, int row, int col)
 
 /* ---- queues ---- */
 
-/* The rows of `id` (name, settings, paused, then with counts: six counts
+/* The rows of `id` (name, settings, paused, throttled_until, then with counts: six counts
  * and the oldest waiting run_at) as queue infos. */
 static int queue_rows(er_store *s, int id, bool counts, er_queue_info **out, size_t *n,
                       er_error *err)
@@ -57,11 +57,12 @@ static int queue_rows(er_store *s, int id, bool counts, er_queue_info **out, siz
         }
         len++;
         rc = er_settings_decode_row(opt_text(r, i, 1), col_bool(r, i, 2), &q->settings, err);
+        q->throttled_until = er_pg_i64(r, i, 3);
         if (!counts)
             continue;
         for (int st = 0; st < 6; st++)
-            q->counts[st] = er_pg_i64(r, i, 3 + st);
-        q->oldest_waiting_ms = er_pg_i64(r, i, 9);
+            q->counts[st] = er_pg_i64(r, i, 4 + st);
+        q->oldest_waiting_ms = er_pg_i64(r, i, 10);
     }
     PQclear(r);
     if (rc < 0) {
@@ -127,6 +128,15 @@ int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_sett
             c->settings = *in;
     }
     return rc;
+}
+
+/* The settings cache (er_pg_qs) holds no throttle: fetch reads it from the
+ * table (queue_states). */
+int er_pg_clear_queue_throttle(er_store *s, const char *queue, er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_str(&p, queue);
+    return er_pg_run(s, ER_PG_QUEUE_UNTHROTTLE, &p, NULL, err);
 }
 
 /* ---- dead letters ---- */

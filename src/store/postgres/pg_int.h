@@ -61,6 +61,7 @@ enum {
     ER_PG_LEASE_PUT,
     ER_PG_CURSOR_GET,
     ER_PG_CURSOR_CAS,
+    ER_PG_QUEUE_UNTHROTTLE,
     ER_PG_NSTMT
 };
 
@@ -240,6 +241,7 @@ int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, 
 int er_pg_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err);
 int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                              er_error *err);
+int er_pg_clear_queue_throttle(er_store *s, const char *queue, er_error *err);
 int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
                              er_error *err);
 int er_pg_list_dead(er_store *s, const char *queue, int limit, const char *cursor,

@@ -403,9 +403,12 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " settings = excluded.settings, paused = excluded.paused,"
         " concurrency = excluded.concurrency, lease_ms = excluded.lease_ms"
         " RETURNING CASE WHEN NOT paused THEN notify_ready(name) END",
-    [ER_PG_QUEUE_ALL] = "SELECT name, settings, paused FROM queues ORDER BY name COLLATE \"C\"",
+    [ER_PG_QUEUE_UNTHROTTLE] = "UPDATE queues SET throttled_until = 0"
+                               " WHERE name = $1 AND throttled_until <> 0",
+    [ER_PG_QUEUE_ALL] = "SELECT name, settings, paused, throttled_until FROM queues"
+                        " ORDER BY name COLLATE \"C\"",
     [ER_PG_LIST_QUEUES] =
-        "SELECT q.name, q.settings, q.paused,"
+        "SELECT q.name, q.settings, q.paused, q.throttled_until,"
         " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 0),"
         " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 1),"
         " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 2),"

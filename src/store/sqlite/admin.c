@@ -63,6 +63,7 @@ static int load_queue_rows(er_store *s, er_queue_info **out, size_t *n, er_error
                                       sqlite3_column_int(st, 2), &q->settings, err);
         if (rc < 0)
             break;
+        q->throttled_until = sqlite3_column_int64(st, 3);
     }
     if (rc == 0 && src != SQLITE_DONE)
         rc = er_sqlite_error(s->db, src, "list queues", err);
@@ -181,6 +182,21 @@ int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_
         q->settings = *in;
         q->in_table = true;
     }
+    return rc;
+}
+
+int er_sqlite_clear_queue_throttle(er_store *s, const char *queue, er_error *err)
+{
+    er_sqlite_queue *q;
+    int rc = er_sqlite_queue_get(s, queue, &q, err);
+    if (rc < 0 || q->throttled_until == 0)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    if ((rc = er_sqlite_prep(s, ER_SQ_QUEUE_UNTHROTTLE, &st, err)) < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+    if ((rc = er_sqlite_run(s, st, err)) == 0)
+        q->throttled_until = 0;
     return rc;
 }
 

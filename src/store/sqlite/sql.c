@@ -153,6 +153,7 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_QUEUE_THROTTLE] =
         "INSERT INTO queues (name, throttled_until) VALUES (?1, ?2) ON CONFLICT(name)"
         " DO UPDATE SET throttled_until = max(throttled_until, excluded.throttled_until)",
+    [ER_SQ_QUEUE_UNTHROTTLE] = "UPDATE queues SET throttled_until = 0 WHERE name = ?1",
     [ER_SQ_QUEUE_ALL] = "SELECT name, settings, paused, throttled_until FROM queues ORDER BY name",
     /* O(active jobs of every queue): jobs_queue_state has no active jobs */
     [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_active"

@@ -31,6 +31,7 @@ enum {
     ER_SQ_QUEUE_GET,
     ER_SQ_QUEUE_PUT,
     ER_SQ_QUEUE_THROTTLE,
+    ER_SQ_QUEUE_UNTHROTTLE,
     ER_SQ_QUEUE_ALL,
     ER_SQ_COUNT_ACTIVE,
     ER_SQ_FETCH,
@@ -209,6 +210,7 @@ int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t 
                           er_error *err);
 int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                                  er_error *err);
+int er_sqlite_clear_queue_throttle(er_store *s, const char *queue, er_error *err);
 int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
                                  er_error *err);
 int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *cursor,
