@@ -7,6 +7,7 @@
 # end it. On SQLite, and on PostgreSQL when ERRAND_TEST_PG_URL is set.
 
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -116,7 +117,14 @@ class SqliteThrottle(ThrottleCases, unittest.TestCase):
 
 @unittest.skipUnless(PG_URL, "ERRAND_TEST_PG_URL is not set")
 class PostgresThrottle(ThrottleCases, unittest.TestCase):
-    store = PG_URL + ("&" if "?" in PG_URL else "?") + "schema=throttle_test"
+    schema = "throttle_%d" % os.getpid()
+    store = PG_URL + ("&" if "?" in PG_URL else "?") + "schema=" + schema
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        subprocess.run(["psql", PG_URL, "-Xqc", "DROP SCHEMA IF EXISTS %s CASCADE" % cls.schema],
+                       capture_output=True, timeout=30)
 
 
 if __name__ == "__main__":
