@@ -11,9 +11,11 @@
 #include "cli/cli.h"
 #include "cli/remote.h"
 #include "cli/settings.h"
+#include "core/job.h"
 #include "util/buf.h"
 #include "util/clock.h"
 
+#include <errand/errand.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -28,6 +30,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* liberrand cuts worker delays to the bound the server takes (worker_job.c) */
+_Static_assert(ERRAND_DELAY_MAX_MS == ER_DELAY_MAX_MS, "liberrand's delay bound is the server's");
 
 extern char **environ;
 

@@ -9,7 +9,6 @@
  * prints.
  */
 #include "client/worker_int.h"
-#include "core/job.h"
 #include "util/clock.h"
 #include "util/jsonw.h"
 
@@ -119,8 +118,6 @@ int errand_job_fail_permanent(errand_job *job, const char *msg)
     set_outcome(job, ER_OC_PERMANENT, msg, 0, NULL);
     return 0;
 }
-
-_Static_assert(ERRAND_DELAY_MAX_MS == ER_DELAY_MAX_MS, "the server's bound");
 
 /* The server refuses a longer delay, and the job would run again at once. */
 static long delay_bound(long ms)

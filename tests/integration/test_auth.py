@@ -225,11 +225,14 @@ class AuthStartupTest(unittest.TestCase):
     def test_refused_tokens_are_logged_at_most_once_a_second_without_the_token(self):
         with Server(args=["--token", "admin:" + ADMIN]) as s:
             bad = "b" * 30 + "guess"
+            t0 = time.monotonic()
             for _ in range(50):
                 self.assertEqual(s.get("/v1/queues", token=bad)[0], 401)
+            secs = time.monotonic() - t0
             lines = [l for l in s.log_text().splitlines() if "authentication failed" in l]
             self.assertGreaterEqual(len(lines), 1)
-            self.assertLessEqual(len(lines), 2, lines)
+            # one line a second at most (a loaded machine may take more than one)
+            self.assertLessEqual(len(lines), int(secs) + 1, (secs, lines))
             self.assertIn('"route":"GET /v1/queues"', lines[0])
             self.assertIn('"peer":"127.0.0.1:', lines[0])
             self.assertNotIn(bad, s.log_text())
