@@ -61,6 +61,19 @@ def run_errand(args, env=None, timeout=10):
         return None, out, err
 
 
+def raw_bytes(port, data):
+    """Sends raw bytes on a fresh connection to 127.0.0.1:port and returns
+    everything the server sent until it closed the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        c.sendall(data)
+        got = b""
+        while True:
+            part = c.recv(65536)
+            if not part:
+                return got
+            got += part
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

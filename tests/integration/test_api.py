@@ -6,14 +6,14 @@
 
 import json
 import os
-import socket
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, error_of, next_cursor, now_ms, parse_time, wait_until  # noqa: E402
+from harness import (Server, error_of, next_cursor, now_ms, parse_time, raw_bytes,  # noqa: E402
+                     wait_until)
 
 PARKED = "errand_fetches_parked_total"  # long-poll fetches the writer has parked
 WAKE_BOUND_S = 0.5  # a parked fetch woken by a commit beats the writer's 1 s re-poll
@@ -669,15 +669,8 @@ class HeadTest(unittest.TestCase):
                 self.assertEqual(st, 200, path)
             # on one kept-alive connection: HEAD's reply has GET's length and
             # no body, so the GET after it is framed right
-            with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
-                c.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                          b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                data = b""
-                while True:
-                    part = c.recv(65536)
-                    if not part:
-                        break
-                    data += part
+            data = raw_bytes(s.port, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                             b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             head, rest = data.split(b"\r\n\r\n", 1)
             self.assertIn(b"Content-Length: 15", head)
             self.assertTrue(rest.startswith(b"HTTP/1.1 200"), rest[:40])

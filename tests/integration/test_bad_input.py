@@ -9,12 +9,11 @@
 import json
 import os
 import re
-import socket
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, error_of  # noqa: E402
+from harness import Server, error_of, raw_bytes  # noqa: E402
 
 FIX_Q = "fixture"
 ENQ = "/v1/queues/%s/jobs" % FIX_Q
@@ -536,15 +535,7 @@ for _c in CASES:
 def raw_exchange(port, data):
     """Sends raw bytes on a fresh connection; returns (status, body) of the
     first reply (the server closes after a refusal)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-        c.sendall(data)
-        got = b""
-        while True:
-            part = c.recv(65536)
-            if not part:
-                break
-            got += part
-    head, _, body = got.partition(b"\r\n\r\n")
+    head, _, body = raw_bytes(port, data).partition(b"\r\n\r\n")
     return int(head.split(b" ")[1]), body
 
 
