@@ -6,6 +6,7 @@
 #include "core/fetch.h"
 #include "core/queue.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,13 +72,294 @@ int er_fetch_validate(const er_fetch_spec *spec, er_fetch_args *out, er_error *e
     return rc;
 }
 
+/* ---- rate limits ---- */
+
+static int64_t rate_interval_ns(int64_t max, int64_t per_ms)
+{
+    /* rounded up: never faster than the limit (per_ms <= ER_DELAY_MAX_MS) */
+    int64_t t = (per_ms * ER_NS_PER_MS + max - 1) / max;
+    return t > 0 ? t : 1;
+}
+
+int64_t er_rate_allowed(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now,
+                        int64_t want)
+{
+    if (max <= 0 || want <= 0)
+        return want > 0 ? want : 0;
+    int64_t t = rate_interval_ns(max, per_ms), now_ns = now * ER_NS_PER_MS;
+    int64_t tau = (burst > 1 ? burst - 1 : 0) * t;
+    int64_t base = tat_ns > now_ns ? tat_ns : now_ns;
+    if (base > now_ns + tau)
+        return 0;
+    int64_t n = (now_ns + tau - base) / t + 1;
+    return n < want ? n : want;
+}
+
+int64_t er_rate_taken(int64_t max, int64_t per_ms, int64_t tat_ns, int64_t now, int64_t n)
+{
+    int64_t now_ns = now * ER_NS_PER_MS;
+    int64_t base = tat_ns > now_ns ? tat_ns : now_ns;
+    return n > 0 && max > 0 ? base + n * rate_interval_ns(max, per_ms) : tat_ns;
+}
+
+int64_t er_rate_next_ms(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now)
+{
+    if (max <= 0)
+        return now;
+    int64_t t = rate_interval_ns(max, per_ms), now_ns = now * ER_NS_PER_MS;
+    int64_t at = tat_ns - (burst > 1 ? burst - 1 : 0) * t; /* the first ns it allows */
+    if (at <= now_ns)
+        return now;
+    return (at + ER_NS_PER_MS - 1) / ER_NS_PER_MS;
+}
+
 int64_t er_fetch_cap(const er_queue_state *q, int64_t now)
 {
     if (q->paused || q->throttled_until > now)
         return 0;
-    if (q->concurrency <= 0)
-        return INT64_MAX;
-    return q->active >= q->concurrency ? 0 : q->concurrency - q->active;
+    int64_t cap = INT64_MAX;
+    if (q->concurrency > 0)
+        cap = q->active >= q->concurrency ? 0 : q->concurrency - q->active;
+    if (q->rate_max > 0)
+        cap = er_rate_allowed(q->rate_max, q->rate_per_ms, q->rate_burst, q->rate_tat, now, cap);
+    return cap;
+}
+
+int64_t er_fetch_ready_at(const er_queue_state *q, int64_t now)
+{
+    if (q->paused)
+        return INT64_MAX; /* resuming wakes fetches */
+    if (q->throttled_until > now)
+        return q->throttled_until;
+    if (q->rate_max > 0) {
+        int64_t at = er_rate_next_ms(q->rate_max, q->rate_per_ms, q->rate_burst, q->rate_tat, now);
+        if (at > now)
+            return at;
+    }
+    return INT64_MAX;
+}
+
+/* ---- within a queue ---- */
+
+bool er_fetch_grouped(const er_fetch_group_policy *pol, bool has_grouped_jobs)
+{
+    return has_grouped_jobs || pol->limits->concurrency > 0 || pol->limits->rate.max > 0 ||
+           pol->aging->per_s > 0;
+}
+
+/* One group of a round: its weight, its room under its limits, and what
+ * the round gives it. */
+typedef struct turn {
+    char name[ER_NAME_MAX + 1];
+    int64_t weight, room, alloc;
+    int64_t tat; /* its rate state, when it has a rate limit */
+    bool held;   /* at a limit: passed over */
+} turn;
+
+/* The room a group's limits leave it at now (INT64_MAX: none). */
+static int group_room(const er_fetch_rows *r, const er_fetch_group_policy *pol, const char *g,
+                      int64_t now, int64_t *room, int64_t *tat_out, int64_t *ready_at,
+                      er_error *err)
+{
+    const er_group_limits *l = pol->limits;
+    *room = INT64_MAX;
+    *tat_out = 0;
+    if (l->concurrency > 0) {
+        int64_t active = 0;
+        int rc = r->group_active(r->ctx, g, &active, err);
+        if (rc < 0)
+            return rc;
+        *room = active >= l->concurrency ? 0 : l->concurrency - active;
+    }
+    if (l->rate.max > 0 && *room > 0) {
+        int64_t tat = 0;
+        int rc = r->group_tat(r->ctx, g, &tat, err);
+        if (rc < 0)
+            return rc;
+        *tat_out = tat;
+        *room = er_rate_allowed(l->rate.max, l->rate.per_ms, l->rate.burst, tat, now, *room);
+        if (*room == 0) {
+            int64_t at = er_rate_next_ms(l->rate.max, l->rate.per_ms, l->rate.burst, tat, now);
+            if (at < *ready_at)
+                *ready_at = at;
+        }
+    }
+    return 0;
+}
+
+static int64_t boosted(const er_aging *a, int priority, int64_t run_at, int64_t now)
+{
+    double waited = now > run_at ? (double)(now - run_at) / 1000.0 : 0;
+    double boost = a->per_s * waited;
+    return (int64_t)(((double)priority + (boost < a->max_boost ? boost : a->max_boost)) * 1000);
+}
+
+/* Leases up to take of a group's jobs one at a time, each the head of the
+ * priority level with the highest effective priority (ties: the older). */
+static int lease_aged(const er_fetch_rows *r, const er_aging *a, const char *g, int64_t take,
+                      int64_t now, int64_t *got, er_error *err)
+{
+    *got = 0;
+    while (*got < take) {
+        int below = INT_MAX, best_p = INT_MIN, p;
+        int64_t best_eff = 0, best_run = 0, run_at;
+        bool found;
+        for (;;) {
+            int rc = r->level(r->ctx, g, below, &p, &run_at, &found, err);
+            if (rc < 0)
+                return rc;
+            /* a lower level's best is p + max_boost: past the best, stop */
+            if (!found || (best_p != INT_MIN && ((int64_t)p + a->max_boost) * 1000 < best_eff))
+                break;
+            int64_t eff = boosted(a, p, run_at, now);
+            if (best_p == INT_MIN || eff > best_eff || (eff == best_eff && run_at < best_run)) {
+                best_p = p;
+                best_eff = eff;
+                best_run = run_at;
+            }
+            below = p;
+        }
+        if (best_p == INT_MIN)
+            return 0;
+        int64_t one = 0;
+        int rc = r->lease(r->ctx, g, best_p, 1, &one, err);
+        if (rc < 0)
+            return rc;
+        if (one == 0)
+            return 0;
+        *got += one;
+    }
+    return 0;
+}
+
+/* Collects the groups of the coming turns, from the cursor, until their
+ * turns add up to want, the ring closes or too many are held. The first is
+ * the cursor's group when its turn goes on (*continuing). */
+static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
+                   const er_fetch_cursor *cur, int64_t want, int64_t now, turn *ts, size_t cap,
+                   size_t *n, bool *ring, bool *continuing, int64_t *ready_at, er_error *err)
+{
+    *n = 0;
+    *ring = false;
+    *continuing = cur->set && cur->left > 0;
+    int64_t turns = 0;
+    int held = 0;
+    char name[ER_NAME_MAX + 1];
+    bool found = false;
+    int rc = 0;
+    if (*continuing) {
+        snprintf(name, sizeof name, "%s", cur->group);
+        found = true;
+    } else {
+        const char *after = cur->set ? cur->group : NULL;
+        rc = r->next_group(r->ctx, after, name, &found, err);
+        if (rc == 0 && !found && after)
+            rc = r->next_group(r->ctx, NULL, name, &found, err);
+    }
+    while (rc == 0 && found && *n < cap) {
+        if (*n > 0 && strcmp(name, ts[0].name) == 0) {
+            *ring = true;
+            break;
+        }
+        turn *t = &ts[(*n)++];
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->weight = er_fairness_weight(pol->fairness, name);
+        t->alloc = 0;
+        if ((rc = group_room(r, pol, name, now, &t->room, &t->tat, ready_at, err)) < 0)
+            break;
+        t->held = t->room <= 0;
+        if (t->held && ++held > ER_FETCH_PASS_MAX)
+            break;
+        if (!t->held)
+            turns += *n == 1 && *continuing ? cur->left : t->weight;
+        if (turns >= want)
+            break;
+        char after[ER_NAME_MAX + 1];
+        snprintf(after, sizeof after, "%s", name);
+        if ((rc = r->next_group(r->ctx, after, name, &found, err)) == 0 && !found)
+            rc = r->next_group(r->ctx, NULL, name, &found, err);
+    }
+    return rc;
+}
+
+int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
+                    er_fetch_cursor *cur, int64_t want, int64_t now, int64_t *got,
+                    int64_t *ready_at, er_error *err)
+{
+    *got = 0;
+    *ready_at = INT64_MAX;
+    size_t cap = (size_t)(want < ER_FETCH_MAX ? want : ER_FETCH_MAX) + ER_FETCH_PASS_MAX + 1;
+    turn *ts = calloc(cap, sizeof *ts);
+    if (!ts)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    int rc = 0;
+    /* each round ends with a group's jobs all taken, or with want met */
+    for (int round = 0; rc == 0 && *got < want && round < 4; round++) {
+        size_t n = 0;
+        bool ring = false, continuing = false;
+        rc = collect(r, pol, cur, want - *got, now, ts, cap, &n, &ring, &continuing, ready_at,
+                     err);
+        if (rc < 0 || n == 0)
+            break;
+        /* deal the turns: once round the collected groups, again and again
+         * when they are all there is (the ring closed) */
+        int64_t remaining = want - *got, last_left = 0;
+        size_t last = 0;
+        bool dealt = false;
+        for (int pass = 0; remaining > 0; pass++) {
+            bool gave = false;
+            for (size_t i = 0; i < n && remaining > 0; i++) {
+                turn *t = &ts[i];
+                if (t->held || t->alloc >= t->room)
+                    continue;
+                int64_t q = pass == 0 && i == 0 && continuing ? cur->left : t->weight;
+                int64_t give = q;
+                if (give > t->room - t->alloc)
+                    give = t->room - t->alloc;
+                if (give > remaining)
+                    give = remaining;
+                t->alloc += give;
+                remaining -= give;
+                last = i;
+                /* a group whose room ran out loses the rest of its turn */
+                last_left = t->alloc >= t->room ? 0 : q - give;
+                gave = dealt = true;
+            }
+            if (!ring || !gave)
+                break;
+        }
+        /* the cursor: the last group dealt, with what is left of its turn;
+         * past every group passed over when none was dealt */
+        snprintf(cur->group, sizeof cur->group, "%s", ts[dealt ? last : n - 1].name);
+        cur->left = dealt ? last_left : 0;
+        cur->set = true;
+        bool short_of = false;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            turn *t = &ts[i];
+            if (t->alloc <= 0)
+                continue;
+            int64_t g = 0;
+            if (pol->aging->per_s > 0)
+                rc = lease_aged(r, pol->aging, t->name, t->alloc, now, &g, err);
+            else
+                rc = r->lease(r->ctx, t->name, INT_MIN, t->alloc, &g, err);
+            if (rc == 0 && g > 0 && pol->limits->rate.max > 0) {
+                const er_rate *lr = &pol->limits->rate;
+                rc = r->set_group_tat(r->ctx, t->name,
+                                      er_rate_taken(lr->max, lr->per_ms, t->tat, now, g), err);
+            }
+            *got += g;
+            if (g < t->alloc) {
+                short_of = true; /* it ran out of jobs */
+                if (strcmp(t->name, cur->group) == 0)
+                    cur->left = 0;
+            }
+        }
+        if (!short_of)
+            break;
+    }
+    free(ts);
+    return rc;
 }
 
 int64_t er_fetch_lease_ms(const er_queue_state *q, int64_t request_lease_ms)

@@ -15,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/job.h"
 #include "core/job_spec.h"
+#include "core/queue.h"
 #include "util/err.h"
 
 #define ER_FETCH_QUEUES_MAX 16 /* queues one fetch names */
@@ -49,6 +51,25 @@ typedef struct er_fetch_args {
 int er_fetch_validate(const er_fetch_spec *spec, er_fetch_args *out, er_error *err);
 void er_fetch_args_fini(er_fetch_args *a);
 
+/* ---- rate limits: GCRA ----
+ * A limit of max per per_ms with burst b spaces leases by T = per_ms/max
+ * (in ns, rounded up) and lets b of them go at once: a lease at t is
+ * allowed when tat <= t + (b - 1)T, and moves tat to max(tat, t) + T. The
+ * state, tat (ns; 0 = never used), lives in the store, so every server
+ * shares one budget. So any window of per_ms holds at most max + b - 1
+ * leases (max + 1 ... plus 1 with the default burst of 1 when the window's
+ * ends both hold one). */
+#define ER_NS_PER_MS 1000000LL
+
+/* How many leases the limit allows at now (ms), at most want; *next_ns is
+ * then the state after taking n of them (er_rate_taken). */
+int64_t er_rate_allowed(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now,
+                        int64_t want);
+/* The state after n leases at now. */
+int64_t er_rate_taken(int64_t max, int64_t per_ms, int64_t tat_ns, int64_t now, int64_t n);
+/* When (ms) the limit next allows a lease: now when it does now. */
+int64_t er_rate_next_ms(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now);
+
 /* What the fetch policy needs to know of one queue, as its store keeps it. */
 typedef struct er_queue_state {
     bool paused;
@@ -56,13 +77,86 @@ typedef struct er_queue_state {
     int concurrency;         /* 0 = unlimited */
     int64_t active;          /* its leased jobs now; read only when concurrency > 0 */
     int64_t lease_ms;        /* the queue's setting; 0 = ER_DEFAULT_LEASE_MS */
+    int64_t rate_max, rate_per_ms, rate_burst; /* rate_max 0: no rate limit */
+    int64_t rate_tat;        /* the limit's state (ns), read only when rate_max > 0 */
 } er_queue_state;
 
 /* How many jobs a fetch may lease from a queue at `now`: 0 when it is
- * paused, throttled or at its concurrency limit, else the room under the
- * limit (INT64_MAX when unlimited). A store leases min(cap, what the fetch
- * still wants) from the queues in the fetch's order. */
+ * paused, throttled, at its concurrency limit or out of rate budget, else
+ * the room under the limits (INT64_MAX when unlimited). A store leases
+ * min(cap, what the fetch still wants) from the queues in the fetch's
+ * order, and, for a rate-limited queue, stores er_rate_taken after. */
 int64_t er_fetch_cap(const er_queue_state *q, int64_t now);
+
+/* When (ms) a queue that gave nothing at now may give again because of its
+ * limits in time (throttle, rate): INT64_MAX when none of them holds it. A
+ * long-poll fetch looks again then. */
+int64_t er_fetch_ready_at(const er_queue_state *q, int64_t now);
+
+/* ---- within a queue: groups, their limits, aging ----
+ * docs/api.md "Fetch order". The groups that have waiting jobs take turns
+ * by deficit round-robin, in the byte order of their names (the jobs
+ * without a group are the group "", first): a group's turn gives up to its
+ * weight of jobs, then the next group's turn begins. A group at its
+ * concurrency or rate limit is passed over (no head-of-line blocking) and
+ * loses the rest of its turn. Within a group, the highest effective
+ * priority first, then the oldest run_at, then insertion order.
+ *
+ * The store offers the row work below, each in its indexes' order; the
+ * planner (er_fetch_groups) decides. A fetch of n jobs costs O((n + s) log N)
+ * row work for N waiting jobs and s groups passed over at their limits
+ * (at most n + ER_FETCH_PASS_MAX), whatever the number of groups. With
+ * aging, each job costs one look at the head of every priority level within
+ * max_boost of the highest. */
+#define ER_FETCH_PASS_MAX 64 /* groups at their limits one fetch passes over */
+
+/* Where a queue's round-robin stands on this server (a store keeps one per
+ * queue; zeroed: at the start). */
+typedef struct er_fetch_cursor {
+    bool set;                    /* false: the first group's turn is next */
+    char group[ER_NAME_MAX + 1]; /* the group of the last turn ("": no group) */
+    int64_t left;                /* jobs left in its turn; 0: the next group's turn */
+} er_fetch_cursor;
+
+typedef struct er_fetch_rows {
+    void *ctx;
+    /* The first group with a waiting job after `after` (from the start when
+     * NULL), byte order: *found false when none. out holds ER_NAME_MAX + 1. */
+    int (*next_group)(void *ctx, const char *after, char *out, bool *found, er_error *err);
+    /* A group's leased jobs now. */
+    int (*group_active)(void *ctx, const char *group, int64_t *n, er_error *err);
+    /* A group's rate state (ns; 0 when none), and storing it. */
+    int (*group_tat)(void *ctx, const char *group, int64_t *tat_ns, er_error *err);
+    int (*set_group_tat)(void *ctx, const char *group, int64_t tat_ns, er_error *err);
+    /* The highest priority below `below` (INT_MAX: any) among the group's
+     * waiting jobs, and the oldest run_at at it: *found false when none. */
+    int (*level)(void *ctx, const char *group, int below, int *priority, int64_t *run_at,
+                 bool *found, er_error *err);
+    /* Leases up to take of the group's waiting jobs in fetch order (only of
+     * priority `priority` unless it is INT_MIN), appended to the fetch's
+     * result; *got says how many. */
+    int (*lease)(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
+                 er_error *err);
+} er_fetch_rows;
+
+/* What a queue's settings say about fetching within it. */
+typedef struct er_fetch_group_policy {
+    const er_fairness *fairness;
+    const er_group_limits *limits;
+    const er_aging *aging;
+} er_fetch_group_policy;
+
+/* Whether a queue needs the planner: it has grouped waiting jobs, group
+ * limits or aging. Otherwise one lease of its cap, in priority order, is
+ * the same answer, and the store's fast path. */
+bool er_fetch_grouped(const er_fetch_group_policy *pol, bool has_grouped_jobs);
+
+/* Leases up to want jobs of one queue by the rules above, moving *cur.
+ * *got says how many; *ready_at (ms, INT64_MAX: none) when a group held
+ * back by its rate limit may give again. */
+int er_fetch_groups(const er_fetch_rows *rows, const er_fetch_group_policy *pol,
+                    er_fetch_cursor *cur, int64_t want, int64_t now, int64_t *got,
+                    int64_t *ready_at, er_error *err);
 
 /* The lease a fetch gives a queue's jobs: its own lease_ms when it asked
  * for one, else the queue's setting, else ER_DEFAULT_LEASE_MS. */

@@ -26,6 +26,7 @@ void er_queue_settings_default(er_queue_settings *s)
     s->retention.completed_age_s = ER_RETENTION_DEFAULT_AGE_S;
     s->retention.completed_count = 0;
     s->retention.dead_age_s = 0; /* keep */
+    s->fairness.default_weight = 1;
 }
 
 /* ---- judging a patch ---- */
@@ -340,6 +341,180 @@ static int merge_dispatch(er_dispatch *d, const er_queue_change *c, er_error *er
     return 0;
 }
 
+/* A rate_limit object's members, each checked: returns bits 1 (max), 2
+ * (per_ms), 4 (burst) for the members given, or ER_EINVAL. */
+static int check_rate(const er_rate_spec *r, const char *field, int64_t *max, int64_t *per,
+                      int64_t *burst, er_error *err)
+{
+    if (r->obj.kind != ER_SPEC_SET)
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s must be an object {max, per_ms, burst} or null", field);
+    if (unknown(&r->obj, field, err) < 0)
+        return ER_EINVAL;
+    char f[ER_FIELD_MAX];
+    int given = 0, rc;
+    snprintf(f, sizeof f, "%s.max", field);
+    if ((rc = er_spec_int_in(&r->max, f, 1, ER_RATE_MAX_MAX, max, err)) < 0)
+        return rc;
+    given |= rc ? 1 : 0;
+    snprintf(f, sizeof f, "%s.per_ms", field);
+    if ((rc = er_spec_int_in(&r->per_ms, f, 1, ER_DELAY_MAX_MS, per, err)) < 0)
+        return rc;
+    given |= rc ? 2 : 0;
+    snprintf(f, sizeof f, "%s.burst", field);
+    if ((rc = er_spec_int_in(&r->burst, f, 1, ER_RATE_MAX_MAX, burst, err)) < 0)
+        return rc;
+    given |= rc ? 4 : 0;
+    return given;
+}
+
+/* The rules a whole rate limit keeps: max and per_ms given, burst <= max. */
+static int rate_complete(int64_t max, int64_t per, int64_t burst, const char *field,
+                         er_error *err)
+{
+    char f[ER_FIELD_MAX];
+    if (max <= 0) {
+        snprintf(f, sizeof f, "%s.max", field);
+        return er_error_set(err, ER_EINVAL, f, "%s is required", f);
+    }
+    if (per <= 0) {
+        snprintf(f, sizeof f, "%s.per_ms", field);
+        return er_error_set(err, ER_EINVAL, f, "%s is required", f);
+    }
+    if (burst > max) {
+        snprintf(f, sizeof f, "%s.burst", field);
+        return er_error_set(err, ER_EINVAL, f, "%s must be at most %s.max (%lld)", f, field,
+                            (long long)max);
+    }
+    return 0;
+}
+
+static int check_fairness(const er_fairness_spec *fs, er_queue_change *c, er_error *err)
+{
+    if (fs->obj.kind == ER_SPEC_ABSENT)
+        return 0;
+    if (fs->obj.kind == ER_SPEC_NULL) {
+        c->fairness = ER_CHANGE_CLEAR;
+        return 0;
+    }
+    if (fs->obj.kind != ER_SPEC_SET)
+        return er_error_set(err, ER_EINVAL, "fairness",
+                            "fairness must be an object {weights, default_weight} or null");
+    if (unknown(&fs->obj, "fairness", err) < 0)
+        return ER_EINVAL;
+    er_fairness *t = &c->fairness_v;
+    memset(t, 0, sizeof *t);
+    int64_t n = 1;
+    if (er_spec_int_in(&fs->default_weight, "fairness.default_weight", 1, ER_FAIR_WEIGHT_MAX, &n,
+                       err) < 0)
+        return ER_EINVAL;
+    t->default_weight = (int)n;
+    if (fs->weights_obj.kind != ER_SPEC_ABSENT) {
+        if (fs->weights_obj.kind != ER_SPEC_SET)
+            return er_error_set(err, ER_EINVAL, "fairness.weights",
+                                "fairness.weights must be an object of group: weight");
+        if (fs->nweights > ER_FAIR_WEIGHTS_MAX)
+            return er_error_set(err, ER_EINVAL, "fairness.weights",
+                                "fairness.weights may name at most %d groups",
+                                ER_FAIR_WEIGHTS_MAX);
+        for (size_t i = 0; i < fs->nweights; i++) {
+            const er_spec_str *g = &fs->weights[i].group;
+            if (!er_name_ok(g->s, g->n))
+                return er_error_set(err, ER_EINVAL, "fairness.weights",
+                                    "fairness.weights: each key must be a group name, 1..%d "
+                                    "characters of [A-Za-z0-9_.:-]",
+                                    ER_NAME_MAX);
+            char f[ER_FIELD_MAX];
+            snprintf(f, sizeof f, "fairness.weights.%.*s", (int)g->n, g->s);
+            n = 0;
+            int rc = er_spec_int_in(&fs->weights[i].weight, f, 1, ER_FAIR_WEIGHT_MAX, &n, err);
+            if (rc < 0)
+                return rc;
+            if (rc == 0)
+                return er_error_set(err, ER_EINVAL, f, "%s must be an integer 1..%d", f,
+                                    ER_FAIR_WEIGHT_MAX);
+            memcpy(t->weights[i].group, g->s, g->n);
+            t->weights[i].group[g->n] = '\0';
+            t->weights[i].weight = (int)n;
+        }
+        t->nweights = (int)fs->nweights;
+    }
+    c->fairness = ER_CHANGE_SET;
+    return 0;
+}
+
+static int check_group_limits(const er_group_limits_spec *gs, er_queue_change *c, er_error *err)
+{
+    if (gs->obj.kind == ER_SPEC_ABSENT)
+        return 0;
+    if (gs->obj.kind == ER_SPEC_NULL) {
+        c->group_limits = ER_CHANGE_CLEAR;
+        return 0;
+    }
+    if (gs->obj.kind != ER_SPEC_SET)
+        return er_error_set(err, ER_EINVAL, "group_limits",
+                            "group_limits must be an object {concurrency, rate_limit} or null");
+    if (unknown(&gs->obj, "group_limits", err) < 0)
+        return ER_EINVAL;
+    er_group_limits *t = &c->group_limits_v;
+    memset(t, 0, sizeof *t);
+    int64_t n = 0;
+    if (er_spec_int_in(&gs->concurrency, "group_limits.concurrency", 1, ER_GROUP_CONCURRENCY_MAX,
+                       &n, err) < 0)
+        return ER_EINVAL;
+    t->concurrency = (int)n;
+    if (gs->rate.obj.kind != ER_SPEC_ABSENT && gs->rate.obj.kind != ER_SPEC_NULL) {
+        er_rate *r = &t->rate;
+        r->burst = 1;
+        if (check_rate(&gs->rate, "group_limits.rate_limit", &r->max, &r->per_ms, &r->burst,
+                       err) < 0 ||
+            rate_complete(r->max, r->per_ms, r->burst, "group_limits.rate_limit", err) < 0)
+            return ER_EINVAL;
+    }
+    c->group_limits = ER_CHANGE_SET;
+    return 0;
+}
+
+static int check_aging(const er_aging_spec *as, er_queue_change *c, er_error *err)
+{
+    if (as->obj.kind == ER_SPEC_ABSENT)
+        return 0;
+    if (as->obj.kind == ER_SPEC_NULL) {
+        c->aging = ER_CHANGE_CLEAR;
+        return 0;
+    }
+    if (as->obj.kind != ER_SPEC_SET)
+        return er_error_set(err, ER_EINVAL, "aging",
+                            "aging must be an object {per_s, max_boost} or null");
+    if (unknown(&as->obj, "aging", err) < 0)
+        return ER_EINVAL;
+    er_aging *t = &c->aging_v;
+    t->per_s = 0;
+    t->max_boost = ER_PRIORITY_MAX;
+    if (as->per_s.kind != ER_SPEC_SET || !(as->per_s.v >= 0) ||
+        as->per_s.v > ER_AGING_PER_S_MAX)
+        return er_error_set(err, ER_EINVAL, "aging.per_s",
+                            "aging.per_s is required: a number 0..%g (priority added per second "
+                            "waited)",
+                            ER_AGING_PER_S_MAX);
+    t->per_s = as->per_s.v;
+    int64_t n = ER_PRIORITY_MAX;
+    if (er_spec_int_in(&as->max_boost, "aging.max_boost", 1, ER_PRIORITY_MAX, &n, err) < 0)
+        return ER_EINVAL;
+    t->max_boost = (int)n;
+    c->aging = ER_CHANGE_SET;
+    return 0;
+}
+
+int er_fairness_weight(const er_fairness *f, const char *group)
+{
+    if (group && *group)
+        for (int i = 0; i < f->nweights; i++)
+            if (strcmp(f->weights[i].group, group) == 0)
+                return f->weights[i].weight;
+    return f->default_weight > 0 ? f->default_weight : 1;
+}
+
 static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
 {
     if (p->obj.kind != ER_SPEC_SET)
@@ -360,23 +535,16 @@ static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
         c->concurrency = ER_CHANGE_SET;
         c->concurrency_v = (int)n;
     }
-    if (p->rate_limit.kind == ER_SPEC_NULL) {
+    if (p->rate.obj.kind == ER_SPEC_NULL) {
         c->rate = ER_CHANGE_CLEAR;
-    } else if (p->rate_limit.kind != ER_SPEC_ABSENT) {
-        if (p->rate_limit.kind == ER_SPEC_BAD_TYPE)
-            return er_error_set(err, ER_EINVAL, "rate_limit",
-                                "rate_limit must be an object {max, per_ms} or null");
-        if (unknown(&p->rate_limit, "rate_limit", err) < 0)
-            return ER_EINVAL;
+    } else if (p->rate.obj.kind != ER_SPEC_ABSENT) {
+        if ((rc = check_rate(&p->rate, "rate_limit", &c->rate_max_v, &c->rate_per_v,
+                             &c->rate_burst_v, err)) < 0)
+            return rc;
         c->rate = ER_CHANGE_SET;
-        if ((rc = er_spec_int_in(&p->rate_max, "rate_limit.max", 1, ER_RATE_MAX_MAX,
-                                 &c->rate_max_v, err)) < 0)
-            return rc;
-        c->rate_max_given = rc > 0;
-        if ((rc = er_spec_int_in(&p->rate_per_ms, "rate_limit.per_ms", 1, ER_DELAY_MAX_MS,
-                                 &c->rate_per_v, err)) < 0)
-            return rc;
-        c->rate_per_given = rc > 0;
+        c->rate_max_given = rc & 1;
+        c->rate_per_given = rc & 2;
+        c->rate_burst_given = rc & 4;
     }
     if ((rc = er_spec_int_in(&p->lease_ms, "lease_ms", ER_LEASE_MIN_MS, ER_LEASE_MAX_MS,
                              &c->lease_ms_v, err)) < 0)
@@ -404,7 +572,11 @@ static int check(const er_queue_patch *p, er_queue_change *c, er_error *err)
         return ER_EINVAL;
     if (check_retention(p, c, err) < 0)
         return ER_EINVAL;
-    return check_dispatch(&p->dispatch, c, err);
+    if (check_dispatch(&p->dispatch, c, err) < 0)
+        return ER_EINVAL;
+    if (check_fairness(&p->fairness, c, err) < 0 || check_group_limits(&p->group_limits, c, err) < 0)
+        return ER_EINVAL;
+    return check_aging(&p->aging, c, err);
 }
 
 int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err)
@@ -415,15 +587,6 @@ int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error
     if (rc == 0)
         *out = c;
     return rc;
-}
-
-int er_queue_change_enforceable(const er_queue_change *c, er_error *err)
-{
-    if (c->rate == ER_CHANGE_SET)
-        return er_error_set(err, ER_EINVAL, "rate_limit",
-                            "rate_limit is not enforced by this version, so it is refused rather "
-                            "than stored and ignored (null clears one stored before)");
-    return 0;
 }
 
 /* ---- merging ---- */
@@ -479,17 +642,18 @@ int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_
     if (c->concurrency == ER_CHANGE_SET)
         t.concurrency = c->concurrency_v;
     if (c->rate == ER_CHANGE_CLEAR) {
-        t.rate_max = t.rate_per_ms = 0;
+        t.rate_max = t.rate_per_ms = t.rate_burst = 0;
     } else if (c->rate == ER_CHANGE_SET) {
         if (c->rate_max_given)
             t.rate_max = c->rate_max_v;
         if (c->rate_per_given)
             t.rate_per_ms = c->rate_per_v;
-        if (t.rate_max <= 0)
-            return er_error_set(err, ER_EINVAL, "rate_limit.max", "rate_limit.max is required");
-        if (t.rate_per_ms <= 0)
-            return er_error_set(err, ER_EINVAL, "rate_limit.per_ms",
-                                "rate_limit.per_ms is required");
+        if (c->rate_burst_given)
+            t.rate_burst = c->rate_burst_v;
+        else if (t.rate_burst <= 0)
+            t.rate_burst = 1;
+        if (rate_complete(t.rate_max, t.rate_per_ms, t.rate_burst, "rate_limit", err) < 0)
+            return ER_EINVAL;
     }
     if (c->lease_ms == ER_CHANGE_SET)
         t.lease_ms = c->lease_ms_v;
@@ -509,6 +673,18 @@ int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_
         t.retention.dead_age_s = c->dead_age_v;
     if (merge_dispatch(&t.dispatch, c, err) < 0)
         return ER_EINVAL;
+    if (c->fairness == ER_CHANGE_SET)
+        t.fairness = c->fairness_v;
+    else if (c->fairness == ER_CHANGE_CLEAR)
+        t.fairness = (er_fairness){.default_weight = 1};
+    if (c->group_limits == ER_CHANGE_SET)
+        t.group_limits = c->group_limits_v;
+    else if (c->group_limits == ER_CHANGE_CLEAR)
+        memset(&t.group_limits, 0, sizeof t.group_limits);
+    if (c->aging == ER_CHANGE_SET)
+        t.aging = c->aging_v;
+    else if (c->aging == ER_CHANGE_CLEAR)
+        memset(&t.aging, 0, sizeof t.aging);
     *s = t;
     return 0;
 }

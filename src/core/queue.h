@@ -29,6 +29,11 @@
 #define ER_THROTTLE_MAX_DEFAULT_MS 3600000LL
 #define ER_THROTTLE_MAX_MIN_MS 1000LL
 #define ER_THROTTLE_MAX_MAX_MS 604800000LL /* 7 days */
+/* Fairness across groups, group limits and aging (docs/api.md "Fetch order"). */
+#define ER_FAIR_WEIGHTS_MAX 100     /* groups with a weight of their own */
+#define ER_FAIR_WEIGHT_MAX 1000
+#define ER_GROUP_CONCURRENCY_MAX 1000000
+#define ER_AGING_PER_S_MAX 1000.0
 
 typedef struct er_retention {
     /* completed jobs: delete when older than age_s (0 = no age limit) or
@@ -78,11 +83,45 @@ typedef struct er_dispatch {
 /* "POST", "PUT", "PATCH". */
 const char *er_dispatch_method_name(er_dispatch_method m);
 
+/* A rate limit: at most max leases per per_ms, burst of them at once
+ * (GCRA, core/fetch.h). max 0: none. */
+typedef struct er_rate {
+    int64_t max;
+    int64_t per_ms;
+    int64_t burst; /* 1..max */
+} er_rate;
+
+/* Deficit round-robin weights: a group's share of its queue's fetches. */
+typedef struct er_fair_weight {
+    char group[ER_NAME_MAX + 1];
+    int weight;
+} er_fair_weight;
+
+typedef struct er_fairness {
+    int default_weight; /* 1..ER_FAIR_WEIGHT_MAX */
+    int nweights;
+    er_fair_weight weights[ER_FAIR_WEIGHTS_MAX];
+} er_fairness;
+
+/* Limits each group of a queue has (the jobs without a group are one). */
+typedef struct er_group_limits {
+    int concurrency; /* 0 = none */
+    er_rate rate;
+} er_group_limits;
+
+/* A waiting job's effective priority: priority + min(max_boost, per_s x
+ * seconds waited). per_s 0: strict priority. */
+typedef struct er_aging {
+    double per_s;
+    int max_boost;
+} er_aging;
+
 typedef struct er_queue_settings {
     bool paused;
     int concurrency;        /* 0 = unlimited */
     int64_t rate_max;       /* 0 = no rate limit */
     int64_t rate_per_ms;
+    int64_t rate_burst;
     int64_t lease_ms;       /* default lease for fetches that give none */
     int max_stalled;
     int max_started;
@@ -90,7 +129,13 @@ typedef struct er_queue_settings {
     er_job_defaults defaults;
     er_retention retention;
     er_dispatch dispatch;
+    er_fairness fairness;
+    er_group_limits group_limits;
+    er_aging aging;
 } er_queue_settings;
+
+/* The weight of a group ("" or NULL: the jobs without one). */
+int er_fairness_weight(const er_fairness *f, const char *group);
 
 /* The settings of a queue nobody configured. */
 void er_queue_settings_default(er_queue_settings *s);
@@ -133,13 +178,43 @@ typedef struct er_dispatch_spec {
     er_spec_bool trusted, follow_redirects;
 } er_dispatch_spec;
 
+/* A rate_limit object as read; obj NULL: no rate limit. */
+typedef struct er_rate_spec {
+    er_spec_obj obj;
+    er_spec_int max, per_ms, burst;
+} er_rate_spec;
+
+/* A fairness object as read: weights[0..min(nweights, MAX + 1)) are the
+ * first members of "weights" (one more than allowed, so "too many" is seen). */
+typedef struct er_fairness_spec {
+    er_spec_obj obj; /* NULL: back to equal weights */
+    er_spec_obj weights_obj;
+    struct {
+        er_spec_str group;
+        er_spec_int weight;
+    } weights[ER_FAIR_WEIGHTS_MAX + 1];
+    size_t nweights;
+    er_spec_int default_weight;
+} er_fairness_spec;
+
+typedef struct er_group_limits_spec {
+    er_spec_obj obj; /* NULL: no group limits */
+    er_spec_int concurrency;
+    er_rate_spec rate;
+} er_group_limits_spec;
+
+typedef struct er_aging_spec {
+    er_spec_obj obj; /* NULL: strict priority */
+    er_spec_num per_s;
+    er_spec_int max_boost;
+} er_aging_spec;
+
 /* A settings body (PUT /v1/queues/{queue}). */
 typedef struct er_queue_patch {
     er_spec_obj obj; /* BAD_TYPE: the body is not an object */
     er_spec_bool paused;
     er_spec_int concurrency;
-    er_spec_obj rate_limit; /* NULL: no rate limit */
-    er_spec_int rate_max, rate_per_ms;
+    er_rate_spec rate;
     er_spec_int lease_ms;
     er_spec_int max_stalled;
     er_spec_int max_started;
@@ -152,6 +227,9 @@ typedef struct er_queue_patch {
     bool dead_keep;                  /* ...or the string "keep" (dead.kind SET) */
     er_spec_int dead_age_s;
     er_dispatch_spec dispatch;
+    er_fairness_spec fairness;
+    er_group_limits_spec group_limits;
+    er_aging_spec aging;
 } er_queue_patch;
 
 /* ---- a change, judged ---- */
@@ -163,8 +241,8 @@ typedef struct er_queue_change {
     bool paused_v;
     int concurrency_v, max_stalled_v, max_started_v;
     int64_t lease_ms_v, throttle_max_ms_v;
-    bool rate_max_given, rate_per_given;
-    int64_t rate_max_v, rate_per_v;
+    bool rate_max_given, rate_per_given, rate_burst_given;
+    int64_t rate_max_v, rate_per_v, rate_burst_v;
     er_change defaults; /* CLEAR: every option back to the server's */
     er_change d_max_attempts, d_backoff, d_timeout, d_priority;
     int d_max_attempts_v, d_priority_v;
@@ -176,11 +254,16 @@ typedef struct er_queue_change {
     er_change dispatch;   /* SET: the target becomes dispatch_v; CLEAR: none */
     er_dispatch dispatch_v;
     unsigned dispatch_keep; /* bit i: header i keeps its stored value ("***") */
+    er_change fairness, group_limits, aging; /* SET replaces the whole object */
+    er_fairness fairness_v;
+    er_group_limits group_limits_v;
+    er_aging aging_v;
 } er_queue_change;
 
 /* Judges a patch on its own, in field order: not an object, then paused,
  * concurrency, rate_limit, lease_ms, max_stalled, max_started,
- * throttle_max_ms, defaults, retention, dispatch (unknown members first at each level). A dispatch
+ * throttle_max_ms, defaults, retention, dispatch, fairness, group_limits,
+ * aging (unknown members first at each level). A dispatch
  * object replaces the whole target: url (http:// or https://, no user
  * info), method, headers (names of token characters, not one errand sets
  * itself; values of visible ASCII, space and tab), timeout_ms, trusted,
@@ -188,17 +271,11 @@ typedef struct er_queue_change {
  * or ER_EINVAL naming the field. */
 int er_queue_patch_check(const er_queue_patch *p, er_queue_change *out, er_error *err);
 
-/* Refuses (ER_EINVAL naming the field) a change that sets what this
- * version stores but does not enforce yet (rate_limit: planned), rather
- * than accept it and ignore it. Stored settings are not refused: a rate
- * limit an earlier version stored is kept. */
-int er_queue_change_enforceable(const er_queue_change *c, er_error *err);
-
 /* Merges a judged change onto *s, field by field: an absent field keeps its
  * value; a dispatch header given as "***" keeps the stored value of the
  * header of that name (ER_EINVAL when there is none); a rate_limit given in
- * part merges onto the current one, which must
- * then have both max and per_ms; a defaults backoff merges onto the current
+ * part merges onto the current one, which must then have both max and
+ * per_ms, and a burst of at most max (1 when never given); a defaults backoff merges onto the current
  * one (or the server's). On error (a rule the merged value breaks) returns
  * ER_EINVAL naming the field and *s is unchanged. */
 int er_queue_settings_change(er_queue_settings *s, const er_queue_change *c, er_error *err);

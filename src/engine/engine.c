@@ -140,6 +140,16 @@ static bool wants_queue(const er_req *r, const er_wake *w)
     return false;
 }
 
+/* When a parked fetch looks again on its own: within REPOLL_MS, sooner when
+ * a rate limit or throttle of its queues lets go before. */
+static int64_t repoll_at(const er_req *r, int64_t now, int64_t mono)
+{
+    int64_t in = REPOLL_MS;
+    if (r->ready_at != INT64_MAX && r->ready_at - now < in)
+        in = r->ready_at > now ? r->ready_at - now : 1;
+    return mono + in;
+}
+
 /* Leases jobs for parked fetches whose queues got ready jobs in this
  * transaction (or whose periodic retry is due). Served ones are flagged
  * `served` by a non-empty list. Returns 0 or a storage error. */
@@ -148,10 +158,10 @@ static int serve_parked(worker *w, int64_t now, int64_t mono)
     for (er_req *r = w->parked; r; r = r->next) {
         if (!wants_queue(r, &w->x.wake) && mono < r->repoll_mono)
             continue;
-        r->repoll_mono = mono + REPOLL_MS;
         int rc = er_exec_fetch_again(&w->x, r, now);
         if (rc < 0)
             return rc;
+        r->repoll_mono = repoll_at(r, now, mono);
     }
     return 0;
 }
@@ -283,7 +293,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             r->acks_applied = true;
             if (r->rc == 0 && r->list.len == 0 && !draining && mono < r->deadline_mono &&
                 !atomic_load(&r->abandoned)) {
-                r->repoll_mono = mono + REPOLL_MS;
+                r->repoll_mono = repoll_at(r, now, mono);
                 *park_tail = r;
                 park_tail = &r->next;
                 atomic_fetch_add(&e->parked, 1);

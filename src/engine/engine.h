@@ -139,6 +139,8 @@ struct er_req {
     er_req *next;
     int64_t deadline_mono;     /* FETCH long-poll */
     int64_t repoll_mono;       /* FETCH: parked; next unconditional retry */
+    int64_t ready_at;          /* FETCH: when a limit in time lets a named queue give
+                                  again (ms, INT64_MAX: none; er_fetch_params) */
     bool acks_applied;         /* FETCH: acks are applied on the first pass only */
     _Atomic bool abandoned;    /* FETCH: nobody waits for the answer (er_engine_abandon) */
 };

@@ -357,7 +357,9 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
         .max = req->fetch.max,
         .lease_ms = req->fetch.lease_ms,
         .now = now,
+        .ready_at = &req->ready_at,
     };
+    req->ready_at = INT64_MAX;
     return x->ops->fetch(x->store, &p, &req->list, &req->err);
 }
 
@@ -368,8 +370,6 @@ static int exec_put_queue(er_exec_ctx *x, er_req *req)
     if (rc < 0)
         return rc;
     rc = er_queue_settings_change(&s, req->change, &req->err);
-    if (rc == 0)
-        rc = er_queue_change_enforceable(req->change, &req->err);
     if (rc < 0) {
         req->rc = rc;
         return 0;

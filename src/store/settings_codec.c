@@ -78,11 +78,130 @@ void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d)
     }
 }
 
+/* ---- the fetch policy's members, both ways ---- */
+
+static er_spec_kind kind_of(const json_t *v);
+
+static void int_of(const json_t *v, er_spec_int *out);
+
+static void first_unknown(const json_t *o, const char *const *known, er_spec_obj *out)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)o, key, val) {
+        bool ok = false;
+        for (const char *const *k = known; *k && !ok; k++)
+            ok = strcmp(*k, key) == 0;
+        if (!ok) {
+            out->unknown = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+            return;
+        }
+    }
+}
+
+/* An object member: its kind, its first unknown member; the object or NULL. */
+static const json_t *obj_member(const json_t *o, const char *name, const char *const *known,
+                                er_spec_obj *out)
+{
+    const json_t *v = json_object_get(o, name);
+    out->kind = kind_of(v);
+    if (out->kind != ER_SPEC_SET)
+        return NULL;
+    first_unknown(v, known, out);
+    return v;
+}
+
+static void read_rate(const json_t *o, er_rate_spec *r)
+{
+    static const char *const known[] = {"max", "per_ms", "burst", NULL};
+    const json_t *v = obj_member(o, "rate_limit", known, &r->obj);
+    int_of(json_object_get(v, "max"), &r->max);
+    int_of(json_object_get(v, "per_ms"), &r->per_ms);
+    int_of(json_object_get(v, "burst"), &r->burst);
+}
+
+void er_settings_read_policy(const json_t *o, er_queue_patch *p)
+{
+    static const char *const fair[] = {"weights", "default_weight", NULL};
+    static const char *const limits[] = {"concurrency", "rate_limit", NULL};
+    static const char *const aging[] = {"per_s", "max_boost", NULL};
+    read_rate(o, &p->rate);
+    const json_t *f = obj_member(o, "fairness", fair, &p->fairness.obj);
+    int_of(json_object_get(f, "default_weight"), &p->fairness.default_weight);
+    const json_t *w = json_object_get(f, "weights");
+    p->fairness.weights_obj.kind = kind_of(w) == ER_SPEC_NULL ? ER_SPEC_BAD_TYPE : kind_of(w);
+    if (p->fairness.weights_obj.kind == ER_SPEC_SET) {
+        p->fairness.nweights = json_object_size(w);
+        size_t i = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)w, key, val) {
+            if (i > ER_FAIR_WEIGHTS_MAX)
+                break;
+            p->fairness.weights[i].group = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+            int_of(val, &p->fairness.weights[i].weight);
+            i++;
+        }
+    }
+    const json_t *g = obj_member(o, "group_limits", limits, &p->group_limits.obj);
+    if (g) {
+        int_of(json_object_get(g, "concurrency"), &p->group_limits.concurrency);
+        read_rate(g, &p->group_limits.rate);
+    }
+    const json_t *a = obj_member(o, "aging", aging, &p->aging.obj);
+    const json_t *ps = json_object_get(a, "per_s");
+    if (ps)
+        p->aging.per_s = json_is_number(ps) ? (er_spec_num){ER_SPEC_SET, json_number_value(ps)}
+                                            : (er_spec_num){.kind = ER_SPEC_BAD_TYPE};
+    int_of(json_object_get(a, "max_boost"), &p->aging.max_boost);
+}
+
+static json_t *rate_json(int64_t max, int64_t per_ms, int64_t burst)
+{
+    if (max <= 0)
+        return json_null();
+    return json_pack("{s:I, s:I, s:I}", "max", (json_int_t)max, "per_ms", (json_int_t)per_ms,
+                     "burst", (json_int_t)(burst > 0 ? burst : 1));
+}
+
+int er_settings_policy_json(const er_queue_settings *s, json_t *o)
+{
+    json_t *fair = NULL, *limits = NULL, *aging = NULL;
+    const er_fairness *f = &s->fairness;
+    if (f->nweights > 0 || f->default_weight > 1) {
+        json_t *w = json_object();
+        for (int i = 0; w && i < f->nweights; i++)
+            if (json_object_set_new(w, f->weights[i].group, json_integer(f->weights[i].weight)) <
+                0) {
+                json_decref(w);
+                w = NULL;
+            }
+        fair = json_pack("{s:o, s:i}", "weights", w, "default_weight", f->default_weight);
+    } else {
+        fair = json_null();
+    }
+    const er_group_limits *g = &s->group_limits;
+    if (g->concurrency > 0 || g->rate.max > 0) {
+        limits = json_pack("{s:o, s:o}", "concurrency",
+                           g->concurrency > 0 ? json_integer(g->concurrency) : json_null(),
+                           "rate_limit", rate_json(g->rate.max, g->rate.per_ms, g->rate.burst));
+    } else {
+        limits = json_null();
+    }
+    aging = s->aging.per_s > 0 ? json_pack("{s:f, s:i}", "per_s", s->aging.per_s, "max_boost",
+                                           s->aging.max_boost)
+                               : json_null();
+    int bad = json_object_set_new(o, "rate_limit",
+                                  rate_json(s->rate_max, s->rate_per_ms, s->rate_burst));
+    bad |= json_object_set_new(o, "fairness", fair);
+    bad |= json_object_set_new(o, "group_limits", limits);
+    bad |= json_object_set_new(o, "aging", aging);
+    return bad ? -1 : 0;
+}
+
 char *er_settings_encode(const er_queue_settings *s)
 {
-    json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
-                                               "per_ms", (json_int_t)s->rate_per_ms)
-                                   : json_null();
+    json_t *rate = json_null(); /* er_settings_policy_json sets it */
     json_t *dead = s->retention.dead_age_s > 0
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
@@ -98,6 +217,10 @@ char *er_settings_encode(const er_queue_settings *s)
                           (json_int_t)s->retention.completed_count, "dead", dead, "dispatch",
                           er_settings_dispatch_json(&s->dispatch, false), "throttle_max_ms",
                           (json_int_t)s->throttle_max_ms);
+    if (o && er_settings_policy_json(s, o) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return text;
@@ -156,10 +279,7 @@ static void read_patch(const json_t *o, er_queue_patch *p)
         p->paused = json_is_boolean(v) ? (er_spec_bool){ER_SPEC_SET, json_is_true(v)}
                                        : (er_spec_bool){.kind = ER_SPEC_BAD_TYPE};
     int_of(json_object_get(o, "concurrency"), &p->concurrency);
-    const json_t *r = json_object_get(o, "rate_limit");
-    p->rate_limit.kind = kind_of(r);
-    int_of(json_object_get(r, "max"), &p->rate_max);
-    int_of(json_object_get(r, "per_ms"), &p->rate_per_ms);
+    er_settings_read_policy(o, p); /* rate_limit (all versions), the rest version 3 */
     int_of(json_object_get(o, "lease_ms"), &p->lease_ms);
     int_of(json_object_get(o, "max_stalled"), &p->max_stalled);
     int_of(json_object_get(o, "max_started"), &p->max_started);

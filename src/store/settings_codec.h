@@ -13,7 +13,9 @@
  * members, then "dispatch": null or {"url","method","headers" (the real
  * values: the store must keep them to send them),"timeout_ms","trusted",
  * "follow_redirects"}, then "throttle_max_ms" (added before version 2
- * was released; a version 2 text without it has the default). To change it: keep decoding every earlier version (a
+ * was released; a version 2 text without it has the default). Version 3
+ * adds "rate_limit"."burst" (absent: 1), then "fairness", "group_limits"
+ * and "aging" (er_settings_policy_json; absent: off). To change it: keep decoding every earlier version (a
  * text without "v" is version 1), write "v": N in the new one, bump the
  * constant, and add a test that decodes text of the previous version
  * (tests/unit/test_queue.c holds version 1's).
@@ -27,7 +29,7 @@
 #include "core/queue.h"
 #include "util/err.h"
 
-#define ER_SETTINGS_CODEC_VERSION 2
+#define ER_SETTINGS_CODEC_VERSION 3
 
 /* A dispatch target as a JSON object (null when off), the same members in
  * the stored text and in the HTTP API's settings: with hide_values every
@@ -40,6 +42,15 @@ json_t *er_settings_dispatch_json(const er_dispatch *d, bool hide_values);
  * and values borrowed from h; a value that is not a string, or holds NUL,
  * is ER_SPEC_BAD_TYPE). */
 void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d);
+
+/* Reads the fetch policy's members of a settings object o ("rate_limit",
+ * "fairness", "group_limits", "aging") into p, the first unknown member of
+ * each noted: the same reading for a PUT body and for a stored text. */
+void er_settings_read_policy(const json_t *o, er_queue_patch *p);
+
+/* Sets those members of o from *s (each null when off): the stored text's
+ * and the API's shape. 0, or -1 on ENOMEM. */
+int er_settings_policy_json(const er_queue_settings *s, json_t *o);
 
 /* The stored text of *s: returns owned text (free()) or NULL on ENOMEM. */
 char *er_settings_encode(const er_queue_settings *s);

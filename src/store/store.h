@@ -101,6 +101,10 @@ typedef struct er_fetch_params {
     int max;                   /* 1..ER_FETCH_MAX */
     int64_t lease_ms;          /* 0 = each queue's lease_ms setting */
     int64_t now;
+    /* out, when not NULL: the earliest time (ms) a named queue or group
+     * held back by a limit in time (throttle, rate) may give a job again;
+     * INT64_MAX when none was (er_fetch_ready_at) */
+    int64_t *ready_at;
 } er_fetch_params;
 
 /* A scheduler as stored (store/sched_codec.h decodes its spec). */

@@ -80,7 +80,8 @@ Test(queue, default_settings)
 Test(queue, default_settings_as_json)
 {
     char *t = dump(&s);
-    cr_assert_str_eq(t, "{\"concurrency\":0,\"defaults\":{},\"dispatch\":null,\"lease_ms\":60000,"
+    cr_assert_str_eq(t, "{\"aging\":null,\"concurrency\":0,\"defaults\":{},\"dispatch\":null,"
+                        "\"fairness\":null,\"group_limits\":null,\"lease_ms\":60000,"
                         "\"max_stalled\":3,\"max_started\":100,\"paused\":false,"
                         "\"rate_limit\":null,\"retention\":{\"completed\":{\"age_s\":604800,"
                         "\"count\":0},\"dead\":\"keep\"},\"throttle_max_ms\":3600000}");
@@ -103,7 +104,7 @@ Test(queue, non_object_body_is_refused)
 Test(queue, unknown_field_is_refused)
 {
     refused("{\"pasued\":true}", "pasued");
-    refused("{\"rate_limit\":{\"max\":1,\"per_ms\":1,\"burst\":3}}", "rate_limit.burst");
+    refused("{\"rate_limit\":{\"max\":1,\"per_ms\":1,\"bursts\":3}}", "rate_limit.bursts");
     refused("{\"defaults\":{\"retries\":3}}", "defaults.retries");
     refused("{\"defaults\":{\"backoff\":{\"factor\":2}}}", "defaults.backoff.factor");
     refused("{\"retention\":{\"failed\":{}}}", "retention.failed");
@@ -477,18 +478,28 @@ static const struct {
      "{\"age_s\":604800,\"count\":0},\"dead\":\"keep\"}}"},
 };
 
-/* The version 2 text of the settings a version 1 text holds. */
+/* The version 3 text of the settings a version 1 text holds. */
 static char *as_v2(const char *v1)
 {
     size_t n = strlen(v1);
-    char *t = malloc(n + 64);
+    char *t = malloc(n + 128);
     cr_assert_not_null(t);
-    snprintf(t, n + 64, "{\"v\":2,%.*s,\"dispatch\":null,\"throttle_max_ms\":3600000}",
+    snprintf(t, n + 128,
+             "{\"v\":3,%.*s,\"dispatch\":null,\"throttle_max_ms\":3600000,\"fairness\":null,"
+             "\"group_limits\":null,\"aging\":null}",
              (int)(n - 2), v1 + 1);
+    /* version 3 writes a rate limit's burst (1 unless given) */
+    char *r = strstr(t, "\"rate_limit\":{");
+    if (r) {
+        char *end = strchr(r, '}');
+        size_t len = strlen(t) + 1;
+        memmove(end + 10, end, len - (size_t)(end - t));
+        memcpy(end, ",\"burst\":1", 10);
+    }
     return t;
 }
 
-Test(queue, version_1_text_still_decodes_and_is_rewritten_as_version_2)
+Test(queue, version_1_text_still_decodes_and_is_rewritten_as_version_3)
 {
     for (size_t i = 0; i < sizeof v1_texts / sizeof v1_texts[0]; i++) {
         er_queue_settings_default(&s);
@@ -507,7 +518,7 @@ Test(queue, version_1_text_still_decodes_and_is_rewritten_as_version_2)
         free(t);
         cr_assert_eq(er_settings_decode(want, &y, &err), 0, "%s", err.message);
         t = er_settings_encode(&y);
-        cr_assert_str_eq(t, want, "case %zu: version 2 reads back to itself", i);
+        cr_assert_str_eq(t, want, "case %zu: version 3 reads back to itself", i);
         free(t);
         free(want);
     }

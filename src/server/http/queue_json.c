@@ -65,8 +65,8 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
 {
     static const char *const top[] = {"paused",      "concurrency", "rate_limit", "lease_ms",
                                       "max_stalled", "max_started", "defaults",   "retention",
-                                      "dispatch",    "throttle_max_ms", NULL};
-    static const char *const rate[] = {"max", "per_ms", NULL};
+                                      "dispatch",    "throttle_max_ms", "fairness",
+                                      "group_limits", "aging", NULL};
     static const char *const defaults[] = {"max_attempts", "backoff", "timeout_ms", "priority",
                                            NULL};
     static const char *const retention[] = {"completed", "dead", NULL};
@@ -79,11 +79,7 @@ void er_http_queue_patch(const json_t *body, er_queue_patch *p)
     /* null is not a boolean: paused has no "cleared" value */
     er_http_spec_bool(json_object_get(b, "paused"), ER_SPEC_BAD_TYPE, &p->paused);
     er_http_spec_int(json_object_get(b, "concurrency"), ER_SPEC_NULL, &p->concurrency);
-    const json_t *r = obj_of(json_object_get(b, "rate_limit"), rate, &p->rate_limit);
-    if (r) {
-        er_http_spec_int(json_object_get(r, "max"), ER_SPEC_NULL, &p->rate_max);
-        er_http_spec_int(json_object_get(r, "per_ms"), ER_SPEC_NULL, &p->rate_per_ms);
-    }
+    er_settings_read_policy(b, p);
     er_http_spec_int(json_object_get(b, "lease_ms"), ER_SPEC_NULL, &p->lease_ms);
     er_http_spec_int(json_object_get(b, "max_stalled"), ER_SPEC_NULL, &p->max_stalled);
     er_http_spec_int(json_object_get(b, "max_started"), ER_SPEC_NULL, &p->max_started);
@@ -148,14 +144,12 @@ static json_t *defaults_json(const er_job_defaults *d)
 
 json_t *er_http_settings_json(const er_queue_settings *s)
 {
-    json_t *rate = s->rate_max > 0 ? json_pack("{s:I, s:I}", "max", (json_int_t)s->rate_max,
-                                               "per_ms", (json_int_t)s->rate_per_ms)
-                                   : json_null();
+    json_t *rate = json_null(); /* er_settings_policy_json sets it */
     json_t *dead = s->retention.dead_age_s > 0
                        ? json_pack("{s:I}", "age_s", (json_int_t)s->retention.dead_age_s)
                        : json_string("keep");
     /* json_pack's "o" steals each value, and fails on a NULL one. */
-    return json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:I, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
+    json_t *o = json_pack("{s:b, s:i, s:o, s:I, s:i, s:i, s:I, s:o, s:{s:{s:I, s:I}, s:o}, s:o}",
                      "paused", (int)s->paused, "concurrency", s->concurrency, "rate_limit", rate,
                      "lease_ms", (json_int_t)s->lease_ms, "max_stalled", s->max_stalled,
                      "max_started", s->max_started, "throttle_max_ms",
@@ -163,4 +157,9 @@ json_t *er_http_settings_json(const er_queue_settings *s)
                      "retention", "completed", "age_s", (json_int_t)s->retention.completed_age_s,
                      "count", (json_int_t)s->retention.completed_count, "dead", dead,
                      "dispatch", er_settings_dispatch_json(&s->dispatch, true));
+    if (o && er_settings_policy_json(s, o) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
 }

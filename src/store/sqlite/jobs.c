@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -325,17 +326,19 @@ static int row_leased(sqlite3_stmt *st, const er_fetch_params *p, int64_t expire
     return bad ? ER_ENOMEM : 0;
 }
 
-/* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING and
- * appends them to *out in fetch order. */
-static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue, int take,
-                       int64_t lease_ms, er_job_list *out, int *got, er_error *err)
+/* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING (stmt:
+ * ER_SQ_FETCH, or one of a group's, group and priority bound to ?6, ?7)
+ * and appends them to *out in fetch order. */
+static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const char *queue,
+                       const char *group, int priority, int take, int64_t lease_ms,
+                       er_job_list *out, int *got, er_error *err)
 {
     *got = 0;
     leased *rows = calloc((size_t)take, sizeof *rows);
     if (!rows)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     sqlite3_stmt *st = NULL;
-    int rc = er_sqlite_prep(s, ER_SQ_FETCH, &st, err);
+    int rc = er_sqlite_prep(s, stmt, &st, err);
     int n = 0;
     if (rc == 0) {
         sqlite3_bind_text(st, 1, p->worker_id ? p->worker_id : "", -1, SQLITE_STATIC);
@@ -343,6 +346,10 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
         sqlite3_bind_int64(st, 3, p->now);
         sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 5, take);
+        if (stmt == ER_SQ_FETCH_GROUP || stmt == ER_SQ_FETCH_GROUP_AT)
+            sqlite3_bind_text(st, 6, group, -1, SQLITE_STATIC);
+        if (stmt == ER_SQ_FETCH_GROUP_AT || stmt == ER_SQ_FETCH_UNGROUPED_AT)
+            sqlite3_bind_int(st, 7, priority);
         int src;
         while ((src = sqlite3_step(st)) == SQLITE_ROW && n < take) {
             er_job_init(&rows[n].job);
@@ -377,11 +384,182 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, const char *queue,
     return rc;
 }
 
+/* A one-row query binding ?1 queue, ?2 text (when not NULL), ?3 num: *v
+ * its first column as an integer, or out (ER_NAME_MAX + 1) as text;
+ * *found whether a row came. */
+static int one_row(er_store *s, int stmt, const char *queue, const char *text, int64_t num,
+                   int64_t *v, char *out, bool *found, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, stmt, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, queue, -1, SQLITE_STATIC);
+    if (text)
+        sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+    if (sqlite3_bind_parameter_count(st) >= 3)
+        sqlite3_bind_int64(st, 3, num);
+    int src = sqlite3_step(st);
+    *found = src == SQLITE_ROW;
+    if (src == SQLITE_ROW) {
+        if (v)
+            *v = sqlite3_column_int64(st, 0);
+        if (out)
+            snprintf(out, ER_NAME_MAX + 1, "%s", (const char *)sqlite3_column_text(st, 0));
+    } else if (src != SQLITE_DONE) {
+        rc = er_sqlite_error(s->db, src, "fetch", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* The row work of core's group planner (core/fetch.h er_fetch_rows). */
+typedef struct rows_ctx {
+    er_store *s;
+    const er_fetch_params *p;
+    const char *queue;
+    int64_t lease_ms;
+    er_job_list *out;
+} rows_ctx;
+
+static int rows_next_group(void *ctx, const char *after, char *out, bool *found, er_error *err)
+{
+    rows_ctx *c = ctx;
+    if (!after) {
+        int rc = one_row(c->s, ER_SQ_ANY_UNGROUPED, c->queue, NULL, 0, NULL, NULL, found, err);
+        if (rc < 0 || *found) {
+            out[0] = '\0';
+            return rc;
+        }
+        after = "";
+    }
+    return one_row(c->s, ER_SQ_NEXT_GROUP, c->queue, after, 0, NULL, out, found, err);
+}
+
+static int rows_group_active(void *ctx, const char *group, int64_t *n, er_error *err)
+{
+    rows_ctx *c = ctx;
+    bool found;
+    if (*group)
+        return one_row(c->s, ER_SQ_GROUP_ACTIVE, c->queue, group, 0, n, NULL, &found, err);
+    int64_t all = 0, grouped = 0;
+    int rc = one_row(c->s, ER_SQ_COUNT_ACTIVE, c->queue, NULL, 0, &all, NULL, &found, err);
+    if (rc == 0)
+        rc = one_row(c->s, ER_SQ_GROUPED_ACTIVE, c->queue, NULL, 0, &grouped, NULL, &found, err);
+    *n = all - grouped;
+    return rc;
+}
+
+static int rows_group_tat(void *ctx, const char *group, int64_t *tat, er_error *err)
+{
+    rows_ctx *c = ctx;
+    bool found;
+    *tat = 0;
+    return one_row(c->s, ER_SQ_GROUP_TAT, c->queue, group, 0, tat, NULL, &found, err);
+}
+
+static int rows_set_group_tat(void *ctx, const char *group, int64_t tat, er_error *err)
+{
+    rows_ctx *c = ctx;
+    bool found;
+    return one_row(c->s, ER_SQ_GROUP_TAT_PUT, c->queue, group, tat, NULL, NULL, &found, err);
+}
+
+static int rows_level(void *ctx, const char *group, int below, int *priority, int64_t *run_at,
+                      bool *found, er_error *err)
+{
+    rows_ctx *c = ctx;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(c->s, *group ? ER_SQ_LEVEL_GROUPED : ER_SQ_LEVEL_UNGROUPED, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, c->queue, -1, SQLITE_STATIC);
+    if (*group)
+        sqlite3_bind_text(st, 2, group, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, below);
+    int src = sqlite3_step(st);
+    *found = src == SQLITE_ROW;
+    if (*found) {
+        *priority = sqlite3_column_int(st, 0);
+        *run_at = sqlite3_column_int64(st, 1);
+    } else if (src != SQLITE_DONE) {
+        rc = er_sqlite_error(c->s->db, src, "fetch", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+static int rows_lease(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
+                      er_error *err)
+{
+    rows_ctx *c = ctx;
+    bool at = priority != INT_MIN;
+    int stmt = *group ? (at ? ER_SQ_FETCH_GROUP_AT : ER_SQ_FETCH_GROUP)
+                      : (at ? ER_SQ_FETCH_UNGROUPED_AT : ER_SQ_FETCH_UNGROUPED);
+    int n = 0;
+    int rc = fetch_queue(c->s, c->p, stmt, c->queue, group, priority, (int)take, c->lease_ms,
+                         c->out, &n, err);
+    *got = n;
+    return rc;
+}
+
+/* Leases up to take jobs of one queue: in priority order when nothing in
+ * it needs the group planner, else by core's planner. */
+static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queue *q, int take,
+                           int64_t lease_ms, er_job_list *out, int *got, int64_t *ready_at,
+                           er_error *err)
+{
+    const er_queue_settings *qs = &q->settings;
+    er_fetch_group_policy pol = {&qs->fairness, &qs->group_limits, &qs->aging};
+    bool grouped = false;
+    int rc = one_row(s, ER_SQ_ANY_GROUPED, q->name, NULL, 0, NULL, NULL, &grouped, err);
+    if (rc < 0)
+        return rc;
+    if (!er_fetch_grouped(&pol, grouped))
+        return fetch_queue(s, p, ER_SQ_FETCH, q->name, NULL, INT_MIN, take, lease_ms, out, got,
+                           err);
+    er_fetch_cursor *cur = er_sqlite_rr_get(s, q->name);
+    if (!cur)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    rows_ctx c = {s, p, q->name, lease_ms, out};
+    er_fetch_rows rows = {&c,
+                          rows_next_group,
+                          rows_group_active,
+                          rows_group_tat,
+                          rows_set_group_tat,
+                          rows_level,
+                          rows_lease};
+    int64_t n = 0, at = INT64_MAX;
+    rc = er_fetch_groups(&rows, &pol, cur, take, p->now, &n, &at, err);
+    *got = (int)n;
+    if (at < *ready_at)
+        *ready_at = at;
+    return rc;
+}
+
+/* Stores a queue's rate limit state after a fetch leased from it. */
+static int rate_store(er_store *s, er_sqlite_queue *q, int64_t tat, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_QUEUE_RATE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, q->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, tat);
+    rc = er_sqlite_run(s, st, err);
+    if (rc == 0) {
+        q->rate_tat = tat;
+        q->in_table = true;
+    }
+    return rc;
+}
+
 int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
                     er_error *err)
 {
     size_t base = out->len;
     bool own;
+    int64_t ready_at = INT64_MAX;
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
@@ -397,28 +575,33 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
             .throttled_until = q->throttled_until,
             .concurrency = q->settings.concurrency,
             .lease_ms = q->settings.lease_ms,
+            .rate_max = q->settings.rate_max,
+            .rate_per_ms = q->settings.rate_per_ms,
+            .rate_burst = q->settings.rate_burst,
+            .rate_tat = q->rate_tat,
         };
         if (qs.concurrency > 0 && !qs.paused && qs.throttled_until <= p->now) {
-            sqlite3_stmt *st = NULL;
-            rc = er_sqlite_prep(s, ER_SQ_COUNT_ACTIVE, &st, err);
-            if (rc < 0)
-                break;
-            sqlite3_bind_text(st, 1, p->queues[i], -1, SQLITE_STATIC);
-            int src = sqlite3_step(st);
-            qs.active = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-            if (src != SQLITE_ROW)
-                rc = er_sqlite_error(s->db, src, "count active", err);
-            sqlite3_reset(st);
+            bool found;
+            rc = one_row(s, ER_SQ_COUNT_ACTIVE, p->queues[i], NULL, 0, &qs.active, NULL, &found,
+                         err);
             if (rc < 0)
                 break;
         }
         int64_t cap = er_fetch_cap(&qs, p->now);
-        if (cap <= 0)
+        if (cap <= 0) {
+            int64_t at = er_fetch_ready_at(&qs, p->now);
+            if (at < ready_at)
+                ready_at = at;
             continue;
+        }
         int take = cap < remaining ? (int)cap : remaining;
-        int64_t lease_ms = er_fetch_lease_ms(&qs, p->lease_ms);
         int got = 0;
-        rc = fetch_queue(s, p, p->queues[i], take, lease_ms, out, &got, err);
+        rc = fetch_one_queue(s, p, q, take, er_fetch_lease_ms(&qs, p->lease_ms), out, &got,
+                             &ready_at, err);
+        if (rc == 0 && got > 0 && qs.rate_max > 0)
+            rc = rate_store(s, q,
+                            er_rate_taken(qs.rate_max, qs.rate_per_ms, qs.rate_tat, p->now, got),
+                            err);
         remaining -= got;
     }
     rc = er_sqlite_op_end(s, own, rc, err);
@@ -427,6 +610,8 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
         while (out->len > base)
             er_job_fini(&out->items[--out->len]);
     }
+    if (p->ready_at)
+        *p->ready_at = ready_at;
     return rc;
 }
 

@@ -37,11 +37,13 @@ static int queue_load(er_store *s, er_sqlite_queue *q, er_error *err)
     if (src == SQLITE_ROW) {
         q->in_table = true;
         q->throttled_until = sqlite3_column_int64(st, 2);
+        q->rate_tat = sqlite3_column_int64(st, 3);
         rc = er_settings_decode_row((const char *)sqlite3_column_text(st, 0),
                                       sqlite3_column_int(st, 1), &q->settings, err);
     } else if (src == SQLITE_DONE) {
         q->in_table = false;
         q->throttled_until = 0;
+        q->rate_tat = 0;
         er_queue_settings_default(&q->settings);
     } else {
         rc = er_sqlite_error(s->db, src, "read queue", err);
@@ -93,4 +95,28 @@ int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err)
     if (rc == 0)
         q->in_table = true;
     return rc;
+}
+
+er_fetch_cursor *er_sqlite_rr_get(er_store *s, const char *queue)
+{
+    for (size_t i = 0; i < s->nrr; i++)
+        if (strcmp(s->rr[i].queue, queue) == 0)
+            return &s->rr[i].cur;
+    if (s->nrr >= QUEUE_CACHE_MAX)
+        er_sqlite_rr_clear(s); /* the rotations start again */
+    if (ER_GROW(&s->rr, &s->caprr, s->nrr + 1, QUEUE_CACHE_MAX) < 0)
+        return NULL;
+    er_sqlite_rr *c = &s->rr[s->nrr];
+    memset(c, 0, sizeof *c);
+    if (!(c->queue = strdup(queue)))
+        return NULL;
+    s->nrr++;
+    return &c->cur;
+}
+
+void er_sqlite_rr_clear(er_store *s)
+{
+    for (size_t i = 0; i < s->nrr; i++)
+        free(s->rr[i].queue);
+    s->nrr = 0;
 }

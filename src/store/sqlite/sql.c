@@ -111,6 +111,20 @@ const char *const er_sqlite_migrations[] = {
     " finished_at INTEGER NOT NULL"
     ") WITHOUT ROWID;"
     "CREATE INDEX tombstones_finished ON tombstones(finished_at);",
+    /* 5: groups and rate limits (core/fetch.h): waiting jobs with a group
+     * by group, then fetch order; active ones by group for group limits;
+     * the rate limits' state of queues and of their groups */
+    "CREATE INDEX jobs_grouped ON jobs(queue, grp, priority DESC, run_at, seq)"
+    " WHERE state = 1 AND grp IS NOT NULL;"
+    "CREATE INDEX jobs_group_active ON jobs(queue, grp) WHERE state = 2 AND grp IS NOT NULL;"
+    "ALTER TABLE queues ADD COLUMN rate_tat INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE group_rates ("
+    " queue TEXT NOT NULL,"
+    " grp TEXT NOT NULL,"
+    " tat INTEGER NOT NULL,"
+    " PRIMARY KEY (queue, grp)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX group_rates_tat ON group_rates(tat);",
 };
 
 const int er_sqlite_schema_version =
@@ -130,6 +144,17 @@ const int er_sqlite_schema_version =
 /* What a retention DELETE returns: a tombstone's columns (admin.c) */
 #define RET_RETURNING " RETURNING id, queue, state, finished_at, set_flags"
 
+/* A fetch: leasing the rows its subquery picks (er_token(): a secret lease
+ * token per row, er_secure_token), returning only what the lease view and
+ * the fetch order need (jobs.c fills the columns it set itself). */
+#define LEASE_SET                                                                         \
+    "UPDATE jobs SET state = 2, attempts = attempts + 1, started = started + 1,"          \
+    " lease_owner = ?1, lease_token = er_token(), lease_expires_at = ?2,"                 \
+    " started_at = ?3, updated_at = ?3"
+#define LEASE_RETURNING                                                                   \
+    " RETURNING id, queue, name, payload, priority, grp, run_at, max_attempts,"           \
+    " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token, created_at, seq"
+
 const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
     [ER_SQ_COMMIT] = "COMMIT",
@@ -146,7 +171,33 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_GET_JOB] = "SELECT " COLS " FROM jobs WHERE id = ?1",
     [ER_SQ_LEASE_STATE] = "SELECT state, lease_token FROM jobs WHERE id = ?1",
     [ER_SQ_QUEUE_REGISTER] = "INSERT INTO queues (name) VALUES (?1) ON CONFLICT(name) DO NOTHING",
-    [ER_SQ_QUEUE_GET] = "SELECT settings, paused, throttled_until FROM queues WHERE name = ?1",
+    [ER_SQ_QUEUE_GET] =
+        "SELECT settings, paused, throttled_until, rate_tat FROM queues WHERE name = ?1",
+    [ER_SQ_QUEUE_RATE] = "INSERT INTO queues (name, rate_tat) VALUES (?1, ?2) ON CONFLICT(name)"
+                         " DO UPDATE SET rate_tat = excluded.rate_tat",
+    /* groups (core/fetch.h er_fetch_rows): "" is the jobs without one */
+    [ER_SQ_ANY_GROUPED] = "SELECT 1 FROM jobs INDEXED BY jobs_grouped WHERE queue = ?1"
+                          " AND state = 1 AND grp IS NOT NULL LIMIT 1",
+    /* reads past the grouped jobs ranked before the first one without */
+    [ER_SQ_ANY_UNGROUPED] = "SELECT 1 FROM jobs INDEXED BY jobs_waiting WHERE queue = ?1"
+                            " AND state = 1 AND grp IS NULL LIMIT 1",
+    [ER_SQ_NEXT_GROUP] = "SELECT grp FROM jobs INDEXED BY jobs_grouped WHERE queue = ?1"
+                         " AND state = 1 AND grp IS NOT NULL AND grp > ?2 ORDER BY grp LIMIT 1",
+    [ER_SQ_GROUP_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_group_active"
+                           " WHERE queue = ?1 AND grp IS NOT NULL AND grp = ?2 AND state = 2",
+    [ER_SQ_GROUPED_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_group_active"
+                             " WHERE queue = ?1 AND grp IS NOT NULL AND state = 2",
+    [ER_SQ_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = ?1 AND grp = ?2",
+    [ER_SQ_GROUP_TAT_PUT] = "INSERT INTO group_rates (queue, grp, tat) VALUES (?1, ?2, ?3)"
+                            " ON CONFLICT(queue, grp) DO UPDATE SET tat = excluded.tat",
+    /* a rate state in the past is the same as none */
+    [ER_SQ_GROUP_TAT_CLEAN] = "DELETE FROM group_rates WHERE tat < ?1",
+    [ER_SQ_LEVEL_GROUPED] = "SELECT priority, run_at FROM jobs INDEXED BY jobs_grouped"
+                            " WHERE queue = ?1 AND state = 1 AND grp IS NOT NULL AND grp = ?2"
+                            " AND priority < ?3 ORDER BY priority DESC, run_at, seq LIMIT 1",
+    [ER_SQ_LEVEL_UNGROUPED] = "SELECT priority, run_at FROM jobs INDEXED BY jobs_waiting"
+                              " WHERE queue = ?1 AND state = 1 AND grp IS NULL"
+                              " AND priority < ?3 ORDER BY priority DESC, run_at, seq LIMIT 1",
     [ER_SQ_QUEUE_PUT] = "INSERT INTO queues (name, settings, paused) VALUES (?1, ?2, ?3)"
                         " ON CONFLICT(name) DO UPDATE SET settings = excluded.settings,"
                         " paused = excluded.paused",
@@ -158,17 +209,30 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     /* O(active jobs of every queue): jobs_queue_state has no active jobs */
     [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_active"
                            " WHERE queue = ?1 AND state = 2",
-    /* er_token(): a secret lease token per row (er_secure_token) */
-    [ER_SQ_FETCH] = "UPDATE jobs SET state = 2, attempts = attempts + 1, started = started + 1,"
-                    " lease_owner = ?1, lease_token = er_token(), lease_expires_at = ?2,"
-                    " started_at = ?3, updated_at = ?3"
+    [ER_SQ_FETCH] = LEASE_SET
                     " WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?4 AND state = 1"
                     " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
-                    /* only what the lease view and the fetch order need
-                     * (er_sqlite_fetch fills the columns it set itself) */
-                    " RETURNING id, queue, name, payload, priority, grp, run_at, max_attempts,"
-                    " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token,"
-                    " created_at, seq",
+                    LEASE_RETURNING,
+    [ER_SQ_FETCH_GROUP] = LEASE_SET
+                    " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_grouped WHERE queue = ?4"
+                    " AND state = 1 AND grp IS NOT NULL AND grp = ?6"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    LEASE_RETURNING,
+    [ER_SQ_FETCH_GROUP_AT] = LEASE_SET
+                    " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_grouped WHERE queue = ?4"
+                    " AND state = 1 AND grp IS NOT NULL AND grp = ?6 AND priority = ?7"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    LEASE_RETURNING,
+    [ER_SQ_FETCH_UNGROUPED] = LEASE_SET
+                    " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_waiting WHERE queue = ?4"
+                    " AND state = 1 AND grp IS NULL"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    LEASE_RETURNING,
+    [ER_SQ_FETCH_UNGROUPED_AT] = LEASE_SET
+                    " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_waiting WHERE queue = ?4"
+                    " AND state = 1 AND grp IS NULL AND priority = ?7"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    LEASE_RETURNING,
     [ER_SQ_HEARTBEAT] = "UPDATE jobs SET lease_expires_at = ?1, progress = coalesce(?2, progress),"
                         " updated_at = ?3 WHERE id = ?4 AND state = 2 AND lease_token = ?5",
     [ER_SQ_COMPLETE] = "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, updated_at = ?2, "

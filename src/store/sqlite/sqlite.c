@@ -157,6 +157,8 @@ static void sq_close(er_store *s)
         sqlite3_finalize(s->st[i]);
     er_sqlite_queue_cache_clear(s);
     free(s->qc);
+    er_sqlite_rr_clear(s);
+    free(s->rr);
     sqlite3_close(s->db); /* rolls back an open transaction */
     free(s);
 }

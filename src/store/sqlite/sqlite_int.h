@@ -13,6 +13,7 @@
 
 #include <sqlite3.h>
 
+#include "core/fetch.h"
 #include "store/job_row.h"
 #include "store/store.h"
 
@@ -35,6 +36,21 @@ enum {
     ER_SQ_QUEUE_ALL,
     ER_SQ_COUNT_ACTIVE,
     ER_SQ_FETCH,
+    ER_SQ_FETCH_GROUP,
+    ER_SQ_FETCH_GROUP_AT,
+    ER_SQ_FETCH_UNGROUPED,
+    ER_SQ_FETCH_UNGROUPED_AT,
+    ER_SQ_QUEUE_RATE,
+    ER_SQ_ANY_GROUPED,
+    ER_SQ_ANY_UNGROUPED,
+    ER_SQ_NEXT_GROUP,
+    ER_SQ_GROUP_ACTIVE,
+    ER_SQ_GROUPED_ACTIVE,
+    ER_SQ_GROUP_TAT,
+    ER_SQ_GROUP_TAT_PUT,
+    ER_SQ_GROUP_TAT_CLEAN,
+    ER_SQ_LEVEL_GROUPED,
+    ER_SQ_LEVEL_UNGROUPED,
     ER_SQ_HEARTBEAT,
     ER_SQ_COMPLETE,
     ER_SQ_COMPLETE_MANY,
@@ -96,8 +112,16 @@ typedef struct er_sqlite_queue {
     char *name;
     er_queue_settings settings; /* settings.paused mirrors the queues.paused column */
     int64_t throttled_until;
+    int64_t rate_tat; /* the queue's rate limit state (core/fetch.h) */
     bool in_table; /* a queues row exists (committed or in this transaction) */
 } er_sqlite_queue;
+
+/* A queue's round-robin cursor on this server (core/fetch.h); kept apart
+ * from the cache, which a rollback clears. */
+typedef struct er_sqlite_rr {
+    char *queue;
+    er_fetch_cursor cur;
+} er_sqlite_rr;
 
 struct er_store {
     sqlite3 *db;
@@ -105,6 +129,8 @@ struct er_store {
     er_sqlite_queue **qc; /* owned cache entries, cleared on rollback and when
                              another connection committed (data_version) */
     size_t nqc, capqc;
+    er_sqlite_rr *rr; /* at most QUEUE_CACHE_MAX (queue_cache.c) */
+    size_t nrr, caprr;
     int64_t data_version;
     bool wal_suspect; /* a commit failed; its frames may still be on disk */
     int ckpt_frames;  /* checkpoint threshold (the wal_autocheckpoint setting) */
@@ -158,6 +184,9 @@ int er_sqlite_queue_get(er_store *s, const char *queue, er_sqlite_queue **out, e
 /* Ensures a queues row exists for `queue` (so it lists). */
 int er_sqlite_queue_register(er_store *s, const char *queue, er_error *err);
 void er_sqlite_queue_cache_clear(er_store *s);
+/* The queue's round-robin cursor (zeroed when new); NULL on ENOMEM. */
+er_fetch_cursor *er_sqlite_rr_get(er_store *s, const char *queue);
+void er_sqlite_rr_clear(er_store *s);
 
 /* ---- rows (rows.c) ---- */
 
