@@ -232,6 +232,8 @@ static void pg_close(er_store *s)
             conn_free(s->c);
     }
     er_pg_tx_caches_clear(s);
+    er_pg_fq_clear(s);
+    free(s->fq);
     free(s->qc);
     free(s);
 }

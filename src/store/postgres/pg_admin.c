@@ -6,6 +6,7 @@
  * each other or doing the same row twice; each pass is a bounded, constant
  * number of round trips (arrays carry per-row and per-queue values).
  */
+#include "core/fetch.h"
 #include "store/error_codec.h"
 #include "store/postgres/pg_int.h"
 
@@ -120,6 +121,12 @@ int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_sett
     er_pg_p_bool(&p, in->paused);
     er_pg_p_i64(&p, in->concurrency > 0 ? in->concurrency : 0);
     er_pg_p_i64(&p, in->lease_ms > 0 ? in->lease_ms : 0);
+    bool rated = in->rate_max > 0;
+    er_pg_p_i64(&p, rated ? in->rate_max : 0);
+    er_pg_p_i64(&p, rated ? in->rate_per_ms : 0);
+    er_pg_p_i64(&p, rated && in->rate_burst > 0 ? in->rate_burst : 1);
+    er_pg_p_bool(&p, in->group_limits.concurrency > 0 || in->group_limits.rate.max > 0);
+    er_pg_p_bool(&p, in->aging.per_s > 0);
     int rc = er_pg_run(s, ER_PG_QUEUE_PUT, &p, NULL, err);
     free(text);
     if (rc == 0 && s->in_tx && er_pg_qs_put(s, queue, in) < 0) {
@@ -455,6 +462,13 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
         er_pg_p_i64(&p, now - s->dedup_window_ms);
         er_pg_p_i64(&p, limit);
         rc = er_pg_run(s, ER_PG_TOMB_CLEAN, &p, NULL, err);
+    }
+    if (rc == 0) {
+        /* group rate states in the past (the same as none) */
+        er_pg_params p = {0};
+        er_pg_p_i64(&p, now * ER_NS_PER_MS);
+        er_pg_p_i64(&p, limit);
+        rc = er_pg_run(s, ER_PG_GROUP_TAT_CLEAN, &p, NULL, err);
     }
     return rc;
 }

@@ -12,6 +12,7 @@
 
 #include <libpq-fe.h>
 
+#include "core/fetch.h"
 #include "store/postgres/postgres.h"
 #include "store/job_row.h"
 #include "store/settings_codec.h"
@@ -30,6 +31,21 @@ enum {
     ER_PG_LIST_QUEUES,
     ER_PG_QUEUE_STATES,
     ER_PG_FETCH,
+    /* groups and rate limits (pg_fetch.c) */
+    ER_PG_QUEUE_RATE,
+    ER_PG_ANY_UNGROUPED,
+    ER_PG_NEXT_GROUP,
+    ER_PG_GROUP_ACTIVE,
+    ER_PG_UNGROUPED_ACTIVE,
+    ER_PG_GROUP_TAT,
+    ER_PG_GROUP_TAT_PUT,
+    ER_PG_GROUP_TAT_CLEAN,
+    ER_PG_LEVEL_GROUPED,
+    ER_PG_LEVEL_UNGROUPED,
+    ER_PG_FETCH_GROUP,
+    ER_PG_FETCH_GROUP_AT,
+    ER_PG_FETCH_UNGROUPED,
+    ER_PG_FETCH_UNGROUPED_AT,
     ER_PG_HEARTBEAT,
     ER_PG_COMPLETE,
     ER_PG_RELEASE,
@@ -70,6 +86,7 @@ extern const char *const er_pg_sql[ER_PG_NSTMT];
 /* Schema migrations, applied in order at the first open (pg_migrate.c). */
 extern const char er_pg_migration_4[];
 extern const char er_pg_migration_5[];
+extern const char er_pg_migration_6[];
 extern const char *const er_pg_migrations[];
 extern const int er_pg_schema_version;
 
@@ -104,6 +121,17 @@ typedef struct er_pg_qs {
     er_queue_settings settings;
 } er_pg_qs;
 
+/* What a store keeps of a queue across fetches (pg_fetch.c): its group
+ * planner's cursor on this server, and the planner's settings decoded from
+ * the stored text `text` (pol NULL: not decoded). */
+typedef struct er_pg_policy er_pg_policy;
+typedef struct er_pg_fq {
+    char *name;
+    er_fetch_cursor cur;
+    char *text; /* NULL: the defaults (no stored text) */
+    er_pg_policy *pol;
+} er_pg_fq;
+
 struct er_store {
     er_pg_pool *pool; /* borrowed: pools live until er_postgres_pool_drain */
     er_pg_conn *c;
@@ -117,6 +145,8 @@ struct er_store {
     size_t nqc;
     char **notified; /* queues notified in this transaction */
     size_t nnotified;
+    er_pg_fq *fq;    /* per-queue fetch state, at most ER_PG_FQ_MAX */
+    size_t nfq, capfq, npol;
 };
 
 /* Query parameters in text format. */
@@ -178,6 +208,11 @@ void er_pg_mark_notified(er_store *s, const char *queue);
 er_pg_qs *er_pg_qs_find(er_store *s, const char *queue);
 int er_pg_qs_put(er_store *s, const char *queue, const er_queue_settings *qs);
 
+
+/* ---- fetch (pg_fetch.c) ---- */
+
+/* Frees the per-queue fetch state (the rotations start again). */
+void er_pg_fq_clear(er_store *s);
 
 /* ---- the connection (pg.c) ---- */
 

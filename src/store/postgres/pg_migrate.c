@@ -4,7 +4,7 @@
  * one transaction that holds an advisory lock on the schema (servers
  * starting together migrate one after the other), and the limits row that
  * errand.enqueue_job validates with, rewritten at every start. The
- * migrations' text is in pg_sql.c, pg_migration_4.c and pg_migration_5.c; this file only
+ * migrations' text is in pg_sql.c and pg_migration_<n>.c; this file only
  * applies them in order and records their versions.
  */
 #include "store/postgres/pg_int.h"

@@ -310,6 +310,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_4,
     /* 5: tombstones, and _enqueue honouring them (pg_migration_5.c) */
     er_pg_migration_5,
+    /* 6: groups, rate limits, queue_states2 (pg_migration_6.c) */
+    er_pg_migration_6,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -352,6 +354,18 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
 #define LEASE_REPORT(idp)                                                                  \
     " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \
     idp
+
+/* Leases up to $5 waiting jobs of queue $4 that `where` picks (w: the
+ * waiting job), in fetch order, as lease_jobs does: $1 worker, $2 lease
+ * expiry, $3 now, $6 the lease tokens, in order. */
+#define LEASE_PICKED(where)                                                                \
+    "UPDATE jobs j SET state = 2, attempts = j.attempts + 1, started = j.started + 1,"      \
+    " lease_owner = $1, lease_token = ($6::text[])[x.rn], lease_expires_at = $2::bigint,"  \
+    " started_at = $3::bigint, updated_at = $3::bigint"                                    \
+    " FROM (SELECT s.seq, row_number() OVER () AS rn FROM (SELECT w.seq FROM jobs w"       \
+    " WHERE w.queue = $4 AND w.state = 1 AND " where                                       \
+    " ORDER BY w.priority DESC, w.run_at, w.seq LIMIT $5 FOR UPDATE SKIP LOCKED) s) x"     \
+    " WHERE j.seq = x.seq RETURNING " COLS
 
 const char *const er_pg_sql[ER_PG_NSTMT] = {
     /* $1: the job (er_pg_job_json), $2: notify (the job is waiting and its
@@ -397,11 +411,16 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                            " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = $1"
                            " FOR UPDATE OF j",
     [ER_PG_QUEUE_GET] = "SELECT settings, paused FROM queues WHERE name = $1",
+    /* $6..$10: the copies queue_states2 reads (pg_migration_6.c) */
     [ER_PG_QUEUE_PUT] =
-        "INSERT INTO queues (name, settings, paused, concurrency, lease_ms)"
-        " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO UPDATE SET"
+        "INSERT INTO queues (name, settings, paused, concurrency, lease_ms, rate_max,"
+        " rate_per_ms, rate_burst, group_limited, aged)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (name) DO UPDATE SET"
         " settings = excluded.settings, paused = excluded.paused,"
-        " concurrency = excluded.concurrency, lease_ms = excluded.lease_ms"
+        " concurrency = excluded.concurrency, lease_ms = excluded.lease_ms,"
+        " rate_max = excluded.rate_max, rate_per_ms = excluded.rate_per_ms,"
+        " rate_burst = excluded.rate_burst, group_limited = excluded.group_limited,"
+        " aged = excluded.aged"
         " RETURNING CASE WHEN NOT paused THEN notify_ready(name) END",
     [ER_PG_QUEUE_UNTHROTTLE] = "UPDATE queues SET throttled_until = 0"
                                " WHERE name = $1 AND throttled_until <> 0",
@@ -418,9 +437,42 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " (SELECT min(j.run_at) FROM jobs j WHERE j.queue = q.name AND j.state = 1)"
         " FROM queues q ORDER BY q.name COLLATE \"C\"",
     /* the fetch policy's inputs (core/fetch.h) and its row work, in order */
-    [ER_PG_QUEUE_STATES] = "SELECT * FROM queue_states($1::text[])",
+    [ER_PG_QUEUE_STATES] = "SELECT * FROM queue_states2($1::text[])",
     [ER_PG_FETCH] = "SELECT " COLS " FROM lease_jobs($1::text[], $2::bigint[], $3::bigint[], $4,"
                     " $5, $6, $7::text[]) j",
+    /* $1 queues, $2 their rate states after the fetch */
+    [ER_PG_QUEUE_RATE] = "UPDATE queues q SET rate_tat = x.tat"
+                         " FROM unnest($1::text[], $2::bigint[]) AS x(name, tat)"
+                         " WHERE q.name = x.name",
+    /* the group planner's row work (core/fetch.h er_fetch_rows); group
+     * names compare in byte order (COLLATE "C", jobs_grouped's) */
+    [ER_PG_ANY_UNGROUPED] = "SELECT 1 FROM jobs WHERE queue = $1 AND state = 1 AND grp IS NULL"
+                            " LIMIT 1",
+    [ER_PG_NEXT_GROUP] = "SELECT grp FROM jobs WHERE queue = $1 AND state = 1"
+                         " AND grp IS NOT NULL AND grp COLLATE \"C\" > $2"
+                         " ORDER BY grp COLLATE \"C\" LIMIT 1",
+    [ER_PG_GROUP_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
+                           " AND grp IS NOT NULL AND grp = $2",
+    [ER_PG_UNGROUPED_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
+                               " AND grp IS NULL",
+    [ER_PG_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = $1 AND grp = $2",
+    [ER_PG_GROUP_TAT_PUT] = "INSERT INTO group_rates (queue, grp, tat) VALUES ($1, $2, $3)"
+                            " ON CONFLICT (queue, grp) DO UPDATE SET tat = excluded.tat",
+    /* a rate state in the past is the same as none; $2 limit. The outer
+     * tat test is checked again on a row a fetch updated meanwhile. */
+    [ER_PG_GROUP_TAT_CLEAN] = "DELETE FROM group_rates g WHERE g.tat < $1 AND (g.queue, g.grp)"
+                              " IN (SELECT queue, grp FROM group_rates WHERE tat < $1 LIMIT $2)",
+    [ER_PG_LEVEL_GROUPED] = "SELECT priority, run_at FROM jobs WHERE queue = $1 AND state = 1"
+                            " AND grp IS NOT NULL AND grp COLLATE \"C\" = $2 AND priority < $3"
+                            " ORDER BY priority DESC, run_at, seq LIMIT 1",
+    [ER_PG_LEVEL_UNGROUPED] = "SELECT priority, run_at FROM jobs WHERE queue = $1 AND state = 1"
+                              " AND grp IS NULL AND priority < $2"
+                              " ORDER BY priority DESC, run_at, seq LIMIT 1",
+    [ER_PG_FETCH_GROUP] = LEASE_PICKED("w.grp IS NOT NULL AND w.grp COLLATE \"C\" = $7"),
+    [ER_PG_FETCH_GROUP_AT] = LEASE_PICKED("w.grp IS NOT NULL AND w.grp COLLATE \"C\" = $7"
+                                          " AND w.priority = $8"),
+    [ER_PG_FETCH_UNGROUPED] = LEASE_PICKED("w.grp IS NULL"),
+    [ER_PG_FETCH_UNGROUPED_AT] = LEASE_PICKED("w.grp IS NULL AND w.priority = $7"),
     [ER_PG_HEARTBEAT] = "WITH u AS (UPDATE jobs SET lease_expires_at = $1,"
                         " progress = coalesce($2, progress), updated_at = $3"
                         " WHERE id = $4 AND state = 2 AND lease_token = $5 RETURNING 1)"
