@@ -145,7 +145,10 @@ void er_settings_read_policy(const json_t *o, er_queue_patch *p)
     }
     const json_t *g = obj_member(o, "group_limits", limits, &p->group_limits.obj);
     if (g) {
-        int_of(json_object_get(g, "concurrency"), &p->group_limits.concurrency);
+        /* null: none (what er_settings_policy_json writes with only a rate) */
+        const json_t *c = json_object_get(g, "concurrency");
+        if (!json_is_null(c))
+            int_of(c, &p->group_limits.concurrency);
         read_rate(g, &p->group_limits.rate);
     }
     const json_t *a = obj_member(o, "aging", aging, &p->aging.obj);

@@ -821,3 +821,258 @@ Test(postgres, the_job_row_list_matches_the_jobs_table)
         cr_assert(in_table[i], "%s is not a column of jobs", er_job_cols[i].name);
     PQfinish(c);
 }
+
+/* ---- groups and rate limits (migration 6) ---- */
+
+static void put_group(const char *id, const char *queue, const char *group)
+{
+    er_job j;
+    mkjob(&j, id, queue, 0, T0 - 1000, T0);
+    j.group = sdup(group);
+    bool dupl = true;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0, "%s", err.message);
+    er_job_fini(&j);
+}
+
+/* One fetch of up to max from queue on store st at now: the ids leased,
+ * space-separated, into out; *ready_at as the fetch says. */
+static void fetch_ids(er_store *st, const char *queue, int max, int64_t now, char *out,
+                      size_t n, int64_t *ready_at)
+{
+    const char *qs[] = {queue};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = max,
+                         .now = now, .ready_at = ready_at};
+    er_job_list l = {0};
+    er_error err = {0};
+    cr_assert_eq(OPS->fetch(st, &p, &l, &err), 0, "fetch: %s", err.message);
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < l.len; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", i ? " " : "", l.items[i].id);
+    er_job_list_fini(&l);
+}
+
+Test(postgres, groups_take_turns_in_byte_order_after_the_jobs_without_one)
+{
+    put_group("u1", "g", NULL);
+    put_group("u2", "g", NULL);
+    put_group("b1", "g", "b");
+    put_group("b2", "g", "b");
+    put_group("B1", "g", "B");
+    put_group("a1", "g", "a");
+    const char *want[] = {"u1", "B1", "a1", "b1", "u2", "b2", ""};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        char got[256];
+        fetch_ids(S, "g", 1, T0, got, sizeof got, NULL);
+        cr_assert_str_eq(got, want[i], "fetch %zu", i);
+    }
+}
+
+/* The planner's lookups on group names use jobs_grouped (whose grp column
+ * is COLLATE "C"), also with generic plans. */
+Test(postgres, group_lookups_use_the_grouped_index)
+{
+    PGconn *c = raw();
+    char q[2048];
+    const int ids[] = {ER_PG_NEXT_GROUP, ER_PG_LEVEL_GROUPED};
+    const char *args[] = {"('g', 'a')", "('g', 'a', 5)"};
+    const char *types[] = {"(text, text)", "(text, text, integer)"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(q, sizeof q,
+                 "SET search_path TO %s; SET plan_cache_mode = force_generic_plan;"
+                 " SET enable_seqscan = off; PREPARE x%d%s AS %s",
+                 g_schema, i, types[i], er_pg_sql[ids[i]]);
+        cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+        snprintf(q, sizeof q, "EXPLAIN EXECUTE x%d%s", i, args[i]);
+        PGresult *r;
+        cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+        bool used = false;
+        for (int row = 0; row < PQntuples(r); row++)
+            used |= strstr(PQgetvalue(r, row, 0), "jobs_grouped") != NULL;
+        cr_assert(used, "statement %d does not use jobs_grouped", ids[i]);
+        PQclear(r);
+    }
+    PQfinish(c);
+}
+
+static void set_rate_2_per_s(er_queue_settings *s)
+{
+    s->rate_max = 2;
+    s->rate_per_ms = 1000;
+    s->rate_burst = 1;
+}
+
+/* Two stores are two nodes: the budget is the queue row's, spent under
+ * its lock, so the second sees what the first took. */
+Test(postgres, a_rate_limit_holds_across_stores)
+{
+    settings_put("r", set_rate_2_per_s);
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", i);
+        put(id, "r", 0, T0 - 1000 + i, T0);
+    }
+    er_store *other = open_url(g_url);
+    char got[256];
+    int64_t at = 0;
+    fetch_ids(S, "r", 4, T0, got, sizeof got, &at);
+    cr_assert_str_eq(got, "r0");
+    fetch_ids(other, "r", 4, T0 + 100, got, sizeof got, &at);
+    cr_assert_str_eq(got, "");
+    cr_assert_eq(at, T0 + 500);
+    fetch_ids(other, "r", 4, T0 + 500, got, sizeof got, &at);
+    cr_assert_str_eq(got, "r1");
+    cr_assert_eq(at, INT64_MAX);
+    OPS->close(other);
+    PGconn *c = raw();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT rate_tat FROM %s.queues WHERE name = 'r'", g_schema);
+    cr_assert_eq(one_int(c, q), (T0 + 1000) * ER_NS_PER_MS);
+    PQfinish(c);
+}
+
+static void set_group_rate(er_queue_settings *s)
+{
+    s->group_limits.rate = (er_rate){.max = 1, .per_ms = 1000, .burst = 1};
+}
+
+Test(postgres, a_group_rate_limit_passes_the_group_over_and_is_cleaned_when_past)
+{
+    settings_put("gr", set_group_rate);
+    put_group("x1", "gr", "x");
+    put_group("x2", "gr", "x");
+    put_group("y1", "gr", "y");
+    char got[256];
+    int64_t at = 0;
+    fetch_ids(S, "gr", 3, T0, got, sizeof got, &at);
+    cr_assert_str_eq(got, "x1 y1");
+    fetch_ids(S, "gr", 3, T0 + 10, got, sizeof got, &at);
+    cr_assert_str_eq(got, "");
+    cr_assert_eq(at, T0 + 1000);
+    PGconn *c = raw();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.group_rates", g_schema);
+    cr_assert_eq(one_int(c, q), 2);
+    int n = 0;
+    er_error err = {0};
+    cr_assert_eq(OPS->retention(S, T0 + 999, 100, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(one_int(c, q), 2, "not past yet");
+    cr_assert_eq(OPS->retention(S, T0 + 1001, 100, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(one_int(c, q), 0);
+    PQfinish(c);
+    fetch_ids(S, "gr", 3, T0 + 1001, got, sizeof got, &at);
+    cr_assert_str_eq(got, "x2");
+}
+
+static void set_conc1(er_queue_settings *s)
+{
+    s->concurrency = 1;
+}
+
+static void set_group_conc1(er_queue_settings *s)
+{
+    s->group_limits.concurrency = 1;
+}
+
+static void set_aging(er_queue_settings *s)
+{
+    s->aging = (er_aging){.per_s = 1, .max_boost = 10};
+}
+
+static void set_nothing(er_queue_settings *s)
+{
+    (void)s;
+}
+
+/* Docs: queues with a limit (concurrency, rate, group limits) take the
+ * queue row's lock to fetch; others, aging ones too, do not. */
+Test(postgres, only_queues_with_limits_take_the_queue_row_lock)
+{
+    struct {
+        const char *name;
+        void (*edit)(er_queue_settings *);
+        bool locks;
+    } qs[] = {{"plain", set_nothing, false},   {"aged", set_aging, false},
+              {"conc", set_conc1, true},       {"rate", set_rate_2_per_s, true},
+              {"gconc", set_group_conc1, true}};
+    PGconn *c = raw();
+    char q[256];
+    for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) {
+        settings_put(qs[i].name, qs[i].edit);
+        char id[32];
+        snprintf(id, sizeof id, "%s-1", qs[i].name);
+        put(id, qs[i].name, 0, T0 - 1000, T0);
+        snprintf(q, sizeof q, "BEGIN; SELECT 1 FROM %s.queues WHERE name = '%s' FOR UPDATE",
+                 g_schema, qs[i].name);
+        cr_assert_eq(sql(c, q, NULL), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+        const char *one[] = {qs[i].name};
+        er_fetch_params p = {.queues = one, .nqueues = 1, .worker_id = "w", .max = 1,
+                             .now = T0};
+        er_job_list l = {0};
+        er_error err = {0};
+        int rc = OPS->fetch(S, &p, &l, &err);
+        if (qs[i].locks)
+            cr_assert_lt(rc, 0, "%s: the fetch should wait for the lock", qs[i].name);
+        else
+            cr_assert_eq(rc, 0, "%s: %s", qs[i].name, err.message);
+        cr_assert_eq(l.len, qs[i].locks ? 0 : 1, "%s", qs[i].name);
+        er_job_list_fini(&l);
+        cr_assert_eq(sql(c, "ROLLBACK", NULL), PGRES_COMMAND_OK);
+    }
+    PQfinish(c);
+}
+
+/* A schema of the previous release (version 5) with waiting jobs, some in
+ * groups, and a queue whose stored text has a rate limit: migrated by the
+ * next open, the new columns hold their defaults (the rate limit copied
+ * from the text), fetch leases through the planner and the limit, and the
+ * previous version's functions still answer. */
+Test(postgres, a_version_5_schema_gets_groups_and_rate_limits_after_migration)
+{
+    PGconn *c = raw();
+    char old[80], q[2048], role[64];
+    old_schema(c, 5, old, role);
+    long long t = (long long)er_now_ms() - 1000;
+    snprintf(q, sizeof q,
+             "INSERT INTO queues (name, settings) VALUES ('r', '{\"rate_limit\":{\"max\":2,"
+             "\"per_ms\":1000}}'), ('g', NULL);"
+             " INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at,"
+             " max_attempts, backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter,"
+             " timeout_ms, idempotency_key, created_at, updated_at)"
+             " SELECT id, queue, 'n', '{}', 1, 0, grp, %lld + ord, 8, 0, 2000, 900000, 0.5, 30000,"
+             " id, %lld, %lld FROM (VALUES ('r-1', 'r', NULL, 1), ('r-2', 'r', NULL, 2),"
+             " ('g-b', 'g', 'b', 3), ('g-a', 'g', 'a', 4), ('g-none', 'g', NULL, 5))"
+             " AS v(id, queue, grp, ord); DROP ROLE IF EXISTS %s; CREATE ROLE %s;"
+             " RESET search_path",
+             t, t, t, role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+
+    er_store *s = open_migrated(c, old);
+    snprintf(q, sizeof q,
+             "SELECT rate_tat = 0 AND rate_max = 2 AND rate_per_ms = 1000 AND rate_burst = 1"
+             " AND NOT group_limited AND NOT aged FROM %s.queues WHERE name = 'r'",
+             old);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "t");
+    PQclear(r);
+    snprintf(q, sizeof q,
+             "SELECT rate_max = 0 AND rate_burst = 1 AND NOT group_limited AND NOT aged"
+             " FROM %s.queues WHERE name = 'g'",
+             old);
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "t");
+    PQclear(r);
+    char got[256];
+    int64_t now = er_now_ms();
+    fetch_ids(s, "r", 5, now, got, sizeof got, NULL);
+    cr_assert_str_eq(got, "r-1", "the stored rate limit holds");
+    fetch_ids(s, "g", 1, now, got, sizeof got, NULL);
+    cr_assert_str_eq(got, "g-none");
+    fetch_ids(s, "g", 5, now, got, sizeof got, NULL);
+    cr_assert_str_eq(got, "g-a g-b");
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.queue_states(ARRAY['r', 'g'])", old);
+    cr_assert_eq(one_int(c, q), 2, "the previous version's queue_states stays");
+    drop_old(c, s, old, role);
+}
