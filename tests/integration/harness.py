@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -27,6 +28,12 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 # Job states as the SQLite store writes them (jobs.state column).
 STATES = {0: "scheduled", 1: "waiting", 2: "active", 3: "completed", 4: "dead", 5: "cancelled"}
 STATE_NUM = {v: k for k, v in STATES.items()}
+
+# The PostgreSQL database of the PostgreSQL tests (scripts/test and `scripts/pg
+# start` provide one); ERRAND_TEST_PG_SKIP=1 lets PgNodes tests skip without it.
+PG_URL = os.environ.get("ERRAND_TEST_PG_URL", "")
+PG_SKIP = not PG_URL and os.environ.get("ERRAND_TEST_PG_SKIP") == "1"
+PG_SKIP_WHY = "ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1"
 
 
 def errand_bin():
@@ -72,6 +79,31 @@ def raw_bytes(port, data):
             if not part:
                 return got
             got += part
+
+
+def with_params(url, **params):
+    sep = "&" if "?" in url else "?"
+    return url + sep + "&".join("%s=%s" % kv for kv in params.items())
+
+
+def psql_bin():
+    p = shutil.which("psql")
+    if p:
+        return p
+    for v in ("17", "16", "15", "14", "13"):
+        c = "/usr/lib/postgresql/%s/bin/psql" % v
+        if os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def psql(sql):
+    """Runs sql against ERRAND_TEST_PG_URL; returns rows as lists of strings."""
+    out = subprocess.run([psql_bin(), PG_URL, "-X", "-A", "-t", "-F", "|", "-c", sql],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise AssertionError("psql failed: %s" % out.stderr)
+    return [line.split("|") for line in out.stdout.splitlines() if line]
 
 
 def free_port():
@@ -419,6 +451,10 @@ class Server:
         return self.post("/v1/jobs/%s/fail" % qpath(job_id),
                          {"lease_token": lease_token, "error": error}, **kw)
 
+    def put_queue(self, name, settings, **kw):
+        """PUT /v1/queues/{name}: merges settings into the queue's."""
+        return self.request("PUT", "/v1/queues/" + qpath(name), body=settings, **kw)
+
     def queue_info(self, name, **kw):
         st, b, _ = self.get("/v1/queues", **kw)
         if st != 200:
@@ -476,6 +512,44 @@ class Server:
             return snap
         finally:
             con.close()
+
+
+class PgNodes:
+    """Mixin of a unittest.TestCase class: NODES servers (NODE_ARGS) on one
+    fresh schema (SCHEMA_PREFIX + random hex) of ERRAND_TEST_PG_URL, started
+    for the class as cls.servers and stopped after it, the schema dropped.
+    Without ERRAND_TEST_PG_URL the class fails to set up; decorate it with
+    @unittest.skipIf(PG_SKIP, PG_SKIP_WHY) to skip under ERRAND_TEST_PG_SKIP=1."""
+
+    NODES = 2
+    NODE_ARGS = ()
+    SCHEMA_PREFIX = "errand_"  # "pg_" is reserved by PostgreSQL
+
+    @classmethod
+    def setUpClass(cls):
+        if not PG_URL:
+            raise RuntimeError("ERRAND_TEST_PG_URL is not set: start a cluster with "
+                               "`scripts/pg start` and export its URL (or run scripts/test); "
+                               "ERRAND_TEST_PG_SKIP=1 skips this test")
+        cls.schema = cls.SCHEMA_PREFIX + secrets.token_hex(4)
+        cls.store = with_params(PG_URL, schema=cls.schema, pool_size=4)
+        cls.servers = []
+        try:
+            for _ in range(cls.NODES):
+                cls.servers.append(Server(store=cls.store, args=list(cls.NODE_ARGS)).start())
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.servers:
+            s.cleanup()
+        if psql_bin():
+            try:
+                psql('DROP SCHEMA IF EXISTS "%s" CASCADE' % cls.schema)
+            except (AssertionError, subprocess.SubprocessError):
+                pass
 
 
 def qpath(s):

@@ -16,16 +16,15 @@
 
 import os
 import re
-import secrets
-import shutil
-import subprocess
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, parse_time, wait_until  # noqa: E402
+# PG_URL, psql and with_params are also imported from here by other PostgreSQL tests
+from harness import (PG_SKIP, PG_SKIP_WHY, PG_URL, PgNodes, parse_time,  # noqa: E402,F401
+                     psql, psql_bin, wait_until, with_params)
 
 NJOBS = 20000
 BULK = 1000
@@ -38,33 +37,6 @@ TAKEOVER_BOUND_S = 3.0   # the killed leader's session ends with its socket; 50 
 WAKE_BOUND_MS = 500      # a cross-node wake-up beats the 1000 ms re-poll
 QUEUE = "mn"
 PARKED = "errand_fetches_parked_total"  # long-poll fetches a node's writer has parked
-
-PG_URL = os.environ.get("ERRAND_TEST_PG_URL", "")
-
-
-def with_params(url, **params):
-    sep = "&" if "?" in url else "?"
-    return url + sep + "&".join("%s=%s" % kv for kv in params.items())
-
-
-def psql_bin():
-    p = shutil.which("psql")
-    if p:
-        return p
-    for v in ("17", "16", "15", "14", "13"):
-        c = "/usr/lib/postgresql/%s/bin/psql" % v
-        if os.access(c, os.X_OK):
-            return c
-    return None
-
-
-def psql(sql):
-    """Runs sql against ERRAND_TEST_PG_URL; returns rows as lists of strings."""
-    out = subprocess.run([psql_bin(), PG_URL, "-X", "-A", "-t", "-F", "|", "-c", sql],
-                         capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        raise AssertionError("psql failed: %s" % out.stderr)
-    return [line.split("|") for line in out.stdout.splitlines() if line]
 
 
 def metrics(srv):
@@ -154,35 +126,11 @@ class Worker(threading.Thread):
         time.sleep(0.1)  # none alive: a pause before looking again, not an order
 
 
-@unittest.skipIf(not PG_URL and os.environ.get("ERRAND_TEST_PG_SKIP") == "1",
-                 "ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1")
-class MultiNodeTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not PG_URL:
-            raise RuntimeError("ERRAND_TEST_PG_URL is not set: start a cluster with "
-                               "`scripts/pg start` and export its URL (or run scripts/test); "
-                               "ERRAND_TEST_PG_SKIP=1 skips this test")
-        cls.schema = "mn_" + secrets.token_hex(4)
-        cls.store = with_params(PG_URL, schema=cls.schema, pool_size=4)
-        cls.servers = []
-        try:
-            for _ in range(3):
-                cls.servers.append(Server(store=cls.store,
-                                          args=["--maintenance-interval", "50ms"]).start())
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        for s in cls.servers:
-            s.cleanup()
-        if psql_bin():
-            try:
-                psql('DROP SCHEMA IF EXISTS "%s" CASCADE' % cls.schema)
-            except (AssertionError, subprocess.SubprocessError):
-                pass
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class MultiNodeTest(PgNodes, unittest.TestCase):
+    NODES = 3
+    NODE_ARGS = ("--maintenance-interval", "50ms")
+    SCHEMA_PREFIX = "mn_"
 
     def live(self):
         return [s for s in self.servers if s.alive()]

@@ -158,4 +158,159 @@ Test(conformance, fetch_policy_fixtures_give_the_same_leases)
         fp_run(i, &fp_cases[i]);
 }
 
+/* ---- within a queue: groups, weights, group limits, rate limits, aging ----
+ * Each case fills one queue, sets its policy, then runs nfetch fetches of
+ * max jobs, the k-th at now + k * step_ms, from a fresh round-robin (a
+ * queue the store has not fetched from). want lists the ids leased over
+ * all of them in order, "|" ending each fetch. */
+
+#define FG_MAXJ 12
+#define FG_MAXW 24
+
+typedef struct fg_job {
+    const char *id, *group; /* group NULL: none */
+    int priority;
+    int64_t age_ms;
+} fg_job;
+
+typedef struct fg_case {
+    const char *name;
+    const char *wgroup; /* a group with a weight of its own (NULL: none) */
+    int weight;
+    int group_conc;
+    int64_t grate_max, grate_per;
+    int64_t rate_max, rate_per, rate_burst;
+    double aging_per_s;
+    int aging_boost;
+    fg_job jobs[FG_MAXJ];
+    int nfetch, max;
+    int64_t step_ms;
+    const char *want[FG_MAXW];
+} fg_case;
+
+static const fg_case fg_cases[] = {
+    {.name = "groups take turns: a backlog does not hold another group back",
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"a3", "a", 0, 70}, {"b1", "b", 0, 10}},
+     .nfetch = 4, .max = 1,
+     .want = {"a1", "|", "b1", "|", "a2", "|", "a3", "|"}},
+    {.name = "a weight of 3 takes three jobs a turn",
+     .wgroup = "a", .weight = 3,
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"a3", "a", 0, 70}, {"a4", "a", 0, 60},
+              {"b1", "b", 0, 50}, {"b2", "b", 0, 40}},
+     .nfetch = 6, .max = 1,
+     .want = {"a1", "|", "a2", "|", "a3", "|", "b1", "|", "a4", "|", "b2", "|"}},
+    {.name = "one fetch of many deals the turns round the groups",
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"a3", "a", 0, 70}, {"b1", "b", 0, 60},
+              {"b2", "b", 0, 50}, {"b3", "b", 0, 40}, {"c1", "c", 0, 30}},
+     .nfetch = 2, .max = 5,
+     .want = {"a1", "a2", "b1", "b2", "c1", "|", "a3", "b3", "|"}},
+    {.name = "the jobs without a group are one group, first in the ring",
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"u1", NULL, 0, 70}, {"u2", NULL, 0, 60}},
+     .nfetch = 4, .max = 1,
+     .want = {"u1", "|", "a1", "|", "u2", "|", "a2", "|"}},
+    {.name = "within a group: the highest priority, then the oldest",
+     .jobs = {{"a-lo", "a", 1, 90}, {"a-hi-new", "a", 9, 10}, {"a-hi-old", "a", 9, 50}},
+     .nfetch = 1, .max = 3,
+     .want = {"a-hi-old", "a-hi-new", "a-lo", "|"}},
+    {.name = "a group at its concurrency limit is passed over, the others go on",
+     .group_conc = 1,
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"b1", "b", 0, 70}, {"b2", "b", 0, 60},
+              {"u1", NULL, 0, 50}},
+     .nfetch = 2, .max = 5,
+     .want = {"u1", "a1", "b1", "|", "|"}},
+    {.name = "a group rate limit holds its group only",
+     .grate_max = 1, .grate_per = 1000,
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"b1", "b", 0, 70}},
+     .nfetch = 3, .max = 3, .step_ms = 500,
+     .want = {"a1", "b1", "|", "|", "a2", "|"}},
+    {.name = "a queue rate limit spaces its leases, whatever the fetch asks",
+     .rate_max = 2, .rate_per = 1000,
+     .jobs = {{"x1", NULL, 0, 90}, {"x2", NULL, 0, 80}, {"x3", NULL, 0, 70}, {"x4", NULL, 0, 60}},
+     .nfetch = 4, .max = 10, .step_ms = 250,
+     .want = {"x1", "|", "|", "x2", "|", "|"}},
+    {.name = "a queue rate limit with a burst lets that many go at once",
+     .rate_max = 2, .rate_per = 1000, .rate_burst = 2,
+     .jobs = {{"x1", NULL, 0, 90}, {"x2", NULL, 0, 80}, {"x3", NULL, 0, 70}, {"x4", NULL, 0, 60}},
+     .nfetch = 3, .max = 10, .step_ms = 500,
+     .want = {"x1", "x2", "|", "x3", "|", "x4", "|"}},
+    {.name = "a rate limit applies to grouped queues too",
+     .rate_max = 1, .rate_per = 1000,
+     .jobs = {{"a1", "a", 0, 90}, {"b1", "b", 0, 80}},
+     .nfetch = 2, .max = 10, .step_ms = 1000,
+     .want = {"a1", "|", "b1", "|"}},
+    {.name = "aging: a long-waiting low priority job overtakes newer higher ones",
+     .aging_per_s = 1, .aging_boost = 10,
+     .jobs = {{"lo-old", NULL, 0, 20000}, {"hi", NULL, 5, 0}, {"lo-new", NULL, 0, 1000},
+              {"mid", NULL, 3, 1000}},
+     .nfetch = 1, .max = 4,
+     .want = {"lo-old", "hi", "mid", "lo-new", "|"}},
+    {.name = "aging stops at max_boost",
+     .aging_per_s = 1, .aging_boost = 2,
+     .jobs = {{"lo-old", "a", 0, 600000}, {"hi", "a", 5, 0}},
+     .nfetch = 1, .max = 2,
+     .want = {"hi", "lo-old", "|"}},
+};
+
+static void fg_settings(const fg_case *c, er_queue_settings *s)
+{
+    if (c->wgroup) {
+        s->fairness.nweights = 1;
+        snprintf(s->fairness.weights[0].group, sizeof s->fairness.weights[0].group, "%s",
+                 c->wgroup);
+        s->fairness.weights[0].weight = c->weight;
+    }
+    s->group_limits.concurrency = c->group_conc;
+    s->group_limits.rate = (er_rate){c->grate_max, c->grate_per, 1};
+    s->rate_max = c->rate_max;
+    s->rate_per_ms = c->rate_per;
+    s->rate_burst = c->rate_burst ? c->rate_burst : 1;
+    s->aging = (er_aging){c->aging_per_s, c->aging_boost};
+}
+
+static void fg_run(size_t ci, const fg_case *c)
+{
+    char queue[64];
+    snprintf(queue, sizeof queue, "g%zu", ci);
+    er_error err = {0};
+    er_queue_settings s;
+    cr_assert_eq(OPS->get_queue_settings(S, queue, &s, &err), 0, "%s", err.message);
+    fg_settings(c, &s);
+    cr_assert_eq(OPS->put_queue_settings(S, queue, &s, &err), 0, "%s", err.message);
+    for (int j = 0; j < FG_MAXJ && c->jobs[j].id; j++) {
+        const fg_job *jb = &c->jobs[j];
+        char id[80];
+        snprintf(id, sizeof id, "g%zu.%s", ci, jb->id);
+        er_job job;
+        mkjob(&job, id, queue, jb->priority, T0 - jb->age_ms, T0);
+        job.group = sdup(jb->group);
+        bool dupl = true;
+        cr_assert_eq(OPS->enqueue(S, &job, &dupl, NULL, NULL, &err), 0, "%s", err.message);
+        er_job_fini(&job);
+    }
+    int w = 0;
+    for (int f = 0; f < c->nfetch; f++) {
+        er_job_list l = {0};
+        const char *qs[] = {queue};
+        int n = fetchq(qs, 1, c->max, 0, T0 + f * c->step_ms, &l);
+        for (int i = 0; i < n; i++, w++) {
+            char id[80];
+            cr_assert(w < FG_MAXW && c->want[w] && strcmp(c->want[w], "|") != 0,
+                      "%s: fetch %d leased %s, more than wanted", c->name, f, l.items[i].id);
+            snprintf(id, sizeof id, "g%zu.%s", ci, c->want[w]);
+            cr_assert_str_eq(l.items[i].id, id, "%s: fetch %d, position %d", c->name, f, i);
+        }
+        cr_assert(w < FG_MAXW && c->want[w] && strcmp(c->want[w], "|") == 0,
+                  "%s: fetch %d leased %d, fewer than wanted (next: %s)", c->name, f, n,
+                  w < FG_MAXW && c->want[w] ? c->want[w] : "none");
+        w++;
+        er_job_list_fini(&l);
+    }
+}
+
+Test(conformance, group_policy_fixtures_give_the_same_leases)
+{
+    for (size_t i = 0; i < sizeof fg_cases / sizeof fg_cases[0]; i++)
+        fg_run(i, &fg_cases[i]);
+}
+
 #endif

@@ -117,6 +117,62 @@ Test(fetch, the_cap_skips_paused_throttled_and_full_queues)
     cr_assert_eq(er_fetch_cap(&q, T0), 0);
 }
 
+/* Leases granted by a GCRA limit when asked every ms for `ms` ms. */
+static int64_t grants(int64_t max, int64_t per, int64_t burst, int64_t ms, int64_t *times)
+{
+    int64_t tat = 0, n = 0;
+    for (int64_t t = T0; t < T0 + ms; t++) {
+        int64_t k = er_rate_allowed(max, per, burst, tat, t, 1000);
+        for (int64_t i = 0; i < k; i++)
+            times[n++] = t;
+        tat = er_rate_taken(max, per, tat, t, k);
+    }
+    return n;
+}
+
+Test(fetch, a_rate_limit_allows_max_per_window_plus_its_burst)
+{
+    static int64_t times[20000];
+    struct {
+        int64_t max, per, burst;
+    } cases[] = {{4, 1000, 1}, {3, 1000, 1}, {7, 300, 1}, {4, 1000, 4}, {1000, 1000, 10}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t max = cases[c].max, per = cases[c].per, b = cases[c].burst;
+        int64_t n = grants(max, per, b, 10 * per, times);
+        /* the long-run rate: max per per_ms, plus the first burst */
+        cr_assert_geq(n, 10 * max, "case %zu: %lld", c, (long long)n);
+        cr_assert_leq(n, 10 * max + b, "case %zu: %lld", c, (long long)n);
+        /* any sliding window of per_ms holds at most max + burst - 1, plus the
+         * one at its closing edge */
+        for (int64_t i = 0, j = 0; i < n; i++) {
+            while (j < n && times[j] < times[i] + per)
+                j++;
+            cr_assert_leq(j - i, max + b - 1 + 1, "case %zu: %lld in a window", c,
+                          (long long)(j - i));
+        }
+    }
+}
+
+Test(fetch, a_rate_limit_says_when_it_allows_again)
+{
+    int64_t tat = er_rate_taken(4, 1000, 0, T0, 1);
+    cr_assert_eq(er_rate_allowed(4, 1000, 1, tat, T0, 10), 0);
+    cr_assert_eq(er_rate_next_ms(4, 1000, 1, tat, T0), T0 + 250);
+    cr_assert_eq(er_rate_allowed(4, 1000, 1, tat, T0 + 249, 10), 0);
+    cr_assert_eq(er_rate_allowed(4, 1000, 1, tat, T0 + 250, 10), 1);
+    /* a budget unused for long is not saved up beyond the burst */
+    cr_assert_eq(er_rate_allowed(4, 1000, 3, tat, T0 + 3600000, 10), 3);
+    /* rounding never makes it faster: 3 per 1000 ms is 333.34 ms apart */
+    tat = er_rate_taken(3, 1000, 0, T0, 1);
+    cr_assert_eq(er_rate_next_ms(3, 1000, 1, tat, T0), T0 + 334);
+    er_queue_state q = {.rate_max = 4, .rate_per_ms = 1000, .rate_burst = 1, .rate_tat = tat};
+    cr_assert_eq(er_fetch_cap(&q, T0), 0);
+    cr_assert_eq(er_fetch_ready_at(&q, T0), T0 + 334);
+    q.concurrency = 1;
+    q.active = 0;
+    cr_assert_eq(er_fetch_cap(&q, T0 + 400), 1);
+}
+
 Test(fetch, the_lease_is_the_requests_then_the_queues_then_the_default)
 {
     er_queue_state q = {0};

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+#
+# Fairness, limits and aging through the HTTP API, on the default store
+# (docs/api.md "Fetch order"): a group's backlog of 50,000 jobs does not hold
+# another group's job back; 100 groups of uneven sizes and weights each get
+# their weight's share of every window of 1,000 fetched jobs while they have
+# jobs waiting; a priority-0 job under a steady stream of priority-10 jobs
+# starts within the bound aging states; a rate limit of 4/s holds whatever
+# the fetch's max, and a parked fetch is answered when the budget allows.
+
+import os
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, wait_until  # noqa: E402
+
+BULK = 10000
+
+
+def bulk(srv, queue, jobs):
+    for i in range(0, len(jobs), BULK):
+        st, b, _ = srv.post("/v1/queues/%s/jobs" % queue, {"jobs": jobs[i:i + BULK]}, timeout=60)
+        if st != 201:
+            raise AssertionError("bulk enqueue -> %s %s" % (st, str(b)[:300]))
+
+
+def put(srv, queue, settings):
+    st, b, _ = srv.put_queue(queue, settings)
+    if st != 200:
+        raise AssertionError("PUT %s %r -> %s %r" % (queue, settings, st, b))
+
+
+def fetch_ids(srv, queue, n, max_=1, complete=True):
+    """Leases (and completes) n jobs, fewer when the queue runs dry, in order."""
+    out = []
+    while len(out) < n:
+        jobs = srv.fetch_jobs([queue], max=min(max_, n - len(out)))
+        if not jobs:
+            break
+        for j in jobs:
+            st, b, _ = srv.complete(j["id"], j["lease_token"]) if complete else (200, None, None)
+            if st != 200:
+                raise AssertionError("complete %s -> %s %r" % (j["id"], st, b))
+            out.append(j)
+    return out
+
+
+class FairnessTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server().start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+
+    def test_one_group_backlog_does_not_hold_another_back(self):
+        q = "fair-backlog"
+        bulk(self.s, q, [{"name": "upload", "group": "tenant:A"} for _ in range(50000)])
+        first = fetch_ids(self.s, q, 3)
+        self.assertEqual([j["group"] for j in first], ["tenant:A"] * 3)
+        st, b, _ = self.s.enqueue(q, {"name": "upload", "group": "tenant:B", "id": "b-one"})
+        self.assertEqual(st, 201, b)
+        after = [j["id"] for j in fetch_ids(self.s, q, 2)]
+        self.assertIn("b-one", after, "tenant:B's job is among the first 2 fetched after it")
+
+    def test_shares_follow_weights_in_every_window(self):
+        q = "fair-shares"
+        ngroups = 100
+        sizes = [max(1, int(round(10000 ** (i / (ngroups - 1))))) for i in range(ngroups)]
+        weights = {"g%02d" % i: 1 + i % 4 for i in range(ngroups)}
+        put(self.s, q, {"fairness": {"weights": {g: w for g, w in weights.items() if w != 1}}})
+        jobs = []
+        # interleaved enqueue order must not matter; groups enter largest first
+        for i in reversed(range(ngroups)):
+            jobs += [{"name": "x", "group": "g%02d" % i}] * sizes[i]
+        bulk(self.s, q, jobs)
+        left = {"g%02d" % i: sizes[i] for i in range(ngroups)}
+        order = [j["group"] for j in fetch_ids(self.s, q, 30000, max_=10, complete=False)]
+        self.assertEqual(len(order), 30000)
+        # emptied_at[g]: the position of g's last job, if it ran out
+        emptied_at = {}
+        for pos, g in enumerate(order):
+            left[g] -= 1
+            if left[g] == 0:
+                emptied_at[g] = pos
+        window, checked, worst = 1000, 0, 0.0
+        for start in range(0, len(order) - window + 1, 50):
+            end = start + window
+            # the groups waiting through the whole window: none ran out before its end
+            live = [g for g in weights if emptied_at.get(g, len(order)) >= end and
+                    not (g in emptied_at and emptied_at[g] < start)]
+            if any(start <= emptied_at.get(g, -1) < end for g in weights):
+                continue  # a group ran out inside: the shares changed mid-window
+            total_w = sum(weights[g] for g in live)
+            counts = {}
+            for g in order[start:end]:
+                counts[g] = counts.get(g, 0) + 1
+            for g in live:
+                fair = window * weights[g] / total_w
+                dev = abs(counts.get(g, 0) - fair)
+                # deficit round-robin: at most two turns (2 x weight) off
+                self.assertLessEqual(dev, 2 * weights[g],
+                                     "window %d: %s got %d, fair %.1f" % (start, g,
+                                                                          counts.get(g, 0), fair))
+                worst = max(worst, dev / weights[g])
+            checked += 1
+        self.assertGreater(checked, 40, "enough windows with a steady set of groups")
+        print("\nshares: %d windows checked, worst deviation %.2f turns" % (checked, worst),
+              file=sys.stderr)
+
+    def test_aging_bounds_the_wait_of_a_low_priority_job(self):
+        q = "fair-aging"
+        per_s, boost = 10, 20
+        put(self.s, q, {"aging": {"per_s": per_s, "max_boost": boost}})
+        stop = threading.Event()
+
+        def stream():
+            # keeps 5 priority-10 jobs waiting, whatever the worker takes
+            while not stop.is_set():
+                info = self.s.queue_info(q)
+                waiting = info["counts"]["waiting"] if info else 0
+                if waiting < 6:
+                    bulk(self.s, q, [{"name": "hi", "priority": 10}] * 5)
+                time.sleep(0.005)
+        bulk(self.s, q, [{"name": "hi", "priority": 10}] * 5)
+        t = threading.Thread(target=stream, daemon=True)
+        t.start()
+        try:
+            t0 = time.monotonic()
+            st, b, _ = self.s.enqueue(q, {"name": "lo", "priority": 0, "id": "lo-1"})
+            self.assertEqual(st, 201, b)
+            started = None
+            while time.monotonic() - t0 < 10 and started is None:
+                for j in fetch_ids(self.s, q, 1):
+                    if j["id"] == "lo-1":
+                        started = time.monotonic() - t0
+                time.sleep(0.002)  # one job every few ms: the stream stays ahead
+        finally:
+            stop.set()
+            t.join(5)
+        # (10 - 0) / per_s = 1 s to reach the fresh jobs' priority, plus the
+        # wait of those jobs (a few ms here); before 1 s it cannot win
+        self.assertIsNotNone(started, "the priority-0 job never started")
+        self.assertGreaterEqual(started, 0.9, "it won before aging could lift it")
+        self.assertLess(started, 2.0, "within the stated bound (1 s + the stream's wait)")
+
+    def test_rate_limit_holds_whatever_the_prefetch(self):
+        q = "fair-rate"
+        put(self.s, q, {"rate_limit": {"max": 4, "per_ms": 1000}})
+        bulk(self.s, q, [{"name": "call"}] * 14)
+        got = []
+        lock = threading.Lock()
+
+        def worker(i):
+            deadline = time.monotonic() + 3.6
+            while time.monotonic() < deadline:
+                st, b, _ = self.s.fetch([q], worker_id="w%d" % i, max=20, wait_ms=400)
+                if st != 200:
+                    raise AssertionError("fetch -> %s %r" % (st, b))
+                now = time.monotonic()
+                for j in b["jobs"]:
+                    with lock:
+                        got.append(now)
+                    self.s.complete(j["id"], j["lease_token"])
+        ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(10)
+        got.sort()
+        worst = max(sum(1 for u in got if t <= u < t + 1.0) for t in got)
+        self.assertLessEqual(worst, 5, "at most max + 1 leases in any 1 s window")
+        # 3.6 s at 4/s, the first at once: 14 or 15 fit; parked fetches are
+        # answered when the budget allows, so no second of budget goes unused
+        self.assertGreaterEqual(len(got), 13, "the budget is used: %d leases" % len(got))
+        self.assertLessEqual(len(got), 15)
+
+
+if __name__ == "__main__":
+    unittest.main()
