@@ -739,6 +739,13 @@ Test(postgres, sql_enqueue_honours_tombstones)
     PQfinish(c);
 }
 
+/* Inserting jobs into an old schema: the columns every version has and
+ * a job needs, then the caller's. */
+#define OLD_JOB_INSERT                                                                     \
+    " INSERT INTO jobs (id, queue, name, payload, state, priority, run_at, max_attempts,"   \
+    " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms,"          \
+    " idempotency_key, created_at, updated_at"
+
 /* A schema of the previous release (version 4) with a finished job a
  * client named: migrated by the next open, retention then keeps its
  * tombstone (a row without the generated-id flag counts as a client's),
@@ -753,9 +760,7 @@ Test(postgres, a_version_4_schema_gets_tombstones_after_migration)
     snprintf(q, sizeof q,
              "INSERT INTO queues (name, settings) VALUES ('q', '{\"retention\":{\"completed\":"
              "{\"age_s\":60,\"count\":0},\"dead\":\"keep\"}}');"
-             " INSERT INTO jobs (id, queue, name, payload, state, priority, run_at, max_attempts,"
-             " backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter, timeout_ms,"
-             " idempotency_key, created_at, updated_at, finished_at, set_flags) VALUES"
+             OLD_JOB_INSERT ", finished_at, set_flags) VALUES"
              " ('old-done', 'q', 'n', '{}', 3, 0, %lld, 8, 0, 2000, 900000, 0.5, 30000,"
              " 'old-done', %lld, %lld, %lld, 0);"
              " DROP ROLE IF EXISTS %s; CREATE ROLE %s; GRANT USAGE ON SCHEMA %s TO %s;"
@@ -1037,11 +1042,8 @@ Test(postgres, a_version_5_schema_gets_groups_and_rate_limits_after_migration)
     snprintf(q, sizeof q,
              "INSERT INTO queues (name, settings) VALUES ('r', '{\"rate_limit\":{\"max\":2,"
              "\"per_ms\":1000}}'), ('g', NULL);"
-             " INSERT INTO jobs (id, queue, name, payload, state, priority, grp, run_at,"
-             " max_attempts, backoff_type, backoff_delay_ms, backoff_max_ms, backoff_jitter,"
-             " timeout_ms, idempotency_key, created_at, updated_at)"
-             " SELECT id, queue, 'n', '{}', 1, 0, grp, %lld + ord, 8, 0, 2000, 900000, 0.5, 30000,"
-             " id, %lld, %lld FROM (VALUES ('r-1', 'r', NULL, 1), ('r-2', 'r', NULL, 2),"
+             OLD_JOB_INSERT ", grp) SELECT id, queue, 'n', '{}', 1, 0, %lld + ord, 8, 0, 2000,"
+             " 900000, 0.5, 30000, id, %lld, %lld, grp FROM (VALUES ('r-1', 'r', NULL, 1), ('r-2', 'r', NULL, 2),"
              " ('g-b', 'g', 'b', 3), ('g-a', 'g', 'a', 4), ('g-none', 'g', NULL, 5))"
              " AS v(id, queue, grp, ord); DROP ROLE IF EXISTS %s; CREATE ROLE %s;"
              " RESET search_path",

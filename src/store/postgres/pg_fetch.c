@@ -91,13 +91,11 @@ static int fq_policy(er_store *s, er_pg_fq *f, const char *text, bool paused, er
         return 0;
     policy_drop(s, f);
     er_queue_settings *qs = malloc(sizeof *qs);
-    f->pol = malloc(sizeof *f->pol);
-    int rc = 0;
-    if (!qs || !f->pol || (text && !(f->text = strdup(text))))
-        rc = nomem(err);
-    s->npol++;
-    if (rc == 0)
-        rc = er_settings_decode_row(text, paused, qs, err);
+    if ((f->pol = malloc(sizeof *f->pol)))
+        s->npol++;
+    int rc = !qs || !f->pol || (text && !(f->text = strdup(text)))
+                 ? nomem(err)
+                 : er_settings_decode_row(text, paused, qs, err);
     if (rc == 0) {
         f->pol->fairness = qs->fairness;
         f->pol->limits = qs->group_limits;
@@ -222,6 +220,9 @@ static int plan_read(er_store *s, const er_fetch_params *fp, const char *queues,
             .rate_tat = er_pg_i64(res, i, 8),
         };
         q->cap = er_fetch_cap(&q->st, now);
+        for (int k = 0; k < i && q->cap > 0; k++)
+            if (strcmp(fp->queues[k], fp->queues[i]) == 0)
+                q->cap = 0; /* named again: its first turn took what it could */
         q->lease_ms = er_fetch_lease_ms(&q->st, fp->lease_ms);
         if (q->cap <= 0) {
             int64_t at = er_fetch_ready_at(&q->st, now);
