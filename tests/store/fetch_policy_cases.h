@@ -105,7 +105,7 @@ static void fp_run(size_t ci, const fp_case *c)
             cr_assert_eq(OPS->put_queue_settings(S, qn[i], &s, &err), 0, "%s", err.message);
         /* jobs already active, and throttles, come from real leases */
         for (int k = 0; k < q->active + (q->throttle_ms > 0); k++) {
-            char id[80];
+            char id[sizeof qn + 32]; /* gcc -O3 bounds qn[i] by all of qn */
             snprintf(id, sizeof id, "%s.pre-%d", qn[i], k);
             put(id, qn[i], 1000, T0 - 100000, T0);
             const char *one[] = {qn[i]};
