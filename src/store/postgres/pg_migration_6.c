@@ -23,11 +23,16 @@ const char er_pg_migration_6[] =
     " ADD COLUMN rate_burst bigint NOT NULL DEFAULT 1,\n"
     " ADD COLUMN group_limited boolean NOT NULL DEFAULT false,\n"
     " ADD COLUMN aged boolean NOT NULL DEFAULT false;\n"
-    /* every version's text has "rate_limit": null or {max, per_ms[, burst]} */
+    /* every version's text has "rate_limit": null or {max, per_ms[, burst]};
+     * version 3's "group_limits" and "aging" are null when off */
     "UPDATE queues SET rate_max = (settings::jsonb #>> '{rate_limit,max}')::bigint,\n"
     " rate_per_ms = (settings::jsonb #>> '{rate_limit,per_ms}')::bigint,\n"
     " rate_burst = coalesce((settings::jsonb #>> '{rate_limit,burst}')::bigint, 1)\n"
     " WHERE jsonb_typeof(settings::jsonb -> 'rate_limit') = 'object';\n"
+    "UPDATE queues SET\n"
+    " group_limited = coalesce(jsonb_typeof(settings::jsonb -> 'group_limits') = 'object', false),\n"
+    " aged = coalesce(jsonb_typeof(settings::jsonb -> 'aging') = 'object', false)\n"
+    " WHERE settings IS NOT NULL;\n"
     "CREATE TABLE group_rates (\n"
     " queue text NOT NULL,\n"
     " grp text NOT NULL,\n"
