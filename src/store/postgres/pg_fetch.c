@@ -190,7 +190,7 @@ static const char *tokens(er_pg_array *ta, int64_t n)
 typedef struct qplan {
     er_queue_state st;
     int64_t cap, lease_ms;
-    bool planner;    /* leased through er_fetch_groups */
+    bool planner;      /* leased through er_fetch_groups */
     er_pg_policy *pol; /* borrowed from its er_pg_fq when planner */
 } qplan;
 
@@ -439,8 +439,13 @@ static int lease_groups(er_store *s, const er_fetch_params *fp, const qplan *q, 
     if (!f)
         return nomem(err);
     rows_ctx c = {s, fp, fp->queues[i], now, q->lease_ms, out, got, i};
-    er_fetch_rows rows = {&c,         rows_next_group, rows_group_active, rows_group_tat,
-                          rows_set_group_tat, rows_level, rows_lease};
+    er_fetch_rows rows = {.ctx = &c,
+                          .next_group = rows_next_group,
+                          .group_active = rows_group_active,
+                          .group_tat = rows_group_tat,
+                          .set_group_tat = rows_set_group_tat,
+                          .level = rows_level,
+                          .lease = rows_lease};
     er_fetch_group_policy pol = {&q->pol->fairness, &q->pol->limits, &q->pol->aging};
     int64_t n = 0, at = INT64_MAX;
     int rc = er_fetch_groups(&rows, &pol, &f->cur, take, now, &n, &at, err);
@@ -475,8 +480,8 @@ static int rates_store(er_store *s, const er_fetch_params *fp, const qplan *plan
 }
 
 /* Leases per the policy: the queues' states, then the row work. */
-static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_job_list *out,
-                       int64_t *ready_at, er_error *err)
+static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_job_list *out, int64_t *ready_at,
+                       er_error *err)
 {
     if (fp->max < 1 || fp->nqueues == 0)
         return 0;
@@ -489,9 +494,9 @@ static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_job_list *out,
     int64_t *got = calloc(fp->nqueues, sizeof *got);
     bool any = false, any_planner = false;
     fq_room(s, fp->nqueues);
-    int rc = queues && plan && got ? plan_read(s, fp, queues, now, plan, &any, &any_planner,
-                                               ready_at, err)
-                                   : nomem(err);
+    int rc = queues && plan && got
+                 ? plan_read(s, fp, queues, now, plan, &any, &any_planner, ready_at, err)
+                 : nomem(err);
     er_pg_array_fini(&qa);
     if (rc == 0 && any && !any_planner) {
         /* the fast path: one lease_jobs call for every queue */
