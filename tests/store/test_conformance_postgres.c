@@ -1031,8 +1031,8 @@ Test(postgres, only_queues_with_limits_take_the_queue_row_lock)
 /* A schema of the previous release (version 5) with waiting jobs, some in
  * groups, a queue whose stored text has a rate limit and one with aging:
  * migrated by the next open, the new columns hold their defaults (the
- * settings copied from the texts), fetch leases through the planner and the limit, and the
- * previous version's functions still answer. */
+ * settings copied from the texts), fetch leases through the planner and
+ * the limit, and the previous version's functions still answer. */
 Test(postgres, a_version_5_schema_gets_groups_and_rate_limits_after_migration)
 {
     PGconn *c = raw();
@@ -1043,8 +1043,8 @@ Test(postgres, a_version_5_schema_gets_groups_and_rate_limits_after_migration)
              "INSERT INTO queues (name, settings) VALUES ('r', '{\"rate_limit\":{\"max\":2,"
              "\"per_ms\":1000}}'), ('g', '{\"aging\":{\"per_s\":1,\"max_boost\":10}}');"
              OLD_JOB_INSERT ", grp) SELECT id, queue, 'n', '{}', 1, 0, %lld + ord, 8, 0, 2000,"
-             " 900000, 0.5, 30000, id, %lld, %lld, grp FROM (VALUES ('r-1', 'r', NULL, 1), ('r-2', 'r', NULL, 2),"
-             " ('g-b', 'g', 'b', 3), ('g-a', 'g', 'a', 4), ('g-none', 'g', NULL, 5))"
+             " 900000, 0.5, 30000, id, %lld, %lld, grp FROM (VALUES ('r-1', 'r', NULL, 1),"
+             " ('r-2', 'r', NULL, 2), ('g-b', 'g', 'b', 3), ('g-a', 'g', 'a', 4), ('g-none', 'g', NULL, 5))"
              " AS v(id, queue, grp, ord); DROP ROLE IF EXISTS %s; CREATE ROLE %s;"
              " RESET search_path",
              t, t, t, role, role);

@@ -294,6 +294,9 @@ typedef struct rows_ctx {
     er_job_list *out;
     int64_t *got; /* per queue of the fetch */
     size_t qi;    /* queue's index in the fetch */
+    /* the first group, read with a next_group that found none after */
+    bool first_known, first_found;
+    char first[ER_NAME_MAX + 1];
 } rows_ctx;
 
 /* Runs statement id on queue (and group, when not "") and then the
@@ -318,28 +321,38 @@ static int group_row(rows_ctx *c, int id, const char *group, const int64_t *args
     return 0;
 }
 
+/* One round trip per call: the group after `after`, or when there is none
+ * the first group, kept for the planner's next call, which asks for it. */
 static int rows_next_group(void *ctx, const char *after, char *out, bool *found, er_error *err)
 {
     rows_ctx *c = ctx;
-    PGresult *r = NULL;
-    int rc = 0;
-    if (!after) {
-        rc = group_row(c, ER_PG_ANY_UNGROUPED, NULL, NULL, 0, &r, found, err);
-        PQclear(r);
-        if (rc < 0 || *found) {
-            out[0] = '\0';
-            return rc;
-        }
-        after = "";
+    if (!after && c->first_known) {
+        c->first_known = false;
+        *found = c->first_found;
+        snprintf(out, ER_NAME_MAX + 1, "%s", c->first);
+        return 0;
     }
+    c->first_known = false;
     er_pg_params p = {0};
     er_pg_p_str(&p, c->queue);
-    er_pg_p_str(&p, after);
-    if ((rc = er_pg_exec(c->s, ER_PG_NEXT_GROUP, &p, &r, err)) < 0)
+    if (after)
+        er_pg_p_str(&p, after);
+    PGresult *r;
+    int rc = er_pg_exec(c->s, after ? ER_PG_NEXT_GROUP : ER_PG_FIRST_GROUP, &p, &r, err);
+    if (rc < 0)
         return rc;
-    *found = PQntuples(r) > 0;
-    if (*found)
-        snprintf(out, ER_NAME_MAX + 1, "%s", PQgetvalue(r, 0, 0));
+    bool row = PQntuples(r) > 0;
+    const char *g = row ? PQgetvalue(r, 0, 0) : "";
+    if (after && (!row || er_pg_i64(r, 0, 1) != 0)) {
+        c->first_known = true; /* the ring closed */
+        c->first_found = row;
+        snprintf(c->first, sizeof c->first, "%s", g);
+        *found = false;
+    } else {
+        *found = row;
+        if (row)
+            snprintf(out, ER_NAME_MAX + 1, "%s", g);
+    }
     PQclear(r);
     return 0;
 }
@@ -438,7 +451,7 @@ static int lease_groups(er_store *s, const er_fetch_params *fp, const qplan *q, 
     er_pg_fq *f = fq_get(s, fp->queues[i]);
     if (!f)
         return nomem(err);
-    rows_ctx c = {s, fp, fp->queues[i], now, q->lease_ms, out, got, i};
+    rows_ctx c = {s, fp, fp->queues[i], now, q->lease_ms, out, got, i, false, false, ""};
     er_fetch_rows rows = {.ctx = &c,
                           .next_group = rows_next_group,
                           .group_active = rows_group_active,

@@ -33,7 +33,7 @@ enum {
     ER_PG_FETCH,
     /* groups and rate limits (pg_fetch.c) */
     ER_PG_QUEUE_RATE,
-    ER_PG_ANY_UNGROUPED,
+    ER_PG_FIRST_GROUP,
     ER_PG_NEXT_GROUP,
     ER_PG_GROUP_ACTIVE,
     ER_PG_UNGROUPED_ACTIVE,

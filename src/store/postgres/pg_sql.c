@@ -355,6 +355,14 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
     " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \
     idp
 
+/* The first group of queue $1 with waiting jobs, in one or two rows
+ * (grp, ord): "" (the jobs without one) when there are any, ord 1; the
+ * first named one in byte order, ord 2. */
+#define FIRST_GROUP                                                                        \
+    "(SELECT ''::text AS grp, 1 AS ord WHERE EXISTS (SELECT 1 FROM jobs WHERE queue = $1"  \
+    " AND state = 1 AND grp IS NULL)) UNION ALL (SELECT grp, 2 FROM jobs WHERE queue = $1" \
+    " AND state = 1 AND grp IS NOT NULL ORDER BY grp COLLATE \"C\" LIMIT 1)"
+
 /* Leases up to $5 waiting jobs of queue $4 that `where` picks (w: the
  * waiting job), in fetch order, as lease_jobs does: $1 worker, $2 lease
  * expiry, $3 now, $6 the lease tokens, in order. */
@@ -446,11 +454,13 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                          " WHERE q.name = x.name",
     /* the group planner's row work (core/fetch.h er_fetch_rows); group
      * names compare in byte order (COLLATE "C", jobs_grouped's) */
-    [ER_PG_ANY_UNGROUPED] = "SELECT 1 FROM jobs WHERE queue = $1 AND state = 1 AND grp IS NULL"
-                            " LIMIT 1",
-    [ER_PG_NEXT_GROUP] = "SELECT grp FROM jobs WHERE queue = $1 AND state = 1"
-                         " AND grp IS NOT NULL AND grp COLLATE \"C\" > $2"
-                         " ORDER BY grp COLLATE \"C\" LIMIT 1",
+    /* columns: the group, and 0 when it is the next one after $2, else 1
+     * or 2: the first one (the ring closed), "" (no group) before any */
+    [ER_PG_FIRST_GROUP] = "SELECT grp, ord FROM (" FIRST_GROUP ") f ORDER BY ord LIMIT 1",
+    [ER_PG_NEXT_GROUP] = "SELECT grp, ord FROM ((SELECT grp, 0 AS ord FROM jobs WHERE queue = $1"
+                         " AND state = 1 AND grp IS NOT NULL AND grp COLLATE \"C\" > $2"
+                         " ORDER BY grp COLLATE \"C\" LIMIT 1) UNION ALL " FIRST_GROUP ") f"
+                         " ORDER BY ord LIMIT 1",
     [ER_PG_GROUP_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
                            " AND grp IS NOT NULL AND grp = $2",
     [ER_PG_UNGROUPED_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
