@@ -434,6 +434,23 @@ Test(queue, decode_ignores_unknown_fields)
     cr_assert_eq(y.lease_ms, ER_DEFAULT_LEASE_MS, "missing fields take defaults");
 }
 
+/* group_limits with a rate and no concurrency is stored with
+ * "concurrency": null, which reads back as none. */
+Test(queue, group_rate_without_concurrency_round_trips)
+{
+    er_queue_settings x;
+    er_queue_settings_default(&x);
+    x.group_limits.rate = (er_rate){.max = 5, .per_ms = 1000, .burst = 2};
+    char *t = er_settings_encode(&x);
+    cr_assert_not_null(t);
+    er_queue_settings y;
+    cr_assert_eq(er_settings_decode(t, &y, &err), 0, "%s: %s", t, err.message);
+    free(t);
+    cr_assert_eq(y.group_limits.concurrency, 0);
+    cr_assert_eq(y.group_limits.rate.max, 5);
+    cr_assert_eq(y.group_limits.rate.burst, 2);
+}
+
 Test(queue, decode_refuses_invalid_values)
 {
     er_queue_settings y = s;
