@@ -81,13 +81,23 @@ static int64_t rate_interval_ns(int64_t max, int64_t per_ms)
     return t > 0 ? t : 1;
 }
 
+/* The tolerance: burst - 1 intervals, and at least what fits in one ms (the
+ * clock's resolution), so a limit faster than 1/ms is not held to 1/ms. */
+static int64_t rate_tolerance_ns(int64_t t, int64_t burst)
+{
+    int64_t per_tick = ER_NS_PER_MS / t;
+    if (burst < per_tick)
+        burst = per_tick;
+    return (burst > 1 ? burst - 1 : 0) * t;
+}
+
 int64_t er_rate_allowed(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now,
                         int64_t want)
 {
     if (max <= 0 || want <= 0)
         return want > 0 ? want : 0;
     int64_t t = rate_interval_ns(max, per_ms), now_ns = now * ER_NS_PER_MS;
-    int64_t tau = (burst > 1 ? burst - 1 : 0) * t;
+    int64_t tau = rate_tolerance_ns(t, burst);
     int64_t base = tat_ns > now_ns ? tat_ns : now_ns;
     if (base > now_ns + tau)
         return 0;
@@ -107,7 +117,7 @@ int64_t er_rate_next_ms(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_
     if (max <= 0)
         return now;
     int64_t t = rate_interval_ns(max, per_ms), now_ns = now * ER_NS_PER_MS;
-    int64_t at = tat_ns - (burst > 1 ? burst - 1 : 0) * t; /* the first ns it allows */
+    int64_t at = tat_ns - rate_tolerance_ns(t, burst); /* the first ns it allows */
     if (at <= now_ns)
         return now;
     return (at + ER_NS_PER_MS - 1) / ER_NS_PER_MS;

@@ -57,8 +57,9 @@ void er_fetch_args_fini(er_fetch_args *a);
  * allowed when tat <= t + (b - 1)T, and moves tat to max(tat, t) + T. The
  * state, tat (ns; 0 = never used), lives in the store, so every server
  * shares one budget. So any window of per_ms holds at most max + b - 1
- * leases (max + 1 ... plus 1 with the default burst of 1 when the window's
- * ends both hold one). */
+ * leases, plus 1 at its closing edge. Times are in ms, so b is at least
+ * the leases one ms holds (per_ms * 1e6 / max ns apart) for limits faster
+ * than one per ms. */
 #define ER_NS_PER_MS 1000000LL
 
 /* How many leases the limit allows at now (ms), at most want; *next_ns is
