@@ -267,7 +267,11 @@ static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             rc = r->next_group(r->ctx, NULL, name, &found, err);
     }
     while (rc == 0 && found && *n < cap) {
-        if (*n > 0 && strcmp(name, ts[0].name) == 0) {
+        /* back at the first group next_group gave (or at the cursor's,
+         * which may have run out and not come round): the ring closed */
+        size_t first = *continuing ? 1 : 0;
+        if ((*n > first && strcmp(name, ts[first].name) == 0) ||
+            (*n > 0 && strcmp(name, ts[0].name) == 0)) {
             *ring = true;
             break;
         }
@@ -305,6 +309,8 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
     int rc = 0;
     /* each round ends with a group's jobs all taken, or with want met */
     for (int round = 0; rc == 0 && *got < want && round < 4; round++) {
+        if (round > 0 && r->sync && (rc = r->sync(r->ctx, err)) < 0)
+            break;
         size_t n = 0;
         bool ring = false, continuing = false;
         rc = collect(r, pol, cur, want - *got, now, ts, cap, &n, &ring, &continuing, ready_at,
@@ -369,6 +375,8 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             break;
     }
     free(ts);
+    if (rc == 0 && r->sync)
+        rc = r->sync(r->ctx, err);
     return rc;
 }
 

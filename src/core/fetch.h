@@ -138,6 +138,10 @@ typedef struct er_fetch_rows {
      * result; *got says how many. */
     int (*lease)(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
                  er_error *err);
+    /* A store may defer the leases of one round (priority INT_MIN) and do
+     * them at once: the planner calls this (NULL: not needed) before it
+     * looks at the rows again, and last. */
+    int (*sync)(void *ctx, er_error *err);
 } er_fetch_rows;
 
 /* What a queue's settings say about fetching within it. */
