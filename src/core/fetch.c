@@ -19,7 +19,40 @@ void er_fetch_args_fini(er_fetch_args *a)
         free(a->queues[i]);
     free(a->queues);
     free(a->worker_id);
+    free(a->weights);
     memset(a, 0, sizeof *a);
+}
+
+static int validate_weights(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
+{
+    if (sp->weights_kind == ER_SPEC_ABSENT || sp->weights_kind == ER_SPEC_NULL)
+        return 0;
+    if (sp->weights_kind != ER_SPEC_SET || sp->nweights > ER_FETCH_QUEUES_MAX)
+        return er_error_set(err, ER_EINVAL, "queue_weights",
+                            "queue_weights must be an object {queue: weight} of queues named "
+                            "in queues");
+    if (!(a->weights = calloc(a->nqueues, sizeof *a->weights)))
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    for (size_t i = 0; i < a->nqueues; i++)
+        a->weights[i] = 1;
+    for (size_t k = 0; k < sp->nweights; k++) {
+        const er_spec_str *q = &sp->weights[k].queue;
+        char f[ER_FIELD_MAX + ER_NAME_MAX];
+        snprintf(f, sizeof f, "queue_weights.%.*s", (int)(q->n < ER_NAME_MAX ? q->n : ER_NAME_MAX),
+                 q->s);
+        size_t i = 0;
+        while (i < a->nqueues &&
+               !(strlen(a->queues[i]) == q->n && memcmp(a->queues[i], q->s, q->n) == 0))
+            i++;
+        if (i == a->nqueues)
+            return er_error_set(err, ER_EINVAL, f, "%s: the queue is not one of queues", f);
+        int64_t w = 0;
+        if (er_spec_int_in(&sp->weights[k].weight, f, 1, ER_FETCH_WEIGHT_MAX, &w, err) <= 0)
+            return er_error_set(err, ER_EINVAL, f, "%s must be an integer 1..%d", f,
+                                ER_FETCH_WEIGHT_MAX);
+        a->weights[i] = (int)w;
+    }
+    return 0;
 }
 
 static int validate(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
@@ -60,7 +93,7 @@ static int validate(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         a->nqueues = i + 1;
     }
-    return 0;
+    return validate_weights(sp, a, err);
 }
 
 int er_fetch_validate(const er_fetch_spec *spec, er_fetch_args *out, er_error *err)
@@ -378,6 +411,37 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
     if (rc == 0 && r->sync)
         rc = r->sync(r->ctx, err);
     return rc;
+}
+
+void er_fetch_mix(const er_fetch_args *a, er_rand *r, size_t *order, int *quota)
+{
+    size_t n = a->nqueues;
+    int64_t left = 0;
+    for (size_t i = 0; i < n; i++) {
+        order[i] = i;
+        quota[i] = 0;
+        left += a->weights[i];
+    }
+    for (size_t k = 0; k < n; k++) { /* a weighted draw without replacement */
+        int64_t x = (int64_t)(er_rand_unit(r) * (double)left);
+        size_t j = k;
+        while (j + 1 < n && x >= a->weights[order[j]])
+            x -= a->weights[order[j++]];
+        size_t t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+        left -= a->weights[order[k]];
+    }
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += a->weights[i];
+    for (int m = 0; m < a->max; m++) { /* each slot drawn by weight */
+        int64_t x = (int64_t)(er_rand_unit(r) * (double)total);
+        size_t i = 0;
+        while (i + 1 < n && x >= a->weights[i])
+            x -= a->weights[i++];
+        quota[i]++;
+    }
 }
 
 int64_t er_fetch_lease_ms(const er_queue_state *q, int64_t request_lease_ms)
