@@ -174,12 +174,15 @@ int64_t er_fetch_ready_at(const er_queue_state *q, int64_t now)
         return INT64_MAX; /* resuming wakes fetches */
     if (q->throttled_until > now)
         return q->throttled_until;
+    int64_t at = INT64_MAX;
     if (q->rate_max > 0) {
-        int64_t at = er_rate_next_ms(q->rate_max, q->rate_per_ms, q->rate_burst, q->rate_tat, now);
-        if (at > now)
-            return at;
+        at = er_rate_next_ms(q->rate_max, q->rate_per_ms, q->rate_burst, q->rate_tat, now);
+        if (at <= now)
+            at = INT64_MAX;
     }
-    return INT64_MAX;
+    if (q->concurrency > 0 && q->active >= q->concurrency && now + ER_FETCH_LIMIT_RECHECK_MS < at)
+        at = now + ER_FETCH_LIMIT_RECHECK_MS;
+    return at;
 }
 
 /* ---- within a queue ---- */
@@ -213,6 +216,8 @@ static int group_room(const er_fetch_rows *r, const er_fetch_group_policy *pol, 
         if (rc < 0)
             return rc;
         *room = active >= l->concurrency ? 0 : l->concurrency - active;
+        if (*room == 0 && now + ER_FETCH_LIMIT_RECHECK_MS < *ready_at)
+            *ready_at = now + ER_FETCH_LIMIT_RECHECK_MS;
     }
     if (l->rate.max > 0 && *room > 0) {
         int64_t tat = 0;

@@ -111,8 +111,10 @@ typedef struct er_queue_state {
 int64_t er_fetch_cap(const er_queue_state *q, int64_t now);
 
 /* When (ms) a queue that gave nothing at now may give again because of its
- * limits in time (throttle, rate): INT64_MAX when none of them holds it. A
- * long-poll fetch looks again then. */
+ * limits (throttle, rate; at its concurrency limit, now +
+ * ER_FETCH_LIMIT_RECHECK_MS: a lease may end any time): INT64_MAX when
+ * none of them holds it. A long-poll fetch looks again then. */
+#define ER_FETCH_LIMIT_RECHECK_MS 100
 int64_t er_fetch_ready_at(const er_queue_state *q, int64_t now);
 
 /* ---- within a queue: groups, their limits, aging ----
