@@ -349,6 +349,9 @@ typedef struct errand_worker_config {
     void *log_user;
     errand_stop_fn on_stop;     /* NULL: handlers poll errand_job_should_stop() */
     void *stop_user;
+    const int *queue_weights;   /* NULL: queues in order; else nqueues weights 1..1000: each
+                                 * fetch a weighted mix of the queues ("queue_weights" of
+                                 * POST /v1/fetch); copied */
 } errand_worker_config;
 
 /* Fills *cfg with zeroes and prefetch = -1 (every default). */

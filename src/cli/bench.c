@@ -49,6 +49,8 @@ static const er_setting bench_settings[] = {
      "jobs to enqueue or process (process enqueues them first, untimed)"},
     {"connections", ER_SET_INT, "64", 1, 4096, NULL, "concurrent connections (workers)"},
     {"batch", ER_SET_INT, "1000", 1, 10000, NULL, "bulk size, or fetch max per worker"},
+    {"groups", ER_SET_INT, "0", 0, 1000000, NULL,
+     "jobs spread over this many groups (0: no group), round-robin"},
     {"rate", ER_SET_INT, "500", 1, 1000000, NULL, "latency: jobs per second"},
     {"duration", ER_SET_DURATION, "10s", 100, 3600000, NULL, "latency: how long to produce"},
     {"timeout", ER_SET_DURATION, "300s", 1000, 3600000, NULL, "hard stop"},
@@ -86,6 +88,7 @@ int er_cli_bench(int argc, char **argv, char **envp)
     b.total = er_settings_get(&st, "jobs")->num;
     b.nconns = (int)er_settings_get(&st, "connections")->num;
     b.batch = (int)er_settings_get(&st, "batch")->num;
+    b.groups = er_settings_get(&st, "groups")->num;
     b.rate = (int)er_settings_get(&st, "rate")->num;
     const char *url = er_settings_get(&st, "server")->text;
     if (sscanf(url, "http://%127[^:/]:%d", b.host, &b.port) != 2) {

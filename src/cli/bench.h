@@ -63,6 +63,7 @@ struct bench {
     long sent, acked, done, errors;
     long held;        /* process: completes waiting to ride on a fetch */
     int batch;        /* bulk size / fetch max */
+    long groups;      /* > 0: job n has group "g<n mod groups>" */
     int nconns;
     conn *conns;
     int64_t t0_us, t1_us;

@@ -105,22 +105,33 @@ static void on_fetch(conn *c, int st, const char *text, size_t len)
     issue(c);
 }
 
-/* Appends `{"name":"noop","payload":{"n":N}}` at p; returns the end. */
-static char *put_noop_job(char *p, long n)
+/* Appends the decimal digits of u at p; returns the end. */
+static char *put_digits(char *p, unsigned long u)
 {
-    static const char head[] = "{\"name\":\"noop\",\"payload\":{\"n\":";
-    memcpy(p, head, sizeof head - 1);
-    p += sizeof head - 1;
     char d[24];
     size_t k = sizeof d;
-    unsigned long u = (unsigned long)n;
     do {
         d[--k] = (char)('0' + u % 10);
         u /= 10;
     } while (u);
     memcpy(p, d + k, sizeof d - k);
-    p += sizeof d - k;
+    return p + (sizeof d - k);
+}
+
+/* Appends `{"name":"noop","payload":{"n":N}}` at p, with `"group":"gK"`
+ * (K = N mod groups) when groups > 0; returns the end (at most 80 bytes). */
+static char *put_noop_job(char *p, long n, long groups)
+{
+    static const char head[] = "{\"name\":\"noop\",\"payload\":{\"n\":";
+    memcpy(p, head, sizeof head - 1);
+    p = put_digits(p + sizeof head - 1, (unsigned long)n);
     *p++ = '}';
+    if (groups > 0) {
+        static const char g[] = ",\"group\":\"g";
+        memcpy(p, g, sizeof g - 1);
+        p = put_digits(p + sizeof g - 1, (unsigned long)(n % groups));
+        *p++ = '"';
+    }
     *p++ = '}';
     return p;
 }
@@ -136,7 +147,7 @@ static void issue(conn *c)
             return;
         if (b->sc == SC_BULK) {
             long n = b->total - b->sent < b->batch ? b->total - b->sent : b->batch;
-            char *body = malloc((size_t)n * 64 + 16);
+            char *body = malloc((size_t)n * 96 + 16);
             if (!body) {
                 b->errors++;
                 return;
@@ -147,7 +158,7 @@ static void issue(conn *c)
             for (long i = 0; i < n; i++) {
                 if (i)
                     *p++ = ',';
-                p = put_noop_job(p, b->sent++);
+                p = put_noop_job(p, b->sent++, b->groups);
             }
             *p++ = ']';
             *p++ = '}';
@@ -156,7 +167,7 @@ static void issue(conn *c)
             free(body);
         } else {
             char body[96];
-            char *p = put_noop_job(body, b->sent++);
+            char *p = put_noop_job(body, b->sent++, b->groups);
             c->sending = 1;
             er_bench_send_json(c, path, body, (size_t)(p - body), on_enqueue);
         }
@@ -340,6 +351,7 @@ int er_bench_fill(const bench *like, const char *queue, long n)
     snprintf(f.host, sizeof f.host, "%s", like->host);
     f.port = like->port;
     f.total = n;
+    f.groups = like->groups;
     f.nconns = 2;
     f.batch = 1000;
     f.deadline_mono = like->deadline_mono;

@@ -460,10 +460,41 @@ static int handle(errand_job *job, void *user)
 
 /* ---- command line ------------------------------------------------------- */
 
+/* --queue-weight QUEUE=N into weights[i] for each --queue (1 when not
+ * named); -1 with a message on stderr for a bad one. */
+static int queue_weights(const er_setting_value *q, const er_setting_value *qw, int *weights)
+{
+    if (q->nlist > 16) {
+        fprintf(stderr, "errand work: at most 16 queues (got %zu)\n", q->nlist);
+        return -1;
+    }
+    for (size_t i = 0; i < q->nlist && i < 16; i++)
+        weights[i] = 1;
+    for (size_t k = 0; k < qw->nlist; k++) {
+        const char *v = qw->list[k], *eq = strchr(v, '=');
+        char *end = NULL;
+        long n = eq ? strtol(eq + 1, &end, 10) : 0;
+        size_t i = 0;
+        while (eq && i < q->nlist && !(strlen(q->list[i]) == (size_t)(eq - v) &&
+                                       strncmp(q->list[i], v, (size_t)(eq - v)) == 0))
+            i++;
+        if (!eq || !end || *end || eq[1] == '\0' || n < 1 || n > 1000 || i >= q->nlist) {
+            fprintf(stderr,
+                    "errand work: --queue-weight %s: give QUEUE=N, N 1..1000, for a queue "
+                    "named by --queue\n",
+                    v);
+            return -1;
+        }
+        weights[i] = (int)n;
+    }
+    return 0;
+}
+
 static const er_setting work_table[] = {
     {"server", ER_SET_STRING, "http://127.0.0.1:7400", 0, 0, NULL, "server URL"},
     {"token", ER_SET_STRING, NULL, 0, 0, NULL, "bearer token (a worker or admin token)"},
     {"queue", ER_SET_LIST, NULL, 0, 0, NULL, "queue to work on, repeatable, tried in order"},
+    {"queue-weight", ER_SET_LIST, NULL, 0, 0, NULL, "QUEUE=N (1..1000), repeatable: each fetch a weighted mix of the queues instead of their order (unnamed queues weigh 1)"},
     {"concurrency", ER_SET_INT, "1", 1, 1000, NULL, "jobs run at once"},
     {"prefetch", ER_SET_INT, "-1", -1, 10000, NULL, "jobs leased ahead of free slots (-1: = concurrency)"},
     {"timeout", ER_SET_DURATION, "30s", 1, 86400000, NULL, "longest run of one job (the job's own timeout_ms if shorter)"},
@@ -547,6 +578,13 @@ int er_cli_work(int argc, char **argv)
     cfg.token = token && *token ? token : NULL;
     cfg.queues = (const char *const *)q->list;
     cfg.nqueues = q->nlist;
+    int weights[16];
+    const er_setting_value *qw = er_settings_get(&st, "queue-weight");
+    if (qw->nlist > 0) {
+        if (queue_weights(q, qw, weights) < 0)
+            goto done;
+        cfg.queue_weights = weights;
+    }
     cfg.concurrency = (int)er_settings_get(&st, "concurrency")->num;
     cfg.prefetch = (int)er_settings_get(&st, "prefetch")->num;
     cfg.timeout_ms = er_settings_get(&st, "timeout")->num;

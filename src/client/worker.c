@@ -129,6 +129,10 @@ static int check_config(const errand_worker_config *cfg, errand_worker *w, char 
             return cfg_error(eb, en,
                              "queue '%s' is not a valid name (1..128 of A-Z a-z 0-9 _ . : -)",
                              cfg->queues[i] ? cfg->queues[i] : "(null)");
+    for (size_t i = 0; cfg->queue_weights && i < cfg->nqueues; i++)
+        if (cfg->queue_weights[i] < 1 || cfg->queue_weights[i] > 1000)
+            return cfg_error(eb, en, "queue weight of '%s' must be 1..1000 (got %d)",
+                             cfg->queues[i], cfg->queue_weights[i]);
     w->concurrency = cfg->concurrency ? cfg->concurrency : 1;
     if (w->concurrency < 1 || w->concurrency > 1000)
         return cfg_error(eb, en, "concurrency must be 1..1000 (got %d)", cfg->concurrency);
@@ -221,6 +225,11 @@ int errand_worker_new(const errand_worker_config *cfg, errand_handler_fn handler
               pipe2(w->stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0;
     for (size_t i = 0; ok && i < cfg->nqueues; i++)
         ok = (w->queues[i] = strdup(cfg->queues[i])) != NULL;
+    if (ok && cfg->queue_weights) {
+        ok = (w->queue_weights = malloc(cfg->nqueues * sizeof *w->queue_weights)) != NULL;
+        if (ok)
+            memcpy(w->queue_weights, cfg->queue_weights, cfg->nqueues * sizeof *w->queue_weights);
+    }
     if (!ok) {
         errand_worker_free(w);
         return ERRAND_ENOMEM;
@@ -460,6 +469,7 @@ void errand_worker_free(errand_worker *w)
     for (size_t i = 0; w->queues && i < w->nqueues; i++)
         free(w->queues[i]);
     free(w->queues);
+    free(w->queue_weights);
     free(w->url), free(w->token), free(w->worker_id);
     er_ackq_fini(&w->acks);
     if (w->stop_pipe[0] >= 0)

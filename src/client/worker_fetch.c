@@ -134,6 +134,13 @@ static void fetch_body(errand_worker *w, int max, long wait_ms, const er_ackq *a
     er_buf_adds(b, "],\"worker_id\":");
     er_json_str(b, w->worker_id);
     er_buf_addf(b, ",\"max\":%d,\"wait_ms\":%ld,\"lease_ms\":%ld", max, wait_ms, w->lease_ms);
+    for (size_t i = 0; w->queue_weights && i < w->nqueues; i++) {
+        er_buf_adds(b, i ? "," : ",\"queue_weights\":{");
+        er_json_str(b, w->queues[i]);
+        er_buf_addf(b, ":%d", w->queue_weights[i]);
+        if (i + 1 == w->nqueues)
+            er_buf_adds(b, "}");
+    }
     if (acks->n) {
         er_buf_adds(b, ",\"acks\":");
         er_ackq_write(acks, b);

@@ -78,6 +78,7 @@ struct errand_worker {
     char *url, *token, *worker_id;
     char **queues;
     size_t nqueues;
+    int *queue_weights; /* NULL: in order */
     int concurrency, prefetch, max_started;
     long lease_ms, timeout_ms, grace_ms, poll_wait_ms;
     errand_handler_fn handler;

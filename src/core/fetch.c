@@ -19,7 +19,40 @@ void er_fetch_args_fini(er_fetch_args *a)
         free(a->queues[i]);
     free(a->queues);
     free(a->worker_id);
+    free(a->weights);
     memset(a, 0, sizeof *a);
+}
+
+static int validate_weights(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
+{
+    if (sp->weights_kind == ER_SPEC_ABSENT || sp->weights_kind == ER_SPEC_NULL)
+        return 0;
+    if (sp->weights_kind != ER_SPEC_SET || sp->nweights > ER_FETCH_QUEUES_MAX)
+        return er_error_set(err, ER_EINVAL, "queue_weights",
+                            "queue_weights must be an object {queue: weight} of queues named "
+                            "in queues");
+    if (!(a->weights = calloc(a->nqueues, sizeof *a->weights)))
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    for (size_t i = 0; i < a->nqueues; i++)
+        a->weights[i] = 1;
+    for (size_t k = 0; k < sp->nweights; k++) {
+        const er_spec_str *q = &sp->weights[k].queue;
+        char f[ER_FIELD_MAX + ER_NAME_MAX];
+        snprintf(f, sizeof f, "queue_weights.%.*s", (int)(q->n < ER_NAME_MAX ? q->n : ER_NAME_MAX),
+                 q->s);
+        size_t i = 0;
+        while (i < a->nqueues &&
+               !(strlen(a->queues[i]) == q->n && memcmp(a->queues[i], q->s, q->n) == 0))
+            i++;
+        if (i == a->nqueues)
+            return er_error_set(err, ER_EINVAL, f, "%s: the queue is not one of queues", f);
+        int64_t w = 0;
+        if (er_spec_int_in(&sp->weights[k].weight, f, 1, ER_FETCH_WEIGHT_MAX, &w, err) <= 0)
+            return er_error_set(err, ER_EINVAL, f, "%s must be an integer 1..%d", f,
+                                ER_FETCH_WEIGHT_MAX);
+        a->weights[i] = (int)w;
+    }
+    return 0;
 }
 
 static int validate(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
@@ -60,7 +93,7 @@ static int validate(const er_fetch_spec *sp, er_fetch_args *a, er_error *err)
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         a->nqueues = i + 1;
     }
-    return 0;
+    return validate_weights(sp, a, err);
 }
 
 int er_fetch_validate(const er_fetch_spec *spec, er_fetch_args *out, er_error *err)
@@ -81,13 +114,23 @@ static int64_t rate_interval_ns(int64_t max, int64_t per_ms)
     return t > 0 ? t : 1;
 }
 
+/* The tolerance: burst - 1 intervals, and at least what fits in one ms (the
+ * clock's resolution), so a limit faster than 1/ms is not held to 1/ms. */
+static int64_t rate_tolerance_ns(int64_t t, int64_t burst)
+{
+    int64_t per_tick = ER_NS_PER_MS / t;
+    if (burst < per_tick)
+        burst = per_tick;
+    return (burst > 1 ? burst - 1 : 0) * t;
+}
+
 int64_t er_rate_allowed(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now,
                         int64_t want)
 {
     if (max <= 0 || want <= 0)
         return want > 0 ? want : 0;
     int64_t t = rate_interval_ns(max, per_ms), now_ns = now * ER_NS_PER_MS;
-    int64_t tau = (burst > 1 ? burst - 1 : 0) * t;
+    int64_t tau = rate_tolerance_ns(t, burst);
     int64_t base = tat_ns > now_ns ? tat_ns : now_ns;
     if (base > now_ns + tau)
         return 0;
@@ -107,7 +150,7 @@ int64_t er_rate_next_ms(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_
     if (max <= 0)
         return now;
     int64_t t = rate_interval_ns(max, per_ms), now_ns = now * ER_NS_PER_MS;
-    int64_t at = tat_ns - (burst > 1 ? burst - 1 : 0) * t; /* the first ns it allows */
+    int64_t at = tat_ns - rate_tolerance_ns(t, burst); /* the first ns it allows */
     if (at <= now_ns)
         return now;
     return (at + ER_NS_PER_MS - 1) / ER_NS_PER_MS;
@@ -131,12 +174,15 @@ int64_t er_fetch_ready_at(const er_queue_state *q, int64_t now)
         return INT64_MAX; /* resuming wakes fetches */
     if (q->throttled_until > now)
         return q->throttled_until;
+    int64_t at = INT64_MAX;
     if (q->rate_max > 0) {
-        int64_t at = er_rate_next_ms(q->rate_max, q->rate_per_ms, q->rate_burst, q->rate_tat, now);
-        if (at > now)
-            return at;
+        at = er_rate_next_ms(q->rate_max, q->rate_per_ms, q->rate_burst, q->rate_tat, now);
+        if (at <= now)
+            at = INT64_MAX;
     }
-    return INT64_MAX;
+    if (q->concurrency > 0 && q->active >= q->concurrency && now + ER_FETCH_LIMIT_RECHECK_MS < at)
+        at = now + ER_FETCH_LIMIT_RECHECK_MS;
+    return at;
 }
 
 /* ---- within a queue ---- */
@@ -170,6 +216,8 @@ static int group_room(const er_fetch_rows *r, const er_fetch_group_policy *pol, 
         if (rc < 0)
             return rc;
         *room = active >= l->concurrency ? 0 : l->concurrency - active;
+        if (*room == 0 && now + ER_FETCH_LIMIT_RECHECK_MS < *ready_at)
+            *ready_at = now + ER_FETCH_LIMIT_RECHECK_MS;
     }
     if (l->rate.max > 0 && *room > 0) {
         int64_t tat = 0;
@@ -257,7 +305,11 @@ static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             rc = r->next_group(r->ctx, NULL, name, &found, err);
     }
     while (rc == 0 && found && *n < cap) {
-        if (*n > 0 && strcmp(name, ts[0].name) == 0) {
+        /* back at the first group next_group gave (or at the cursor's,
+         * which may have run out and not come round): the ring closed */
+        size_t first = *continuing ? 1 : 0;
+        if ((*n > first && strcmp(name, ts[first].name) == 0) ||
+            (*n > 0 && strcmp(name, ts[0].name) == 0)) {
             *ring = true;
             break;
         }
@@ -295,6 +347,8 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
     int rc = 0;
     /* each round ends with a group's jobs all taken, or with want met */
     for (int round = 0; rc == 0 && *got < want && round < 4; round++) {
+        if (round > 0 && r->sync && (rc = r->sync(r->ctx, err)) < 0)
+            break;
         size_t n = 0;
         bool ring = false, continuing = false;
         rc = collect(r, pol, cur, want - *got, now, ts, cap, &n, &ring, &continuing, ready_at,
@@ -359,7 +413,40 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             break;
     }
     free(ts);
+    if (rc == 0 && r->sync)
+        rc = r->sync(r->ctx, err);
     return rc;
+}
+
+void er_fetch_mix(const er_fetch_args *a, er_rand *r, size_t *order, int *quota)
+{
+    size_t n = a->nqueues;
+    int64_t left = 0;
+    for (size_t i = 0; i < n; i++) {
+        order[i] = i;
+        quota[i] = 0;
+        left += a->weights[i];
+    }
+    for (size_t k = 0; k < n; k++) { /* a weighted draw without replacement */
+        int64_t x = (int64_t)(er_rand_unit(r) * (double)left);
+        size_t j = k;
+        while (j + 1 < n && x >= a->weights[order[j]])
+            x -= a->weights[order[j++]];
+        size_t t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+        left -= a->weights[order[k]];
+    }
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += a->weights[i];
+    for (int m = 0; m < a->max; m++) { /* each slot drawn by weight */
+        int64_t x = (int64_t)(er_rand_unit(r) * (double)total);
+        size_t i = 0;
+        while (i + 1 < n && x >= a->weights[i])
+            x -= a->weights[i++];
+        quota[i]++;
+    }
 }
 
 int64_t er_fetch_lease_ms(const er_queue_state *q, int64_t request_lease_ms)

@@ -18,6 +18,7 @@
 #include "core/job.h"
 #include "core/job_spec.h"
 #include "core/queue.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 #define ER_FETCH_QUEUES_MAX 16 /* queues one fetch names */
@@ -31,7 +32,16 @@ typedef struct er_fetch_spec {
     er_spec_int max;      /* absent: 1 */
     er_spec_int wait_ms;  /* absent: 0 (no long-poll) */
     er_spec_int lease_ms; /* absent: each queue's lease_ms */
+    /* queue_weights: its first members (one more than allowed) */
+    er_spec_kind weights_kind;
+    struct {
+        er_spec_str queue;
+        er_spec_int weight;
+    } weights[ER_FETCH_QUEUES_MAX + 1];
+    size_t nweights;
 } er_fetch_spec;
+
+#define ER_FETCH_WEIGHT_MAX 1000
 
 /* A valid fetch request. Strings are owned (er_fetch_args_fini). */
 typedef struct er_fetch_args {
@@ -42,10 +52,12 @@ typedef struct er_fetch_args {
     int64_t wait_ms;  /* 0..ER_WAIT_MAX_MS */
     int64_t lease_ms; /* 0 = each queue's, else ER_LEASE_MIN_MS..ER_LEASE_MAX_MS */
     bool dispatcher;  /* set by HTTP dispatch only: it may lease a dispatch queue's jobs */
+    int *weights;     /* NULL: queues in order; else a weighted mix, weights[i] >= 1 */
 } er_fetch_args;
 
 /* Checks a fetch request: queues (1..ER_FETCH_QUEUES_MAX names), worker_id
- * (a name), max, wait_ms, lease_ms, in that order. Fills *out (owned) and
+ * (a name), max, wait_ms, lease_ms, queue_weights (an object of queues it
+ * names: 1..ER_FETCH_WEIGHT_MAX; the others weigh 1), in that order. Fills *out (owned) and
  * returns 0, or ER_EINVAL / ER_ENOMEM with *err naming the field (*out then
  * holds nothing). */
 int er_fetch_validate(const er_fetch_spec *spec, er_fetch_args *out, er_error *err);
@@ -57,8 +69,9 @@ void er_fetch_args_fini(er_fetch_args *a);
  * allowed when tat <= t + (b - 1)T, and moves tat to max(tat, t) + T. The
  * state, tat (ns; 0 = never used), lives in the store, so every server
  * shares one budget. So any window of per_ms holds at most max + b - 1
- * leases (max + 1 ... plus 1 with the default burst of 1 when the window's
- * ends both hold one). */
+ * leases, plus 1 at its closing edge. Times are in ms, so b is at least
+ * the leases one ms holds (per_ms * 1e6 / max ns apart) for limits faster
+ * than one per ms. */
 #define ER_NS_PER_MS 1000000LL
 
 /* How many leases the limit allows at now (ms), at most want; *next_ns is
@@ -69,6 +82,15 @@ int64_t er_rate_allowed(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_
 int64_t er_rate_taken(int64_t max, int64_t per_ms, int64_t tat_ns, int64_t now, int64_t n);
 /* When (ms) the limit next allows a lease: now when it does now. */
 int64_t er_rate_next_ms(int64_t max, int64_t per_ms, int64_t burst, int64_t tat_ns, int64_t now);
+
+/* A weighted mix across a fetch's queues (a->weights): an order of the
+ * queues, each next one drawn with probability weight / (weights left), and
+ * how many of the fetch's max each is asked for first, each job drawn by
+ * weight. A store call per queue leases its quota, then one call in the
+ * order leases what the others could not give. So a queue's expected share
+ * of a fetch is its weight over the sum while every queue has jobs, and no
+ * job is left waiting while another queue's slot goes unused. */
+void er_fetch_mix(const er_fetch_args *a, er_rand *r, size_t *order, int *quota);
 
 /* What the fetch policy needs to know of one queue, as its store keeps it. */
 typedef struct er_queue_state {
@@ -89,8 +111,10 @@ typedef struct er_queue_state {
 int64_t er_fetch_cap(const er_queue_state *q, int64_t now);
 
 /* When (ms) a queue that gave nothing at now may give again because of its
- * limits in time (throttle, rate): INT64_MAX when none of them holds it. A
- * long-poll fetch looks again then. */
+ * limits (throttle, rate; at its concurrency limit, now +
+ * ER_FETCH_LIMIT_RECHECK_MS: a lease may end any time): INT64_MAX when
+ * none of them holds it. A long-poll fetch looks again then. */
+#define ER_FETCH_LIMIT_RECHECK_MS 100
 int64_t er_fetch_ready_at(const er_queue_state *q, int64_t now);
 
 /* ---- within a queue: groups, their limits, aging ----
@@ -137,6 +161,10 @@ typedef struct er_fetch_rows {
      * result; *got says how many. */
     int (*lease)(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
                  er_error *err);
+    /* A store may defer the leases of one round (priority INT_MIN) and do
+     * them at once: the planner calls this (NULL: not needed) before it
+     * looks at the rows again, and last. */
+    int (*sync)(void *ctx, er_error *err);
 } er_fetch_rows;
 
 /* What a queue's settings say about fetching within it. */

@@ -350,17 +350,49 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
 {
     if (atomic_load(&req->abandoned))
         return 0; /* the client is gone: a job leased now would wait out its lease */
+    const er_fetch_args *a = &req->fetch;
     er_fetch_params p = {
-        .queues = (const char *const *)req->fetch.queues,
-        .nqueues = req->fetch.nqueues,
-        .worker_id = req->fetch.worker_id,
-        .max = req->fetch.max,
-        .lease_ms = req->fetch.lease_ms,
+        .queues = (const char *const *)a->queues,
+        .nqueues = a->nqueues,
+        .worker_id = a->worker_id,
+        .max = a->max,
+        .lease_ms = a->lease_ms,
         .now = now,
         .ready_at = &req->ready_at,
     };
     req->ready_at = INT64_MAX;
-    return x->ops->fetch(x->store, &p, &req->list, &req->err);
+    if (!a->weights || a->nqueues < 2)
+        return x->ops->fetch(x->store, &p, &req->list, &req->err);
+    /* a weighted mix (core/fetch.h er_fetch_mix): each queue's quota, then
+     * what is left from all of them in the drawn order */
+    size_t order[ER_FETCH_QUEUES_MAX];
+    int quota[ER_FETCH_QUEUES_MAX];
+    const char *qs[ER_FETCH_QUEUES_MAX];
+    er_fetch_mix(a, &x->rand, order, quota);
+    size_t base = req->list.len;
+    int64_t ready_at = INT64_MAX, at;
+    p.ready_at = &at;
+    p.nqueues = 1;
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < a->nqueues; k++) {
+        qs[k] = a->queues[order[k]];
+        if (quota[order[k]] == 0)
+            continue;
+        p.queues = &qs[k];
+        p.max = quota[order[k]];
+        rc = x->ops->fetch(x->store, &p, &req->list, &req->err);
+        ready_at = at < ready_at ? at : ready_at;
+    }
+    int got = (int)(req->list.len - base);
+    if (rc == 0 && got < a->max) {
+        p.queues = qs;
+        p.nqueues = a->nqueues;
+        p.max = a->max - got;
+        rc = x->ops->fetch(x->store, &p, &req->list, &req->err);
+        ready_at = at < ready_at ? at : ready_at;
+    }
+    req->ready_at = ready_at;
+    return rc;
 }
 
 static int exec_put_queue(er_exec_ctx *x, er_req *req)

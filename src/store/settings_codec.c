@@ -84,7 +84,7 @@ static er_spec_kind kind_of(const json_t *v);
 
 static void int_of(const json_t *v, er_spec_int *out);
 
-static void first_unknown(const json_t *o, const char *const *known, er_spec_obj *out)
+void er_settings_first_unknown(const json_t *o, const char *const *known, er_spec_obj *out)
 {
     const char *key;
     json_t *val;
@@ -107,7 +107,7 @@ static const json_t *obj_member(const json_t *o, const char *name, const char *c
     out->kind = kind_of(v);
     if (out->kind != ER_SPEC_SET)
         return NULL;
-    first_unknown(v, known, out);
+    er_settings_first_unknown(v, known, out);
     return v;
 }
 

@@ -43,6 +43,10 @@ json_t *er_settings_dispatch_json(const er_dispatch *d, bool hide_values);
  * is ER_SPEC_BAD_TYPE). */
 void er_settings_dispatch_headers(const json_t *h, er_dispatch_spec *d);
 
+/* Notes in out->unknown the first member of object o not in known (a
+ * NULL-terminated list). */
+void er_settings_first_unknown(const json_t *o, const char *const *known, er_spec_obj *out);
+
 /* Reads the fetch policy's members of a settings object o ("rate_limit",
  * "fairness", "group_limits", "aging") into p, the first unknown member of
  * each noted: the same reading for a PUT body and for a stored text. */

@@ -416,11 +416,14 @@ class Server:
     def enqueue(self, queue, job, **kw):
         return self.post("/v1/queues/%s/jobs" % qpath(queue), job, **kw)
 
-    def fetch(self, queues, worker_id="w1", max=1, wait_ms=0, lease_ms=None, acks=None, **kw):
+    def fetch(self, queues, worker_id="w1", max=1, wait_ms=0, lease_ms=None, acks=None,
+              queue_weights=None, **kw):
         body = {"queues": list(queues) if not isinstance(queues, str) else [queues],
                 "worker_id": worker_id, "max": max, "wait_ms": wait_ms}
         if lease_ms is not None:
             body["lease_ms"] = lease_ms
+        if queue_weights is not None:
+            body["queue_weights"] = queue_weights
         if acks is not None:
             body["acks"] = acks
         return self.post("/v1/fetch", body, **kw)

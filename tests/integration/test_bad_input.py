@@ -348,6 +348,23 @@ CASES = [
     ("list_jobs_bad_queue_name", "GET", "/v1/queues/bad%20name/jobs?state=waiting", {}, 400,
      "invalid_argument", "queue"),
 
+    # ---- POST /v1/fetch: queue_weights ----
+    ("fetch_queue_weights_array", "POST", "/v1/fetch",
+     {"body": {"queues": ["a", "b"], "worker_id": "w", "queue_weights": [1, 2]}}, 400,
+     "invalid_argument", "queue_weights"),
+    ("fetch_queue_weights_unnamed_queue", "POST", "/v1/fetch",
+     {"body": {"queues": ["a", "b"], "worker_id": "w", "queue_weights": {"c": 2}}}, 400,
+     "invalid_argument", "queue_weights.c"),
+    ("fetch_queue_weight_0", "POST", "/v1/fetch",
+     {"body": {"queues": ["a", "b"], "worker_id": "w", "queue_weights": {"a": 0}}}, 400,
+     "invalid_argument", "queue_weights.a"),
+    ("fetch_queue_weight_1001", "POST", "/v1/fetch",
+     {"body": {"queues": ["a", "b"], "worker_id": "w", "queue_weights": {"b": 1001}}}, 400,
+     "invalid_argument", "queue_weights.b"),
+    ("fetch_queue_weight_string", "POST", "/v1/fetch",
+     {"body": {"queues": ["a", "b"], "worker_id": "w", "queue_weights": {"a": "6"}}}, 400,
+     "invalid_argument", "queue_weights.a"),
+
     # ---- PUT /v1/queues/{queue} ----
     ("put_queue_malformed_json", "PUT", "/v1/queues/" + FIX_Q, {"raw": '{"paused": tru'}, 400,
      "invalid_argument", None),

@@ -256,6 +256,22 @@ class DispatchTest(unittest.TestCase):
 
     # ---- settings ----
 
+    def test_a_rate_limit_spaces_the_deliveries(self):
+        st, b, _ = self.put("hd-rate", {"dispatch": {"url": self.r.url("/ok")},
+                                        "rate_limit": {"max": 5, "per_ms": 1000}})
+        self.assertEqual(st, 200, b)
+        st, b, _ = self.s.post("/v1/queues/hd-rate/jobs",
+                               {"jobs": [{"name": "hook", "id": "hr-%d" % i} for i in range(8)]})
+        self.assertEqual(st, 201, b)
+        for i in range(8):
+            self.wait_state("hr-%d" % i, "completed")
+        at = sorted(t for (t,) in self.r.rows(
+            "SELECT at FROM effects WHERE job_id LIKE 'hr-%'"))
+        self.assertEqual(len(at), 8)
+        worst = max(sum(1 for u in at if t <= u < t + 1.0) for t in at)
+        self.assertLessEqual(worst, 6, "at most max + 1 deliveries in any second")
+        self.assertGreaterEqual(at[-1] - at[0], 7 * 0.2 - 0.05, "spaced 200 ms apart")
+
     def test_bad_settings_are_refused_naming_the_field_and_store_nothing(self):
         st, before, _ = self.s.get("/v1/queues/badset")
         cases = [

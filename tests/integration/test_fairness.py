@@ -179,6 +179,38 @@ class FairnessTest(unittest.TestCase):
         self.assertGreaterEqual(len(got), 13, "the budget is used: %d leases" % len(got))
         self.assertLessEqual(len(got), 15)
 
+    def test_queue_weights_mix_the_queues_of_a_fetch(self):
+        names = ["mix-critical", "mix-default", "mix-bulk"]
+        weights = {names[0]: 6, names[1]: 3}  # mix-bulk: 1, not named
+        for q in names:
+            bulk(self.s, q, [{"name": "x"}] * 3000)
+        counts = dict.fromkeys(names, 0)
+        for _ in range(1000):
+            st, b, _ = self.s.fetch(names, max=1, queue_weights=weights)
+            self.assertEqual(st, 200, b)
+            for j in b["jobs"]:
+                counts[j["queue"]] += 1
+        for _ in range(200):
+            st, b, _ = self.s.fetch(names, max=10, queue_weights=weights)
+            self.assertEqual(st, 200, b)
+            self.assertEqual(len(b["jobs"]), 10)
+            for j in b["jobs"]:
+                counts[j["queue"]] += 1
+        total = sum(counts.values())
+        self.assertEqual(total, 3000)
+        # shares 0.6 / 0.3 / 0.1 of 3000 draws: 5 standard deviations is
+        # under 0.05 for each
+        for q, w in ((names[0], 0.6), (names[1], 0.3), (names[2], 0.1)):
+            self.assertAlmostEqual(counts[q] / total, w, delta=0.05, msg=str(counts))
+        # without queue_weights: strict order, the first queue alone
+        jobs = self.s.fetch_jobs(names, max=10)
+        self.assertEqual({j["queue"] for j in jobs}, {names[0]})
+        # a queue that runs dry leaves its share to the others
+        st, b, _ = self.s.fetch(["mix-empty", names[2]], max=10,
+                                queue_weights={"mix-empty": 1000})
+        self.assertEqual(st, 200, b)
+        self.assertEqual(len(b["jobs"]), 10)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,8 +4,8 @@
 # A database written by the previous release (fixtures/release-0.1.0.db,
 # made by fixtures/make_release_db.py) opens with this server and works:
 # what it stored reads back as that release answered it (queue settings,
-# including a rate limit it stored, jobs with results and errors, a
-# scheduler, a cursor), and its jobs can still be leased, completed,
+# including a rate limit it stored and this version enforces, jobs with
+# results and errors, a scheduler, a cursor), and its jobs can still be leased, completed,
 # redriven and cancelled; once retention deletes its finished jobs their
 # ids stay duplicates (the tombstones the migration added).
 
@@ -23,7 +23,8 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "
 # what changes with the clock, not with the data
 VOLATILE = {"oldest_waiting_age_ms", "next_run_at", "next_runs"}
 # settings members later versions added, as they read on a queue that never set them
-ADDED_SETTINGS = {"dispatch": None, "throttle_max_ms": 3600000}
+ADDED_SETTINGS = {"dispatch": None, "throttle_max_ms": 3600000, "fairness": None,
+                  "group_limits": None, "aging": None}
 # queue members later versions added, as they read on a queue not throttled
 ADDED_QUEUE = {"throttled_until": None}
 
@@ -39,6 +40,9 @@ class UpgradeFromPreviousRelease(unittest.TestCase):
         with open(FIXTURE + ".json") as f:
             self.old = json.load(f)
         self.old["queue"]["queue"]["settings"].update(ADDED_SETTINGS)
+        # a rate limit that release stored (and did not enforce) reads with
+        # the burst it now has
+        self.old["queue"]["queue"]["settings"]["rate_limit"]["burst"] = 1
         self.old["queue"]["queue"].update(ADDED_QUEUE)
         self.tmp = tempfile.mkdtemp(prefix="errand-upgrade-")
         shutil.copyfile(FIXTURE + ".db", os.path.join(self.tmp, "errand.db"))
@@ -80,13 +84,16 @@ class UpgradeFromPreviousRelease(unittest.TestCase):
         self.assertEqual(st, 200, body)
         want = dict(self.old["queue"]["queue"]["settings"], concurrency=6)
         self.assertEqual(body["settings"], want)
-        # a new rate limit is refused (not enforced yet), the stored one stays
+        # the stored rate limit (10 per s) is enforced now: one lease per 100 ms
+        st, body, _ = self.s.post("/v1/queues/mail/jobs", {"jobs": [{"name": "r"}] * 3})
+        self.assertEqual(st, 201, body)
+        self.assertEqual(len(self.s.fetch_jobs(["mail"], max=3, wait_ms=1000)), 1)
+        # and a new one replaces it
         st, body, _ = self.s.request("PUT", "/v1/queues/mail",
                                      {"rate_limit": {"max": 1, "per_ms": 10}})
-        self.assertEqual(st, 400, body)
-        self.assertEqual(error_of(body)["field"], "rate_limit")
+        self.assertEqual(st, 200, body)
         self.assertEqual(self.get("/v1/queues/mail")["queue"]["settings"]["rate_limit"],
-                         {"max": 10, "per_ms": 1000})
+                         {"max": 1, "per_ms": 10, "burst": 1})
         # the scheduler's tick job is built from its stored spec
         st, body, _ = self.s.post("/v1/schedulers/nightly/trigger")
         self.assertIn(st, (200, 201), body)

@@ -219,6 +219,32 @@ class RuntimeTest(unittest.TestCase):
         w.join_drainer()
         self.assertIn("timeout (5000 ms) must be shorter than grace (4000 ms)", w.text())
 
+    def test_queue_weights_mix_the_queues_errand_work_fetches(self):
+        script = write_script(self.tmp, "mix.sh", "#!/bin/sh\nexit 0\n")
+        for q in ("wq-hi", "wq-lo"):
+            st, b, _ = self.s.post("/v1/queues/%s/jobs" % q, {"jobs": [{"name": "t"}] * 200})
+            self.assertEqual(st, 201, b)
+        w = Worker.work(self.s, ["wq-hi", "wq-lo"], [script], "--queue-weight", "wq-hi=3",
+                        "--concurrency", "1", "--prefetch", "0")
+        try:
+            # in order, wq-lo would wait for all of wq-hi; mixed 3:1 it
+            # gets about a quarter from the start
+            ok = wait_until(lambda: self.counts("wq-hi").get("completed", 0) +
+                            self.counts("wq-lo").get("completed", 0) >= 100, timeout=30)
+            self.assertTrue(ok, w.text())
+            hi, lo = (self.counts(q).get("completed", 0) for q in ("wq-hi", "wq-lo"))
+            self.assertGreater(lo, 0.1 * (hi + lo), (hi, lo))
+            self.assertGreater(hi, 0.5 * (hi + lo), (hi, lo))
+        finally:
+            w.stop()
+
+    def test_errand_work_refuses_a_bad_queue_weight(self):
+        for bad in ("wq-hi", "wq-hi=0", "wq-hi=1001", "other=2", "wq-hi=x"):
+            w = Worker.work(self.s, ["wq-hi", "wq-lo"], ["true"], "--queue-weight", bad)
+            self.assertEqual(w.wait(5), 2, bad)
+            w.join_drainer()
+            self.assertIn("--queue-weight " + bad, w.text())
+
 
 if __name__ == "__main__":
     unittest.main()

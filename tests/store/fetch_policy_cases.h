@@ -177,6 +177,7 @@ typedef struct fg_case {
     const char *name;
     const char *wgroup; /* a group with a weight of its own (NULL: none) */
     int weight;
+    int default_weight; /* 0: 1 */
     int group_conc;
     int64_t grate_max, grate_per;
     int64_t rate_max, rate_per, rate_burst;
@@ -184,6 +185,7 @@ typedef struct fg_case {
     int aging_boost;
     fg_job jobs[FG_MAXJ];
     int nfetch, max;
+    int first_max; /* > 0: the first fetch's max */
     int64_t step_ms;
     const char *want[FG_MAXW];
 } fg_case;
@@ -199,6 +201,22 @@ static const fg_case fg_cases[] = {
               {"b1", "b", 0, 50}, {"b2", "b", 0, 40}},
      .nfetch = 6, .max = 1,
      .want = {"a1", "|", "a2", "|", "a3", "|", "b1", "|", "a4", "|", "b2", "|"}},
+    {.name = "a group that runs out in its turn gives way to the next ones",
+     .wgroup = "a", .weight = 3,
+     .jobs = {{"a1", "a", 0, 90}, {"b1", "b", 0, 80}, {"b2", "b", 0, 70}, {"c1", "c", 0, 60}},
+     .nfetch = 2, .max = 1,
+     .want = {"a1", "|", "b1", "|"}},
+    {.name = "a fetch of many after a group ran out mid-turn",
+     .wgroup = "a", .weight = 3,
+     .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 85}, {"b1", "b", 0, 80}, {"b2", "b", 0, 70},
+              {"c1", "c", 0, 60}, {"c2", "c", 0, 50}},
+     .nfetch = 2, .max = 4, .first_max = 1,
+     .want = {"a1", "|", "a2", "b1", "c1", "b2", "|"}},
+    {.name = "a group short of its share: the next group's turn goes on in the same fetch",
+     .default_weight = 2,
+     .jobs = {{"a1", "a", 0, 90}, {"b1", "b", 0, 80}, {"b2", "b", 0, 70}, {"b3", "b", 0, 60}},
+     .nfetch = 2, .max = 3,
+     .want = {"a1", "b1", "b2", "|", "b3", "|"}},
     {.name = "one fetch of many deals the turns round the groups",
      .jobs = {{"a1", "a", 0, 90}, {"a2", "a", 0, 80}, {"a3", "a", 0, 70}, {"b1", "b", 0, 60},
               {"b2", "b", 0, 50}, {"b3", "b", 0, 40}, {"c1", "c", 0, 30}},
@@ -253,6 +271,8 @@ static const fg_case fg_cases[] = {
 
 static void fg_settings(const fg_case *c, er_queue_settings *s)
 {
+    if (c->default_weight)
+        s->fairness.default_weight = c->default_weight;
     if (c->wgroup) {
         s->fairness.nweights = 1;
         snprintf(s->fairness.weights[0].group, sizeof s->fairness.weights[0].group, "%s",
@@ -291,7 +311,8 @@ static void fg_run(size_t ci, const fg_case *c)
     for (int f = 0; f < c->nfetch; f++) {
         er_job_list l = {0};
         const char *qs[] = {queue};
-        int n = fetchq(qs, 1, c->max, 0, T0 + f * c->step_ms, &l);
+        int max = f == 0 && c->first_max ? c->first_max : c->max;
+        int n = fetchq(qs, 1, max, 0, T0 + f * c->step_ms, &l);
         for (int i = 0; i < n; i++, w++) {
             char id[80];
             cr_assert(w < FG_MAXW && c->want[w] && strcmp(c->want[w], "|") != 0,

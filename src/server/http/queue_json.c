@@ -10,21 +10,6 @@
 
 #include <string.h>
 
-static void first_unknown(const json_t *o, const char *const *known, er_spec_str *out)
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)o, key, val) {
-        bool ok = false;
-        for (const char *const *k = known; *k && !ok; k++)
-            ok = strcmp(*k, key) == 0;
-        if (!ok) {
-            *out = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
-            return;
-        }
-    }
-}
-
 /* An object member: absent, null, an object (its unknown member noted) or
  * another type. */
 static const json_t *obj_of(const json_t *v, const char *const *known, er_spec_obj *out)
@@ -40,7 +25,7 @@ static const json_t *obj_of(const json_t *v, const char *const *known, er_spec_o
         return NULL;
     }
     out->kind = ER_SPEC_SET;
-    first_unknown(v, known, &out->unknown);
+    er_settings_first_unknown(v, known, out);
     return v;
 }
 

@@ -484,7 +484,7 @@ static void finish_fetch(er_hctx *c, er_req *r)
 void er_route_fetch(er_hctx *c)
 {
     static const char *const keys[] = {"queues",   "worker_id", "max", "wait_ms",
-                                       "lease_ms", "acks",      NULL};
+                                       "lease_ms", "acks",      "queue_weights", NULL};
     json_t *body;
     if (er_http_body_object(c, &body) < 0)
         return;

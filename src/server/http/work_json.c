@@ -49,6 +49,24 @@ int er_http_fetch_spec(const json_t *obj, er_fetch_spec *sp, er_spec_str **queue
     er_http_spec_int(json_object_get(obj, "max"), ER_SPEC_ABSENT, &sp->max);
     er_http_spec_int(json_object_get(obj, "wait_ms"), ER_SPEC_ABSENT, &sp->wait_ms);
     er_http_spec_int(json_object_get(obj, "lease_ms"), ER_SPEC_ABSENT, &sp->lease_ms);
+    const json_t *w = json_object_get(obj, "queue_weights");
+    sp->weights_kind = !w ? ER_SPEC_ABSENT
+                       : json_is_null(w) ? ER_SPEC_NULL
+                       : json_is_object(w) ? ER_SPEC_SET
+                                           : ER_SPEC_BAD_TYPE;
+    if (sp->weights_kind == ER_SPEC_SET) {
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)w, key, val) {
+            if (sp->nweights > ER_FETCH_QUEUES_MAX) {
+                sp->nweights++; /* too many: refused */
+                break;
+            }
+            sp->weights[sp->nweights].queue = (er_spec_str){ER_SPEC_SET, key, strlen(key)};
+            er_http_spec_int(val, ER_SPEC_BAD_TYPE, &sp->weights[sp->nweights].weight);
+            sp->nweights++;
+        }
+    }
     return 0;
 }
 

@@ -525,6 +525,13 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
     er_queue_info_list_free(qs, len);
     if (rc == 0)
         rc = tombstones_clean(s, now, limit, err);
+    if (rc == 0) { /* group rate states in the past say nothing */
+        sqlite3_stmt *st = NULL;
+        if ((rc = er_sqlite_prep(s, ER_SQ_GROUP_TAT_CLEAN, &st, err)) == 0) {
+            sqlite3_bind_int64(st, 1, now * ER_NS_PER_MS);
+            rc = er_sqlite_run(s, st, err);
+        }
+    }
     return rc;
 }
 

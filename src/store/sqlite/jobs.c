@@ -9,6 +9,7 @@
 #include "core/fetch.h"
 #include "store/error_codec.h"
 #include "store/sqlite/sqlite_int.h"
+#include "util/buf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -281,6 +282,13 @@ typedef struct leased {
     int64_t seq;
 } leased;
 
+/* Batch order: the planner's picks keep their order (seq holds it). */
+static int pick_cmp(const void *a, const void *b)
+{
+    const leased *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
 static int leased_cmp(const void *a, const void *b)
 {
     const leased *x = a, *y = b;
@@ -326,12 +334,33 @@ static int row_leased(sqlite3_stmt *st, const er_fetch_params *p, int64_t expire
     return bad ? ER_ENOMEM : 0;
 }
 
+/* The picks of a planner's lease turn: seqs[i] is leased i-th. */
+typedef struct picks {
+    int64_t *seqs;
+    size_t n, cap;
+    char *json; /* the array as text, for ER_SQ_LEASE_SEQS */
+} picks;
+
+static int pick_pos_cmp(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Where seq stands among the picks (sorted (seq, position) pairs). */
+static int64_t pick_pos(const int64_t *pairs, size_t n, int64_t seq)
+{
+    const int64_t *hit = bsearch(&seq, pairs, n, 2 * sizeof *pairs, pick_pos_cmp);
+    return hit ? hit[1] : INT64_MAX;
+}
+
 /* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING (stmt:
- * ER_SQ_FETCH, or one of a group's, group and priority bound to ?6, ?7)
- * and appends them to *out in fetch order. */
+ * ER_SQ_FETCH, one of a group's, group and priority bound to ?6, ?7, or
+ * ER_SQ_LEASE_SEQS with the picks *pk) and appends them to *out in fetch
+ * order (the picks': theirs). */
 static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const char *queue,
                        const char *group, int priority, int take, int64_t lease_ms,
-                       er_job_list *out, int *got, er_error *err)
+                       const picks *pk, er_job_list *out, int *got, er_error *err)
 {
     *got = 0;
     leased *rows = calloc((size_t)take, sizeof *rows);
@@ -346,14 +375,28 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const ch
         sqlite3_bind_int64(st, 3, p->now);
         sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 5, take);
-        if (stmt == ER_SQ_FETCH_GROUP || stmt == ER_SQ_FETCH_GROUP_AT)
+        if (stmt == ER_SQ_FETCH_GROUP_AT)
             sqlite3_bind_text(st, 6, group, -1, SQLITE_STATIC);
         if (stmt == ER_SQ_FETCH_GROUP_AT || stmt == ER_SQ_FETCH_UNGROUPED_AT)
             sqlite3_bind_int(st, 7, priority);
-        int src;
-        while ((src = sqlite3_step(st)) == SQLITE_ROW && n < take) {
+        int64_t *pairs = NULL;
+        if (stmt == ER_SQ_LEASE_SEQS) {
+            sqlite3_bind_text(st, 6, pk->json, -1, SQLITE_STATIC);
+            if (!(pairs = malloc(pk->n * 2 * sizeof *pairs)))
+                rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+            for (size_t i = 0; pairs && i < pk->n; i++) {
+                pairs[2 * i] = pk->seqs[i];
+                pairs[2 * i + 1] = (int64_t)i;
+            }
+            if (pairs)
+                qsort(pairs, pk->n, 2 * sizeof *pairs, pick_pos_cmp);
+        }
+        int src = SQLITE_DONE;
+        while (rc == 0 && (src = sqlite3_step(st)) == SQLITE_ROW && n < take) {
             er_job_init(&rows[n].job);
             rows[n].seq = sqlite3_column_int64(st, F_SEQ);
+            if (pairs)
+                rows[n].seq = pick_pos(pairs, pk->n, rows[n].seq);
             rc = row_leased(st, p, p->now + lease_ms, &rows[n].job);
             n++;
             if (rc < 0) {
@@ -364,9 +407,10 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const ch
         if (rc == 0 && src != SQLITE_DONE && src != SQLITE_ROW)
             rc = er_sqlite_error(s->db, src, "fetch", err);
         sqlite3_reset(st);
+        free(pairs);
     }
     if (rc == 0) {
-        qsort(rows, (size_t)n, sizeof *rows, leased_cmp);
+        qsort(rows, (size_t)n, sizeof *rows, stmt == ER_SQ_LEASE_SEQS ? pick_cmp : leased_cmp);
         for (int i = 0; i < n; i++) {
             er_job *slot = er_job_list_push(out);
             if (!slot) {
@@ -420,11 +464,41 @@ typedef struct rows_ctx {
     const char *queue;
     int64_t lease_ms;
     er_job_list *out;
+    picks pk; /* picked, not leased yet: every other callback leases them first */
 } rows_ctx;
+
+/* Leases the picks so far with one statement (er_fetch_rows.sync). */
+static int flush_picks(void *ctx, er_error *err)
+{
+    rows_ctx *c = ctx;
+    picks *pk = &c->pk;
+    if (pk->n == 0)
+        return 0;
+    free(pk->json);
+    if (!(pk->json = malloc(pk->n * 21 + 3)))
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    char *w = pk->json;
+    *w++ = '[';
+    for (size_t i = 0; i < pk->n; i++)
+        w += sprintf(w, i ? ",%" PRId64 : "%" PRId64, pk->seqs[i]);
+    *w++ = ']';
+    *w = '\0';
+    int got = 0;
+    int rc = fetch_queue(c->s, c->p, ER_SQ_LEASE_SEQS, c->queue, NULL, INT_MIN, (int)pk->n,
+                         c->lease_ms, pk, c->out, &got, err);
+    /* the picks are waiting jobs of this transaction: all are leased */
+    if (rc == 0 && (size_t)got != pk->n)
+        rc = er_error_set(err, ER_EINTERNAL, "", "store: %d of %zu picked jobs leased", got,
+                          pk->n);
+    pk->n = 0;
+    return rc;
+}
 
 static int rows_next_group(void *ctx, const char *after, char *out, bool *found, er_error *err)
 {
     rows_ctx *c = ctx;
+    if (flush_picks(c, err) < 0)
+        return err->code;
     if (!after) {
         int rc = one_row(c->s, ER_SQ_ANY_UNGROUPED, c->queue, NULL, 0, NULL, NULL, found, err);
         if (rc < 0 || *found) {
@@ -439,6 +513,8 @@ static int rows_next_group(void *ctx, const char *after, char *out, bool *found,
 static int rows_group_active(void *ctx, const char *group, int64_t *n, er_error *err)
 {
     rows_ctx *c = ctx;
+    if (flush_picks(c, err) < 0)
+        return err->code;
     bool found;
     if (*group)
         return one_row(c->s, ER_SQ_GROUP_ACTIVE, c->queue, group, 0, n, NULL, &found, err);
@@ -453,6 +529,8 @@ static int rows_group_active(void *ctx, const char *group, int64_t *n, er_error 
 static int rows_group_tat(void *ctx, const char *group, int64_t *tat, er_error *err)
 {
     rows_ctx *c = ctx;
+    if (flush_picks(c, err) < 0)
+        return err->code;
     bool found;
     *tat = 0;
     return one_row(c->s, ER_SQ_GROUP_TAT, c->queue, group, 0, tat, NULL, &found, err);
@@ -461,6 +539,8 @@ static int rows_group_tat(void *ctx, const char *group, int64_t *tat, er_error *
 static int rows_set_group_tat(void *ctx, const char *group, int64_t tat, er_error *err)
 {
     rows_ctx *c = ctx;
+    if (flush_picks(c, err) < 0)
+        return err->code;
     bool found;
     return one_row(c->s, ER_SQ_GROUP_TAT_PUT, c->queue, group, tat, NULL, NULL, &found, err);
 }
@@ -469,6 +549,8 @@ static int rows_level(void *ctx, const char *group, int below, int *priority, in
                       bool *found, er_error *err)
 {
     rows_ctx *c = ctx;
+    if (flush_picks(c, err) < 0)
+        return err->code;
     sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(c->s, *group ? ER_SQ_LEVEL_GROUPED : ER_SQ_LEVEL_UNGROUPED, &st, err);
     if (rc < 0)
@@ -493,13 +575,34 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
                       er_error *err)
 {
     rows_ctx *c = ctx;
-    bool at = priority != INT_MIN;
-    int stmt = *group ? (at ? ER_SQ_FETCH_GROUP_AT : ER_SQ_FETCH_GROUP)
-                      : (at ? ER_SQ_FETCH_UNGROUPED_AT : ER_SQ_FETCH_UNGROUPED);
-    int n = 0;
-    int rc = fetch_queue(c->s, c->p, stmt, c->queue, group, priority, (int)take, c->lease_ms,
-                         c->out, &n, err);
-    *got = n;
+    *got = 0;
+    if (priority != INT_MIN) { /* aging: one at a time, each seen by the next look */
+        if (flush_picks(c, err) < 0)
+            return err->code;
+        int n = 0;
+        int rc = fetch_queue(c->s, c->p, *group ? ER_SQ_FETCH_GROUP_AT : ER_SQ_FETCH_UNGROUPED_AT,
+                             c->queue, group, priority, (int)take, c->lease_ms, NULL, c->out, &n,
+                             err);
+        *got = n;
+        return rc;
+    }
+    picks *pk = &c->pk;
+    if (ER_GROW(&pk->seqs, &pk->cap, pk->n + (size_t)take, (size_t)ER_FETCH_MAX) < 0)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(c->s, *group ? ER_SQ_PICK_GROUP : ER_SQ_PICK_UNGROUPED, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, c->queue, -1, SQLITE_STATIC);
+    if (*group)
+        sqlite3_bind_text(st, 2, group, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, take);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW)
+        pk->seqs[pk->n++] = sqlite3_column_int64(st, 0), (*got)++;
+    if (src != SQLITE_DONE)
+        rc = er_sqlite_error(c->s->db, src, "fetch", err);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -516,21 +619,24 @@ static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queu
     if (rc < 0)
         return rc;
     if (!er_fetch_grouped(&pol, grouped))
-        return fetch_queue(s, p, ER_SQ_FETCH, q->name, NULL, INT_MIN, take, lease_ms, out, got,
-                           err);
+        return fetch_queue(s, p, ER_SQ_FETCH, q->name, NULL, INT_MIN, take, lease_ms, NULL, out,
+                           got, err);
     er_fetch_cursor *cur = er_sqlite_rr_get(s, q->name);
     if (!cur)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
-    rows_ctx c = {s, p, q->name, lease_ms, out};
+    rows_ctx c = {s, p, q->name, lease_ms, out, {0}};
     er_fetch_rows rows = {&c,
                           rows_next_group,
                           rows_group_active,
                           rows_group_tat,
                           rows_set_group_tat,
                           rows_level,
-                          rows_lease};
+                          rows_lease,
+                          flush_picks};
     int64_t n = 0, at = INT64_MAX;
     rc = er_fetch_groups(&rows, &pol, cur, take, p->now, &n, &at, err);
+    free(c.pk.seqs);
+    free(c.pk.json);
     *got = (int)n;
     if (at < *ready_at)
         *ready_at = at;

@@ -111,9 +111,13 @@ const char *const er_sqlite_migrations[] = {
     " finished_at INTEGER NOT NULL"
     ") WITHOUT ROWID;"
     "CREATE INDEX tombstones_finished ON tombstones(finished_at);",
-    /* 5: groups and rate limits (core/fetch.h): waiting jobs with a group
-     * by group, then fetch order; active ones by group for group limits;
-     * the rate limits' state of queues and of their groups */
+    /* 5: groups and rate limits (core/fetch.h): every waiting job is in
+     * one of two indexes, those without a group in fetch order, those with
+     * one by group, then fetch order; active ones by group for group
+     * limits; the rate limits' state of queues and of their groups */
+    "DROP INDEX jobs_waiting;"
+    "CREATE INDEX jobs_waiting ON jobs(queue, priority DESC, run_at, seq)"
+    " WHERE state = 1 AND grp IS NULL;"
     "CREATE INDEX jobs_grouped ON jobs(queue, grp, priority DESC, run_at, seq)"
     " WHERE state = 1 AND grp IS NOT NULL;"
     "CREATE INDEX jobs_group_active ON jobs(queue, grp) WHERE state = 2 AND grp IS NOT NULL;"
@@ -178,7 +182,6 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     /* groups (core/fetch.h er_fetch_rows): "" is the jobs without one */
     [ER_SQ_ANY_GROUPED] = "SELECT 1 FROM jobs INDEXED BY jobs_grouped WHERE queue = ?1"
                           " AND state = 1 AND grp IS NOT NULL LIMIT 1",
-    /* reads past the grouped jobs ranked before the first one without */
     [ER_SQ_ANY_UNGROUPED] = "SELECT 1 FROM jobs INDEXED BY jobs_waiting WHERE queue = ?1"
                             " AND state = 1 AND grp IS NULL LIMIT 1",
     [ER_SQ_NEXT_GROUP] = "SELECT grp FROM jobs INDEXED BY jobs_grouped WHERE queue = ?1"
@@ -209,13 +212,10 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     /* O(active jobs of every queue): jobs_queue_state has no active jobs */
     [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_active"
                            " WHERE queue = ?1 AND state = 2",
+    /* a queue with no grouped waiting job (er_fetch_grouped) */
     [ER_SQ_FETCH] = LEASE_SET
                     " WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?4 AND state = 1"
-                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
-                    LEASE_RETURNING,
-    [ER_SQ_FETCH_GROUP] = LEASE_SET
-                    " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_grouped WHERE queue = ?4"
-                    " AND state = 1 AND grp IS NOT NULL AND grp = ?6"
+                    " AND grp IS NULL"
                     " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
                     LEASE_RETURNING,
     [ER_SQ_FETCH_GROUP_AT] = LEASE_SET
@@ -223,16 +223,20 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                     " AND state = 1 AND grp IS NOT NULL AND grp = ?6 AND priority = ?7"
                     " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
                     LEASE_RETURNING,
-    [ER_SQ_FETCH_UNGROUPED] = LEASE_SET
-                    " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_waiting WHERE queue = ?4"
-                    " AND state = 1 AND grp IS NULL"
-                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
-                    LEASE_RETURNING,
     [ER_SQ_FETCH_UNGROUPED_AT] = LEASE_SET
                     " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_waiting WHERE queue = ?4"
                     " AND state = 1 AND grp IS NULL AND priority = ?7"
                     " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
                     LEASE_RETURNING,
+    /* the group planner's picks (jobs.c), leased at once: ?6 a JSON array of seqs */
+    [ER_SQ_PICK_GROUP] = "SELECT seq FROM jobs INDEXED BY jobs_grouped WHERE queue = ?1"
+                         " AND state = 1 AND grp IS NOT NULL AND grp = ?2"
+                         " ORDER BY priority DESC, run_at, seq LIMIT ?3",
+    [ER_SQ_PICK_UNGROUPED] = "SELECT seq FROM jobs INDEXED BY jobs_waiting WHERE queue = ?1"
+                             " AND state = 1 AND grp IS NULL AND ?2 IS NULL"
+                             " ORDER BY priority DESC, run_at, seq LIMIT ?3",
+    [ER_SQ_LEASE_SEQS] = LEASE_SET " WHERE seq IN (SELECT value FROM json_each(?6))"
+                         " AND state = 1" LEASE_RETURNING,
     [ER_SQ_HEARTBEAT] = "UPDATE jobs SET lease_expires_at = ?1, progress = coalesce(?2, progress),"
                         " updated_at = ?3 WHERE id = ?4 AND state = 2 AND lease_token = ?5",
     [ER_SQ_COMPLETE] = "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, updated_at = ?2, "
