@@ -874,16 +874,18 @@ Test(postgres, groups_take_turns_in_byte_order_after_the_jobs_without_one)
     }
 }
 
-/* The planner's lookups on group names use jobs_grouped (whose grp column
- * is COLLATE "C"), also with generic plans. */
+/* The planner's lookups use jobs_grouped (whose grp column is COLLATE
+ * "C") or jobs_ungrouped, also with generic plans. */
 Test(postgres, group_lookups_use_the_grouped_index)
 {
     PGconn *c = raw();
     char q[2048];
-    const int ids[] = {ER_PG_NEXT_GROUP, ER_PG_LEVEL_GROUPED};
-    const char *args[] = {"('g', 'a')", "('g', 'a', 5)"};
-    const char *types[] = {"(text, text)", "(text, text, integer)"};
-    for (int i = 0; i < 2; i++) {
+    const int ids[] = {ER_PG_NEXT_GROUP, ER_PG_LEVEL_GROUPED, ER_PG_FIRST_GROUP,
+                       ER_PG_LEVEL_UNGROUPED};
+    const char *args[] = {"('g', 'a')", "('g', 'a', 5)", "('g')", "('g', 5)"};
+    const char *types[] = {"(text, text)", "(text, text, integer)", "(text)", "(text, integer)"};
+    const char *index[] = {"jobs_grouped", "jobs_grouped", "jobs_ungrouped", "jobs_ungrouped"};
+    for (int i = 0; i < 4; i++) {
         snprintf(q, sizeof q,
                  "SET search_path TO %s; SET plan_cache_mode = force_generic_plan;"
                  " SET enable_seqscan = off; PREPARE x%d%s AS %s",
@@ -894,8 +896,8 @@ Test(postgres, group_lookups_use_the_grouped_index)
         cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
         bool used = false;
         for (int row = 0; row < PQntuples(r); row++)
-            used |= strstr(PQgetvalue(r, row, 0), "jobs_grouped") != NULL;
-        cr_assert(used, "statement %d does not use jobs_grouped", ids[i]);
+            used |= strstr(PQgetvalue(r, row, 0), index[i]) != NULL;
+        cr_assert(used, "statement %d does not use %s", ids[i], index[i]);
         PQclear(r);
     }
     PQfinish(c);

@@ -2,8 +2,8 @@
  *
  * PostgreSQL migration 6: groups and rate limits (core/fetch.h), as
  * SQLite's migration 5. Waiting jobs with a group by group (byte order:
- * COLLATE "C", as SQLite compares) then fetch order; active ones by group
- * for group limits; each queue's rate state and copies of the settings the
+ * COLLATE "C", as SQLite compares) then fetch order, and those without
+ * one; active ones by group for group limits; each queue's rate state and copies of the settings the
  * fetch's first round trip needs (its rate limit, whether it has group
  * limits or aging), filled here from the stored texts; the groups' rate
  * states. queue_states2 is queue_states plus those, and takes the queue
@@ -17,6 +17,11 @@ const char er_pg_migration_6[] =
     "CREATE INDEX jobs_grouped ON jobs (queue, grp COLLATE \"C\", priority DESC, run_at, seq)\n"
     " WHERE state = 1 AND grp IS NOT NULL;\n"
     "CREATE INDEX jobs_group_active ON jobs (queue, grp) WHERE state = 2 AND grp IS NOT NULL;\n"
+    /* the jobs without a group, so the planner's looks at them are seeks
+     * in a queue of grouped jobs (jobs_waiting stays: lease_jobs, of every
+     * version, reads it) */
+    "CREATE INDEX jobs_ungrouped ON jobs (queue, priority DESC, run_at, seq)\n"
+    " WHERE state = 1 AND grp IS NULL;\n"
     "ALTER TABLE queues ADD COLUMN rate_tat bigint NOT NULL DEFAULT 0,\n"
     " ADD COLUMN rate_max bigint NOT NULL DEFAULT 0,\n"
     " ADD COLUMN rate_per_ms bigint NOT NULL DEFAULT 0,\n"
