@@ -502,6 +502,10 @@ static int check_aging(const er_aging_spec *as, er_queue_change *c, er_error *er
     if (er_spec_int_in(&as->max_boost, "aging.max_boost", 1, ER_PRIORITY_MAX, &n, err) < 0)
         return ER_EINVAL;
     t->max_boost = (int)n;
+    if (t->per_s == 0) { /* strict priority: the same as null */
+        c->aging = ER_CHANGE_CLEAR;
+        return 0;
+    }
     c->aging = ER_CHANGE_SET;
     return 0;
 }

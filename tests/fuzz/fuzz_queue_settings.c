@@ -2,7 +2,7 @@
  *
  * libFuzzer target for queue settings bodies (PUT /v1/queues/{queue}): the
  * HTTP reader, er_queue_patch_check and er_queue_settings_change onto the
- * defaults. A refused body gets a message and leaves the settings as they
+ * defaults (fairness, group limits, rate limits and aging included). A refused body gets a message and leaves the settings as they
  * were; accepted settings survive the store's round trip (er_settings_encode,
  * er_settings_decode) unchanged, and what GET shows is a body PUT accepts
  * (on the same queue: hidden header values keep the stored ones).
@@ -29,6 +29,12 @@ static bool same(const er_queue_settings *a, const er_queue_settings *b)
 {
     const er_job_defaults *x = &a->defaults, *y = &b->defaults;
     if (memcmp(&a->dispatch, &b->dispatch, sizeof a->dispatch) != 0) /* built zeroed, then set */
+        return false;
+    /* built zeroed, then set, as dispatch is */
+    if (memcmp(&a->fairness, &b->fairness, sizeof a->fairness) != 0 ||
+        memcmp(&a->group_limits, &b->group_limits, sizeof a->group_limits) != 0 ||
+        a->aging.per_s != b->aging.per_s || a->aging.max_boost != b->aging.max_boost ||
+        a->rate_burst != b->rate_burst)
         return false;
     return a->paused == b->paused && a->concurrency == b->concurrency &&
            a->rate_max == b->rate_max && a->rate_per_ms == b->rate_per_ms &&
