@@ -202,37 +202,60 @@ typedef struct turn {
     bool held;   /* at a limit: passed over */
 } turn;
 
-/* The room a group's limits leave it at now (INT64_MAX: none). */
-static int group_room(const er_fetch_rows *r, const er_fetch_group_policy *pol, const char *g,
-                      int64_t now, int64_t *room, int64_t *tat_out, int64_t *ready_at,
-                      er_error *err)
+/* The room a group's limits leave it at now (INT64_MAX: none), from its
+ * active jobs and rate state. */
+static int64_t room_of(const er_group_limits *l, int64_t active, int64_t tat, int64_t now,
+                       int64_t *ready_at)
 {
-    const er_group_limits *l = pol->limits;
-    *room = INT64_MAX;
-    *tat_out = 0;
+    int64_t room = INT64_MAX;
     if (l->concurrency > 0) {
-        int64_t active = 0;
-        int rc = r->group_active(r->ctx, g, &active, err);
-        if (rc < 0)
-            return rc;
-        *room = active >= l->concurrency ? 0 : l->concurrency - active;
-        if (*room == 0 && now + ER_FETCH_LIMIT_RECHECK_MS < *ready_at)
+        room = active >= l->concurrency ? 0 : l->concurrency - active;
+        if (room == 0 && now + ER_FETCH_LIMIT_RECHECK_MS < *ready_at)
             *ready_at = now + ER_FETCH_LIMIT_RECHECK_MS;
     }
-    if (l->rate.max > 0 && *room > 0) {
-        int64_t tat = 0;
-        int rc = r->group_tat(r->ctx, g, &tat, err);
-        if (rc < 0)
-            return rc;
-        *tat_out = tat;
-        *room = er_rate_allowed(l->rate.max, l->rate.per_ms, l->rate.burst, tat, now, *room);
-        if (*room == 0) {
+    if (l->rate.max > 0 && room > 0) {
+        room = er_rate_allowed(l->rate.max, l->rate.per_ms, l->rate.burst, tat, now, room);
+        if (room == 0) {
             int64_t at = er_rate_next_ms(l->rate.max, l->rate.per_ms, l->rate.burst, tat, now);
             if (at < *ready_at)
                 *ready_at = at;
         }
     }
-    return 0;
+    return room;
+}
+
+/* The rooms of ts[0..n): with one call of the store's rooms when it has
+ * one, else group by group. */
+static int rooms_of(const er_fetch_rows *r, const er_fetch_group_policy *pol, turn *ts, size_t n,
+                    int64_t now, int64_t *ready_at, er_error *err)
+{
+    const er_group_limits *l = pol->limits;
+    bool conc = l->concurrency > 0, rate = l->rate.max > 0;
+    int64_t act[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+    const char *names[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+    for (size_t i = 0; i < n; i++) {
+        act[i] = ts[i].tat = 0;
+        names[i] = ts[i].name;
+    }
+    int rc = 0;
+    if ((conc || rate) && r->rooms) {
+        int64_t tats[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+        rc = r->rooms(r->ctx, names, n, conc, rate, act, tats, err);
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            ts[i].tat = tats[i];
+    } else {
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            if (conc)
+                rc = r->group_active(r->ctx, names[i], &act[i], err);
+            if (rc == 0 && rate)
+                rc = r->group_tat(r->ctx, names[i], &ts[i].tat, err);
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        ts[i].room = room_of(l, act[i], ts[i].tat, now, ready_at);
+        ts[i].held = ts[i].room <= 0;
+    }
+    return rc;
 }
 
 static int64_t boosted(const er_aging *a, int priority, int64_t run_at, int64_t now)
@@ -281,8 +304,9 @@ static int lease_aged(const er_fetch_rows *r, const er_aging *a, const char *g, 
 }
 
 /* Collects the groups of the coming turns, from the cursor, until their
- * turns add up to want, the ring closes or too many are held. The first is
- * the cursor's group when its turn goes on (*continuing). */
+ * turns add up to want, the ring closes or too many are held: names in
+ * chunks of what could still be wanted, then their rooms. The first is the
+ * cursor's group when its turn goes on (*continuing). */
 static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
                    const er_fetch_cursor *cur, int64_t want, int64_t now, turn *ts, size_t cap,
                    size_t *n, bool *ring, bool *continuing, int64_t *ready_at, er_error *err)
@@ -304,32 +328,43 @@ static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
         if (rc == 0 && !found && after)
             rc = r->next_group(r->ctx, NULL, name, &found, err);
     }
-    while (rc == 0 && found && *n < cap) {
-        /* back at the first group next_group gave (or at the cursor's,
-         * which may have run out and not come round): the ring closed */
-        size_t first = *continuing ? 1 : 0;
-        if ((*n > first && strcmp(name, ts[first].name) == 0) ||
-            (*n > 0 && strcmp(name, ts[0].name) == 0)) {
-            *ring = true;
-            break;
+    while (rc == 0 && found && *n < cap && turns < want) {
+        size_t start = *n;
+        while (rc == 0 && found && *n < cap && (int64_t)(*n - start) < want - turns) {
+            /* back at the first group next_group gave (or at the cursor's,
+             * which may have run out and not come round): the ring closed */
+            size_t first = *continuing ? 1 : 0;
+            if ((*n > first && strcmp(name, ts[first].name) == 0) ||
+                (*n > 0 && strcmp(name, ts[0].name) == 0)) {
+                *ring = true;
+                found = false;
+                break;
+            }
+            turn *t = &ts[(*n)++];
+            snprintf(t->name, sizeof t->name, "%s", name);
+            t->weight = er_fairness_weight(pol->fairness, name);
+            t->alloc = 0;
+            char after[ER_NAME_MAX + 1];
+            snprintf(after, sizeof after, "%s", name);
+            if ((rc = r->next_group(r->ctx, after, name, &found, err)) == 0 && !found)
+                rc = r->next_group(r->ctx, NULL, name, &found, err);
         }
-        turn *t = &ts[(*n)++];
-        snprintf(t->name, sizeof t->name, "%s", name);
-        t->weight = er_fairness_weight(pol->fairness, name);
-        t->alloc = 0;
-        if ((rc = group_room(r, pol, name, now, &t->room, &t->tat, ready_at, err)) < 0)
+        if (rc == 0)
+            rc = rooms_of(r, pol, ts + start, *n - start, now, ready_at, err);
+        for (size_t i = start; rc == 0 && i < *n; i++) {
+            if (ts[i].held && ++held > ER_FETCH_PASS_MAX) {
+                *n = i + 1;
+                return 0;
+            }
+            if (!ts[i].held)
+                turns += i == 0 && *continuing ? cur->left : ts[i].weight;
+            if (turns >= want) {
+                *n = i + 1; /* the rest of the chunk is not needed this time */
+                break;
+            }
+        }
+        if (held > ER_FETCH_PASS_MAX)
             break;
-        t->held = t->room <= 0;
-        if (t->held && ++held > ER_FETCH_PASS_MAX)
-            break;
-        if (!t->held)
-            turns += *n == 1 && *continuing ? cur->left : t->weight;
-        if (turns >= want)
-            break;
-        char after[ER_NAME_MAX + 1];
-        snprintf(after, sizeof after, "%s", name);
-        if ((rc = r->next_group(r->ctx, after, name, &found, err)) == 0 && !found)
-            rc = r->next_group(r->ctx, NULL, name, &found, err);
     }
     return rc;
 }

@@ -149,7 +149,13 @@ typedef struct er_fetch_rows {
     int (*next_group)(void *ctx, const char *after, char *out, bool *found, er_error *err);
     /* A group's leased jobs now. */
     int (*group_active)(void *ctx, const char *group, int64_t *n, er_error *err);
-    /* A group's rate state (ns; 0 when none), and storing it. */
+    /* Optional (NULL: group_active and group_tat one by one): for each of
+     * groups[0..n), its leased jobs (when active) and rate state (when
+     * tat), at once. */
+    int (*rooms)(void *ctx, const char *const *groups, size_t n, bool active, bool tat,
+                 int64_t *actives, int64_t *tats, er_error *err);
+    /* A group's rate state (ns; 0 when none), and storing it (a store may
+     * hold the write until sync). */
     int (*group_tat)(void *ctx, const char *group, int64_t *tat_ns, er_error *err);
     int (*set_group_tat)(void *ctx, const char *group, int64_t tat_ns, er_error *err);
     /* The highest priority below `below` (INT_MAX: any) among the group's

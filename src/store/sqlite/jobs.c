@@ -465,6 +465,8 @@ typedef struct rows_ctx {
     int64_t lease_ms;
     er_job_list *out;
     picks pk; /* picked, not leased yet: every other callback leases them first */
+    er_buf tats; /* rate states to store: a JSON array of [group, tat], open */
+    size_t ntats;
 } rows_ctx;
 
 /* Leases the picks so far with one statement (er_fetch_rows.sync). */
@@ -494,10 +496,37 @@ static int flush_picks(void *ctx, er_error *err)
     return rc;
 }
 
+/* Stores the rate states set so far with one statement. */
+static int flush_tats(rows_ctx *c, er_error *err)
+{
+    if (c->ntats == 0)
+        return 0;
+    c->ntats = 0;
+    if (er_buf_adds(&c->tats, "]") < 0)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(c->s, ER_SQ_GROUP_TATS_PUT, &st, err);
+    if (rc == 0) {
+        sqlite3_bind_text(st, 1, c->queue, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, er_buf_str(&c->tats), -1, SQLITE_STATIC);
+        rc = er_sqlite_run(c->s, st, err);
+    }
+    er_buf_reset(&c->tats);
+    return rc;
+}
+
+/* er_fetch_rows.sync: the leases and rate states held so far. */
+static int rows_sync(void *ctx, er_error *err)
+{
+    rows_ctx *c = ctx;
+    int rc = flush_picks(c, err);
+    return rc < 0 ? rc : flush_tats(c, err);
+}
+
 static int rows_next_group(void *ctx, const char *after, char *out, bool *found, er_error *err)
 {
     rows_ctx *c = ctx;
-    if (flush_picks(c, err) < 0)
+    if (rows_sync(c, err) < 0)
         return err->code;
     if (!after) {
         int rc = one_row(c->s, ER_SQ_ANY_UNGROUPED, c->queue, NULL, 0, NULL, NULL, found, err);
@@ -513,7 +542,7 @@ static int rows_next_group(void *ctx, const char *after, char *out, bool *found,
 static int rows_group_active(void *ctx, const char *group, int64_t *n, er_error *err)
 {
     rows_ctx *c = ctx;
-    if (flush_picks(c, err) < 0)
+    if (rows_sync(c, err) < 0)
         return err->code;
     bool found;
     if (*group)
@@ -529,27 +558,79 @@ static int rows_group_active(void *ctx, const char *group, int64_t *n, er_error 
 static int rows_group_tat(void *ctx, const char *group, int64_t *tat, er_error *err)
 {
     rows_ctx *c = ctx;
-    if (flush_picks(c, err) < 0)
+    if (rows_sync(c, err) < 0)
         return err->code;
     bool found;
     *tat = 0;
     return one_row(c->s, ER_SQ_GROUP_TAT, c->queue, group, 0, tat, NULL, &found, err);
 }
 
+/* Held until sync (names are of [A-Za-z0-9_.:-], no JSON escapes). */
 static int rows_set_group_tat(void *ctx, const char *group, int64_t tat, er_error *err)
 {
     rows_ctx *c = ctx;
-    if (flush_picks(c, err) < 0)
-        return err->code;
-    bool found;
-    return one_row(c->s, ER_SQ_GROUP_TAT_PUT, c->queue, group, tat, NULL, NULL, &found, err);
+    if (er_buf_addf(&c->tats, "%s[\"%s\",%" PRId64 "]", c->ntats ? "," : "[", group, tat) < 0)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    c->ntats++;
+    return 0;
+}
+
+static int rows_group_tat(void *ctx, const char *group, int64_t *tat, er_error *err);
+
+/* er_fetch_rows.rooms: one statement for the named groups, the jobs
+ * without a group ("") one by one. */
+static int rows_rooms(void *ctx, const char *const *groups, size_t n, bool active, bool tat,
+                      int64_t *actives, int64_t *tats, er_error *err)
+{
+    rows_ctx *c = ctx;
+    int rc = rows_sync(c, err);
+    er_buf names;
+    er_buf_init(&names, (size_t)1 << 20);
+    size_t *at = malloc((n ? n : 1) * sizeof *at), k = 0;
+    if (!at)
+        rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        actives[i] = tats[i] = 0;
+        if (*groups[i]) {
+            er_buf_addf(&names, "%s\"%s\"", k ? "," : "[", groups[i]);
+            at[k++] = i;
+            continue;
+        }
+        if (active)
+            rc = rows_group_active(c, "", &actives[i], err);
+        if (rc == 0 && tat)
+            rc = rows_group_tat(c, "", &tats[i], err);
+    }
+    sqlite3_stmt *st = NULL;
+    if (rc == 0 && k > 0 && er_buf_adds(&names, "]") < 0)
+        rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+    if (rc == 0 && k > 0 && (rc = er_sqlite_prep(c->s, ER_SQ_GROUP_ROOMS, &st, err)) == 0) {
+        sqlite3_bind_text(st, 1, c->queue, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, er_buf_str(&names), -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, active);
+        sqlite3_bind_int(st, 4, tat);
+        int src;
+        while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t j = sqlite3_column_int64(st, 0);
+            if (j >= 0 && (size_t)j < k) {
+                actives[at[j]] = sqlite3_column_int64(st, 1);
+                tats[at[j]] = sqlite3_column_int64(st, 2);
+            }
+        }
+        if (src != SQLITE_DONE)
+            rc = er_sqlite_error(c->s->db, src, "fetch", err);
+        sqlite3_reset(st);
+    }
+    free(at);
+    er_buf_fini(&names);
+    return rc;
 }
 
 static int rows_level(void *ctx, const char *group, int below, int *priority, int64_t *run_at,
                       bool *found, er_error *err)
 {
     rows_ctx *c = ctx;
-    if (flush_picks(c, err) < 0)
+    if (rows_sync(c, err) < 0)
         return err->code;
     sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(c->s, *group ? ER_SQ_LEVEL_GROUPED : ER_SQ_LEVEL_UNGROUPED, &st, err);
@@ -624,19 +705,22 @@ static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queu
     er_fetch_cursor *cur = er_sqlite_rr_get(s, q->name);
     if (!cur)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
-    rows_ctx c = {s, p, q->name, lease_ms, out, {0}};
-    er_fetch_rows rows = {&c,
-                          rows_next_group,
-                          rows_group_active,
-                          rows_group_tat,
-                          rows_set_group_tat,
-                          rows_level,
-                          rows_lease,
-                          flush_picks};
+    rows_ctx c = {s, p, q->name, lease_ms, out, {0}, {0}, 0};
+    er_buf_init(&c.tats, (size_t)1 << 20);
+    er_fetch_rows rows = {.ctx = &c,
+                          .next_group = rows_next_group,
+                          .group_active = rows_group_active,
+                          .rooms = rows_rooms,
+                          .group_tat = rows_group_tat,
+                          .set_group_tat = rows_set_group_tat,
+                          .level = rows_level,
+                          .lease = rows_lease,
+                          .sync = rows_sync};
     int64_t n = 0, at = INT64_MAX;
     rc = er_fetch_groups(&rows, &pol, cur, take, p->now, &n, &at, err);
     free(c.pk.seqs);
     free(c.pk.json);
+    er_buf_fini(&c.tats);
     *got = (int)n;
     if (at < *ready_at)
         *ready_at = at;

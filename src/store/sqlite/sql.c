@@ -193,6 +193,18 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = ?1 AND grp = ?2",
     [ER_SQ_GROUP_TAT_PUT] = "INSERT INTO group_rates (queue, grp, tat) VALUES (?1, ?2, ?3)"
                             " ON CONFLICT(queue, grp) DO UPDATE SET tat = excluded.tat",
+    /* ?2: a JSON array of group names; ?3, ?4: whether to count active jobs,
+     * to read rate states */
+    [ER_SQ_GROUP_ROOMS] =
+        "SELECT j.key, CASE WHEN ?3 THEN (SELECT count(*) FROM jobs INDEXED BY jobs_group_active"
+        " WHERE queue = ?1 AND grp IS NOT NULL AND grp = j.value AND state = 2) ELSE 0 END,"
+        " CASE WHEN ?4 THEN coalesce((SELECT tat FROM group_rates WHERE queue = ?1"
+        " AND grp = j.value), 0) ELSE 0 END FROM json_each(?2) AS j",
+    /* ?2: a JSON array of [group, tat] */
+    [ER_SQ_GROUP_TATS_PUT] =
+        "INSERT INTO group_rates (queue, grp, tat) SELECT ?1, json_extract(value, '$[0]'),"
+        " json_extract(value, '$[1]') FROM json_each(?2) WHERE true"
+        " ON CONFLICT(queue, grp) DO UPDATE SET tat = excluded.tat",
     /* a rate state in the past is the same as none */
     [ER_SQ_GROUP_TAT_CLEAN] = "DELETE FROM group_rates WHERE tat < ?1",
     [ER_SQ_LEVEL_GROUPED] = "SELECT priority, run_at FROM jobs INDEXED BY jobs_grouped"
