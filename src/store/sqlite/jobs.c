@@ -477,14 +477,14 @@ static int flush_picks(void *ctx, er_error *err)
     if (pk->n == 0)
         return 0;
     free(pk->json);
-    if (!(pk->json = malloc(pk->n * 21 + 3)))
+    size_t cap = pk->n * 21 + 3, len = 1;
+    if (!(pk->json = malloc(cap)))
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
-    char *w = pk->json;
-    *w++ = '[';
-    for (size_t i = 0; i < pk->n; i++)
-        w += sprintf(w, i ? ",%" PRId64 : "%" PRId64, pk->seqs[i]);
-    *w++ = ']';
-    *w = '\0';
+    pk->json[0] = '[';
+    for (size_t i = 0; i < pk->n; i++) /* 21 bytes hold ",-9223372036854775808" */
+        len += (size_t)snprintf(pk->json + len, cap - len, i ? ",%" PRId64 : "%" PRId64,
+                                pk->seqs[i]);
+    snprintf(pk->json + len, cap - len, "]");
     int got = 0;
     int rc = fetch_queue(c->s, c->p, ER_SQ_LEASE_SEQS, c->queue, NULL, INT_MIN, (int)pk->n,
                          c->lease_ms, pk, c->out, &got, err);
