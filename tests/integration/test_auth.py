@@ -238,10 +238,13 @@ class AuthStartupTest(unittest.TestCase):
             self.assertNotIn(bad, s.log_text())
             time.sleep(1.1)
             s.get("/v1/queues", token=bad)
-            lines = [l for l in s.log_text().splitlines() if "authentication failed" in l]
-            self.assertIn('"refused":', lines[-1])
-            total = sum(int(re.search(r'"refused":(\d+)', l).group(1)) for l in lines)
-            self.assertEqual(total, 51, lines)
+
+            def refused():
+                got = [l for l in s.log_text().splitlines() if "authentication failed" in l]
+                return sum(int(re.search(r'"refused":(\d+)', l).group(1)) for l in got)
+            # the line reaches the log reader a moment after the reply
+            wait_until(lambda: refused() >= 51, timeout=5)
+            self.assertEqual(refused(), 51, s.log_text())
 
     def test_the_access_log_has_a_line_a_request_and_no_token(self):
         with tempfile.TemporaryDirectory() as d:
