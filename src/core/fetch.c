@@ -231,6 +231,8 @@ static int rooms_of(const er_fetch_rows *r, const er_fetch_group_policy *pol, tu
 {
     const er_group_limits *l = pol->limits;
     bool conc = l->concurrency > 0, rate = l->rate.max > 0;
+    if (n == 0)
+        return 0;
     int64_t act[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
     const char *names[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
     for (size_t i = 0; i < n; i++) {
