@@ -305,11 +305,45 @@ static int lease_aged(const er_fetch_rows *r, const er_aging *a, const char *g, 
     return 0;
 }
 
+/* Names the store gave ahead (er_fetch_rows.next_groups), used in order. */
+typedef struct names_ahead {
+    char names[ER_FETCH_MAX][ER_NAME_MAX + 1];
+    size_t n, at;
+} names_ahead;
+
+/* The group after `after`, wrapping round to the first: from the names
+ * given ahead (nb, when the store has next_groups), else one call
+ * (next_groups asks for up to `more`). */
+static int next_name(const er_fetch_rows *r, names_ahead *nb, const char *after, int64_t more,
+                     char *out, bool *found, er_error *err)
+{
+    if (!nb) {
+        int rc = r->next_group(r->ctx, after, out, found, err);
+        if (rc == 0 && !*found)
+            rc = r->next_group(r->ctx, NULL, out, found, err);
+        return rc;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (nb->at < nb->n) {
+            snprintf(out, ER_NAME_MAX + 1, "%s", nb->names[nb->at++]);
+            *found = true;
+            return 0;
+        }
+        size_t k = more < 1 ? 1 : more > ER_FETCH_MAX ? ER_FETCH_MAX : (size_t)more;
+        nb->at = 0;
+        int rc = r->next_groups(r->ctx, pass == 0 ? after : NULL, k, nb->names, &nb->n, err);
+        if (rc < 0)
+            return rc;
+    }
+    *found = false;
+    return 0;
+}
+
 /* Collects the groups of the coming turns, from the cursor, until their
  * turns add up to want, the ring closes or too many are held: names in
  * chunks of what could still be wanted, then their rooms. The first is the
  * cursor's group when its turn goes on (*continuing). */
-static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
+static int collect(const er_fetch_rows *r, names_ahead *nb, const er_fetch_group_policy *pol,
                    const er_fetch_cursor *cur, int64_t want, int64_t now, turn *ts, size_t cap,
                    size_t *n, bool *ring, bool *continuing, int64_t *ready_at, er_error *err)
 {
@@ -330,6 +364,8 @@ static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
         if (rc == 0 && !found && after)
             rc = r->next_group(r->ctx, NULL, name, &found, err);
     }
+    if (nb)
+        nb->n = nb->at = 0;
     while (rc == 0 && found && *n < cap && turns < want) {
         size_t start = *n;
         while (rc == 0 && found && *n < cap && (int64_t)(*n - start) < want - turns) {
@@ -346,10 +382,8 @@ static int collect(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             snprintf(t->name, sizeof t->name, "%s", name);
             t->weight = er_fairness_weight(pol->fairness, name);
             t->alloc = 0;
-            char after[ER_NAME_MAX + 1];
-            snprintf(after, sizeof after, "%s", name);
-            if ((rc = r->next_group(r->ctx, after, name, &found, err)) == 0 && !found)
-                rc = r->next_group(r->ctx, NULL, name, &found, err);
+            rc = next_name(r, nb, t->name, want - turns - (int64_t)(*n - start), name, &found,
+                           err);
         }
         if (rc == 0)
             rc = rooms_of(r, pol, ts + start, *n - start, now, ready_at, err);
@@ -379,8 +413,12 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
     *ready_at = INT64_MAX;
     size_t cap = (size_t)(want < ER_FETCH_MAX ? want : ER_FETCH_MAX) + ER_FETCH_PASS_MAX + 1;
     turn *ts = calloc(cap, sizeof *ts);
-    if (!ts)
+    names_ahead *nb = r->next_groups ? calloc(1, sizeof *nb) : NULL;
+    if (!ts || (r->next_groups && !nb)) {
+        free(ts);
+        free(nb);
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    }
     int rc = 0;
     /* each round ends with a group's jobs all taken, or with want met */
     for (int round = 0; rc == 0 && *got < want && round < 4; round++) {
@@ -388,8 +426,8 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             break;
         size_t n = 0;
         bool ring = false, continuing = false;
-        rc = collect(r, pol, cur, want - *got, now, ts, cap, &n, &ring, &continuing, ready_at,
-                     err);
+        rc = collect(r, nb, pol, cur, want - *got, now, ts, cap, &n, &ring, &continuing,
+                     ready_at, err);
         if (rc < 0 || n == 0)
             break;
         /* deal the turns: once round the collected groups, again and again
@@ -425,12 +463,30 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
         cur->left = dealt ? last_left : 0;
         cur->set = true;
         bool short_of = false;
+        int64_t gots[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+        bool many = pol->aging->per_s <= 0 && r->lease_many;
+        if (many) { /* every group's lease of this round at once */
+            const char *names[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+            int64_t takes[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++)
+                if (ts[i].alloc > 0) {
+                    names[k] = ts[i].name;
+                    takes[k++] = ts[i].alloc;
+                }
+            int64_t g[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
+            rc = k ? r->lease_many(r->ctx, names, takes, k, g, err) : 0;
+            for (size_t i = 0, j = 0; rc == 0 && i < n; i++)
+                gots[i] = ts[i].alloc > 0 ? g[j++] : 0;
+        }
         for (size_t i = 0; rc == 0 && i < n; i++) {
             turn *t = &ts[i];
             if (t->alloc <= 0)
                 continue;
             int64_t g = 0;
-            if (pol->aging->per_s > 0)
+            if (many)
+                g = gots[i];
+            else if (pol->aging->per_s > 0)
                 rc = lease_aged(r, pol->aging, t->name, t->alloc, now, &g, err);
             else
                 rc = r->lease(r->ctx, t->name, INT_MIN, t->alloc, &g, err);
@@ -450,6 +506,7 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             break;
     }
     free(ts);
+    free(nb);
     if (rc == 0 && r->sync)
         rc = r->sync(r->ctx, err);
     return rc;

@@ -147,6 +147,11 @@ typedef struct er_fetch_rows {
     /* The first group with a waiting job after `after` (from the start when
      * NULL), byte order: *found false when none. out holds ER_NAME_MAX + 1. */
     int (*next_group)(void *ctx, const char *after, char *out, bool *found, er_error *err);
+    /* Optional (NULL: next_group one by one): up to k groups with waiting
+     * jobs after `after` (from the start when NULL), in order, into
+     * out[0..*n); fewer when there are no more (no wrapping round). */
+    int (*next_groups)(void *ctx, const char *after, size_t k, char (*out)[ER_NAME_MAX + 1],
+                       size_t *n, er_error *err);
     /* A group's leased jobs now. */
     int (*group_active)(void *ctx, const char *group, int64_t *n, er_error *err);
     /* Optional (NULL: group_active and group_tat one by one): for each of
@@ -167,6 +172,11 @@ typedef struct er_fetch_rows {
      * result; *got says how many. */
     int (*lease)(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
                  er_error *err);
+    /* Optional (NULL: lease group by group): leases takes[i] of the waiting
+     * jobs of each groups[i], in that order, each group's in fetch order;
+     * gots[i] says how many. Not used with aging. */
+    int (*lease_many)(void *ctx, const char *const *groups, const int64_t *takes, size_t n,
+                      int64_t *gots, er_error *err);
     /* A store may defer the leases of one round (priority INT_MIN) and do
      * them at once: the planner calls this (NULL: not needed) before it
      * looks at the rows again, and last. */
