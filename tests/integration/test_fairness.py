@@ -7,15 +7,18 @@
 # jobs waiting; a priority-0 job under a steady stream of priority-10 jobs
 # starts within the bound aging states; a rate limit of 4/s holds whatever
 # the fetch's max, and a parked fetch is answered when the budget allows.
+# FairnessPgTest runs the same on the PostgreSQL store (a fresh schema of
+# ERRAND_TEST_PG_URL; without it the test fails, unless ERRAND_TEST_PG_SKIP=1).
 
 import os
+import secrets
 import sys
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, wait_until  # noqa: E402
+from harness import PG_SKIP, PG_SKIP_WHY, PG_URL, Server, psql, with_params  # noqa: E402
 
 BULK = 10000
 
@@ -210,6 +213,21 @@ class FairnessTest(unittest.TestCase):
                                 queue_weights={"mix-empty": 1000})
         self.assertEqual(st, 200, b)
         self.assertEqual(len(b["jobs"]), 10)
+
+
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class FairnessPgTest(FairnessTest):
+    @classmethod
+    def setUpClass(cls):
+        if not PG_URL:
+            raise RuntimeError("ERRAND_TEST_PG_URL is not set (ERRAND_TEST_PG_SKIP=1 skips)")
+        cls.schema = "fair_" + secrets.token_hex(4)
+        cls.s = Server(store=with_params(PG_URL, schema=cls.schema)).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+        psql('DROP SCHEMA IF EXISTS "%s" CASCADE' % cls.schema)
 
 
 if __name__ == "__main__":
