@@ -323,12 +323,15 @@ static int next_name(const er_fetch_rows *r, names_ahead *nb, const char *after,
             rc = r->next_group(r->ctx, NULL, out, found, err);
         return rc;
     }
-    for (int pass = 0; pass < 2; pass++) {
+    /* the names ahead, else those after `after`, else those from the start */
+    for (int pass = 0;; pass++) {
         if (nb->at < nb->n) {
             snprintf(out, ER_NAME_MAX + 1, "%s", nb->names[nb->at++]);
             *found = true;
             return 0;
         }
+        if (pass == 2)
+            break;
         size_t k = more < 1 ? 1 : more > ER_FETCH_MAX ? ER_FETCH_MAX : (size_t)more;
         nb->at = 0;
         int rc = r->next_groups(r->ctx, pass == 0 ? after : NULL, k, nb->names, &nb->n, err);
