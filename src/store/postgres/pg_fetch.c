@@ -4,9 +4,11 @@
  * first round trip (queue_states2) reads every queue's state and locks the
  * queues with limits; when no queue needs the group planner one lease_jobs
  * call leases from all of them, else the queues lease in turn, a planner
- * queue through er_fetch_groups and the row work here. This file owns the
- * store's per-queue fetch state (planner cursors, decoded settings); an
- * er_store is used by one thread at a time, so it needs no lock.
+ * queue through er_fetch_groups and the row work here (a round's names,
+ * rooms and leases one statement each; its rate states at sync, in one
+ * more). This file owns the store's per-queue fetch state (planner
+ * cursors, decoded settings); an er_store is used by one thread at a
+ * time, so it needs no lock.
  */
 #include "core/fetch.h"
 #include "store/postgres/pg_int.h"
@@ -389,7 +391,8 @@ static int rows_set_group_tat(void *ctx, const char *group, int64_t tat, er_erro
     while (i < c->ntats && strcmp(c->tats[i].group, group) != 0)
         i++;
     if (i == c->ntats) {
-        if (ER_GROW(&c->tats, &c->captats, c->ntats + 1, (size_t)FQ_MAX) < 0)
+        if (ER_GROW(&c->tats, &c->captats, c->ntats + 1,
+                    (size_t)ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1) < 0)
             return nomem(err);
         snprintf(c->tats[i].group, sizeof c->tats[i].group, "%s", group);
         c->ntats++;
@@ -454,6 +457,15 @@ static int rows_level(void *ctx, const char *group, int below, int *priority, in
     return rc;
 }
 
+/* The lease statements' first parameters: worker, lease expiry, now, queue. */
+static void lease_params(const rows_ctx *c, er_pg_params *p)
+{
+    er_pg_p_str(p, c->fp->worker_id ? c->fp->worker_id : "");
+    er_pg_p_i64(p, c->now + c->lease_ms);
+    er_pg_p_i64(p, c->now);
+    er_pg_p_str(p, c->queue);
+}
+
 static int rows_lease(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
                       er_error *err)
 {
@@ -468,10 +480,7 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
         return nomem(err);
     }
     er_pg_params p = {0};
-    er_pg_p_str(&p, c->fp->worker_id ? c->fp->worker_id : "");
-    er_pg_p_i64(&p, c->now + c->lease_ms);
-    er_pg_p_i64(&p, c->now);
-    er_pg_p_str(&p, c->queue);
+    lease_params(c, &p);
     er_pg_p_i64(&p, take);
     er_pg_p_str(&p, toks);
     if (*group)
@@ -564,10 +573,7 @@ static int rows_lease_many(void *ctx, const char *const *groups, const int64_t *
         rc = nomem(err);
     } else {
         er_pg_params p = {0};
-        er_pg_p_str(&p, c->fp->worker_id ? c->fp->worker_id : "");
-        er_pg_p_i64(&p, c->now + c->lease_ms);
-        er_pg_p_i64(&p, c->now);
-        er_pg_p_str(&p, c->queue);
+        lease_params(c, &p);
         er_pg_p_str(&p, names);
         er_pg_p_str(&p, ks);
         er_pg_p_str(&p, toks);

@@ -466,8 +466,6 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_UNGROUPED_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
                                " AND grp IS NULL",
     [ER_PG_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = $1 AND grp = $2",
-    [ER_PG_GROUP_TAT_PUT] = "INSERT INTO group_rates (queue, grp, tat) VALUES ($1, $2, $3)"
-                            " ON CONFLICT (queue, grp) DO UPDATE SET tat = excluded.tat",
     /* a rate state in the past is the same as none; $2 limit. The outer
      * tat test is checked again on a row a fetch updated meanwhile. */
     [ER_PG_GROUP_TAT_CLEAN] = "DELETE FROM group_rates g WHERE g.tat < $1 AND (g.queue, g.grp)"
