@@ -309,11 +309,14 @@ static int lease_aged(const er_fetch_rows *r, const er_aging *a, const char *g, 
 typedef struct names_ahead {
     char names[ER_FETCH_MAX][ER_NAME_MAX + 1];
     size_t n, at;
+    bool end;   /* the store had no more after names[n - 1] */
+    bool start; /* they are the first ones (with end: all of them) */
 } names_ahead;
 
 /* The group after `after`, wrapping round to the first: from the names
  * given ahead (nb, when the store has next_groups), else one call
- * (next_groups asks for up to `more`). */
+ * (next_groups asks for one more than `more`, so that its answer says
+ * whether it reached the last group). */
 static int next_name(const er_fetch_rows *r, names_ahead *nb, const char *after, int64_t more,
                      char *out, bool *found, er_error *err)
 {
@@ -323,17 +326,28 @@ static int next_name(const er_fetch_rows *r, names_ahead *nb, const char *after,
             rc = r->next_group(r->ctx, NULL, out, found, err);
         return rc;
     }
-    for (int pass = 0; pass < 2; pass++) {
+    /* the names ahead, else those after `after` (unless the last answer
+     * ended there), else those from the start (the same names again when
+     * the answer at hand held them all) */
+    for (int pass = 0;; pass++) {
         if (nb->at < nb->n) {
             snprintf(out, ER_NAME_MAX + 1, "%s", nb->names[nb->at++]);
             *found = true;
             return 0;
         }
-        size_t k = more < 1 ? 1 : more > ER_FETCH_MAX ? ER_FETCH_MAX : (size_t)more;
+        if (pass == 2 || (pass == 1 && !after))
+            break;
+        if (pass == 0 && after && nb->end)
+            continue;
         nb->at = 0;
+        if (pass == 1 && nb->start && nb->end)
+            continue;
+        size_t k = more < 1 ? 2 : more >= ER_FETCH_MAX ? ER_FETCH_MAX : (size_t)more + 1;
         int rc = r->next_groups(r->ctx, pass == 0 ? after : NULL, k, nb->names, &nb->n, err);
         if (rc < 0)
             return rc;
+        nb->end = nb->n < k;
+        nb->start = pass == 1 || !after;
     }
     *found = false;
     return 0;
@@ -355,17 +369,21 @@ static int collect(const er_fetch_rows *r, names_ahead *nb, const er_fetch_group
     char name[ER_NAME_MAX + 1];
     bool found = false;
     int rc = 0;
+    if (nb) {
+        nb->n = nb->at = 0;
+        nb->end = nb->start = false;
+    }
     if (*continuing) {
         snprintf(name, sizeof name, "%s", cur->group);
         found = true;
+    } else if (nb) { /* the first name comes with those after it */
+        rc = next_name(r, nb, cur->set ? cur->group : NULL, want, name, &found, err);
     } else {
         const char *after = cur->set ? cur->group : NULL;
         rc = r->next_group(r->ctx, after, name, &found, err);
         if (rc == 0 && !found && after)
             rc = r->next_group(r->ctx, NULL, name, &found, err);
     }
-    if (nb)
-        nb->n = nb->at = 0;
     while (rc == 0 && found && *n < cap && turns < want) {
         size_t start = *n;
         while (rc == 0 && found && *n < cap && (int64_t)(*n - start) < want - turns) {

@@ -879,13 +879,16 @@ Test(postgres, groups_take_turns_in_byte_order_after_the_jobs_without_one)
 Test(postgres, group_lookups_use_the_grouped_index)
 {
     PGconn *c = raw();
-    char q[2048];
+    char q[4096];
     const int ids[] = {ER_PG_NEXT_GROUP, ER_PG_LEVEL_GROUPED, ER_PG_FIRST_GROUP,
-                       ER_PG_LEVEL_UNGROUPED};
-    const char *args[] = {"('g', 'a')", "('g', 'a', 5)", "('g')", "('g', 5)"};
-    const char *types[] = {"(text, text)", "(text, text, integer)", "(text)", "(text, integer)"};
-    const char *index[] = {"jobs_grouped", "jobs_grouped", "jobs_ungrouped", "jobs_ungrouped"};
-    for (int i = 0; i < 4; i++) {
+                       ER_PG_LEVEL_UNGROUPED, ER_PG_NEXT_GROUPS, ER_PG_NEXT_GROUPS};
+    const char *args[] = {"('g', 'a')", "('g', 'a', 5)", "('g')", "('g', 5)", "('g', 'a', 10)",
+                          "('g', NULL, 10)"};
+    const char *types[] = {"(text, text)", "(text, text, integer)", "(text)", "(text, integer)",
+                           "(text, text, bigint)", "(text, text, bigint)"};
+    const char *index[] = {"jobs_grouped", "jobs_grouped", "jobs_ungrouped", "jobs_ungrouped",
+                           "jobs_grouped", "jobs_ungrouped"};
+    for (int i = 0; i < 6; i++) {
         snprintf(q, sizeof q,
                  "SET search_path TO %s; SET plan_cache_mode = force_generic_plan;"
                  " SET enable_seqscan = off; PREPARE x%d%s AS %s",

@@ -4,9 +4,11 @@
  * first round trip (queue_states2) reads every queue's state and locks the
  * queues with limits; when no queue needs the group planner one lease_jobs
  * call leases from all of them, else the queues lease in turn, a planner
- * queue through er_fetch_groups and the row work here. This file owns the
- * store's per-queue fetch state (planner cursors, decoded settings); an
- * er_store is used by one thread at a time, so it needs no lock.
+ * queue through er_fetch_groups and the row work here (a round's names,
+ * rooms and leases one statement each; its rate states at sync, in one
+ * more). This file owns the store's per-queue fetch state (planner
+ * cursors, decoded settings); an er_store is used by one thread at a
+ * time, so it needs no lock.
  */
 #include "core/fetch.h"
 #include "store/postgres/pg_int.h"
@@ -112,7 +114,7 @@ static int fq_policy(er_store *s, er_pg_fq *f, const char *text, bool paused, er
 /* A leased row with what orders a fetch batch. */
 typedef struct leased {
     er_job job;
-    size_t qi;
+    size_t qi, gi; /* gi: its group's place in a lease_many, else 0 */
     int64_t seq;
 } leased;
 
@@ -121,6 +123,8 @@ static int leased_cmp(const void *a, const void *b)
     const leased *x = a, *y = b;
     if (x->qi != y->qi)
         return x->qi < y->qi ? -1 : 1;
+    if (x->gi != y->gi)
+        return x->gi < y->gi ? -1 : 1;
     if (x->job.priority != y->job.priority)
         return x->job.priority > y->job.priority ? -1 : 1;
     if (x->job.run_at != y->job.run_at)
@@ -129,11 +133,13 @@ static int leased_cmp(const void *a, const void *b)
 }
 
 /* Appends the jobs of one lease statement's result (takes res) in fetch
- * order: the fetch's queue order, then priority, run_at, insertion. Adds
- * each queue's count to got[its index]: qi's, when the statement leased
- * from queue qi only (else SIZE_MAX). */
+ * order: the fetch's queue order, then (with gots) the group order, then
+ * priority, run_at, insertion. Adds each queue's count to got[its index]:
+ * qi's, when the statement leased from queue qi only (else SIZE_MAX).
+ * gots (NULL: none): each row's group place (1..ngots) is in the column
+ * after COLS, and gots[place - 1] counts them (the caller zeroes it). */
 static int take_rows(PGresult *res, const er_fetch_params *fp, size_t qi, er_job_list *out,
-                     int64_t *got, er_error *err)
+                     int64_t *got, int64_t *gots, size_t ngots, er_error *err)
 {
     int n = PQntuples(res), rc = 0, read = 0;
     leased *rows = n ? calloc((size_t)n, sizeof *rows) : NULL;
@@ -146,6 +152,7 @@ static int take_rows(PGresult *res, const er_fetch_params *fp, size_t qi, er_job
         er_job_init(&l->job);
         rc = er_pg_row_job(res, read, 0, &l->job, err);
         l->seq = er_pg_i64(res, read, ER_PG_COL_SEQ);
+        l->gi = gots ? (size_t)er_pg_i64(res, read, ER_PG_NCOLS) : 0;
         l->qi = qi < fp->nqueues ? qi : fp->nqueues;
         for (size_t q = 0; qi >= fp->nqueues && l->job.queue && q < fp->nqueues; q++)
             if (strcmp(fp->queues[q], l->job.queue) == 0) {
@@ -166,6 +173,8 @@ static int take_rows(PGresult *res, const er_fetch_params *fp, size_t qi, er_job
         er_job_init(&rows[i].job);
         if (rows[i].qi < fp->nqueues)
             got[rows[i].qi]++;
+        if (gots && rows[i].gi >= 1 && rows[i].gi <= ngots)
+            gots[rows[i].gi - 1]++;
     }
     for (int i = 0; i < read; i++)
         er_job_fini(&rows[i].job);
@@ -281,7 +290,7 @@ static int lease_plain(er_store *s, const er_fetch_params *fp, const qplan *plan
     er_pg_array_fini(&ca);
     er_pg_array_fini(&la);
     er_pg_array_fini(&ta);
-    return rc < 0 ? rc : take_rows(res, fp, n == 1 ? first : SIZE_MAX, out, got, err);
+    return rc < 0 ? rc : take_rows(res, fp, n == 1 ? first : SIZE_MAX, out, got, NULL, 0, err);
 }
 
 /* ---- the group planner's row work (core/fetch.h er_fetch_rows) ---- */
@@ -297,6 +306,12 @@ typedef struct rows_ctx {
     /* the first group, read with a next_group that found none after */
     bool first_known, first_found;
     char first[ER_NAME_MAX + 1];
+    /* rate states set, stored at sync (owned; one per group) */
+    struct tat_put {
+        char group[ER_NAME_MAX + 1];
+        int64_t tat;
+    } *tats;
+    size_t ntats, captats;
 } rows_ctx;
 
 /* Runs statement id on queue (and group, when not "") and then the
@@ -368,29 +383,63 @@ static int rows_group_active(void *ctx, const char *group, int64_t *n, er_error 
     return rc;
 }
 
+/* Held until sync; a later state of the same group replaces it. */
+static int rows_set_group_tat(void *ctx, const char *group, int64_t tat, er_error *err)
+{
+    rows_ctx *c = ctx;
+    size_t i = 0;
+    while (i < c->ntats && strcmp(c->tats[i].group, group) != 0)
+        i++;
+    if (i == c->ntats) {
+        if (ER_GROW(&c->tats, &c->captats, c->ntats + 1,
+                    (size_t)ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1) < 0)
+            return nomem(err);
+        snprintf(c->tats[i].group, sizeof c->tats[i].group, "%s", group);
+        c->ntats++;
+    }
+    c->tats[i].tat = tat;
+    return 0;
+}
+
+/* er_fetch_rows.sync: stores the rate states held, with one statement. */
+static int rows_sync(void *ctx, er_error *err)
+{
+    rows_ctx *c = ctx;
+    if (c->ntats == 0)
+        return 0;
+    er_pg_array na = {0}, va = {0};
+    for (size_t i = 0; i < c->ntats; i++) {
+        er_pg_array_str(&na, c->tats[i].group);
+        er_pg_array_i64(&va, c->tats[i].tat);
+    }
+    c->ntats = 0;
+    const char *names = er_pg_array_done(&na), *tats = er_pg_array_done(&va);
+    er_pg_params p = {0};
+    er_pg_p_str(&p, c->queue);
+    er_pg_p_str(&p, names);
+    er_pg_p_str(&p, tats);
+    int rc = names && tats ? er_pg_run(c->s, ER_PG_GROUP_TATS_PUT, &p, NULL, err) : nomem(err);
+    er_pg_array_fini(&na);
+    er_pg_array_fini(&va);
+    return rc;
+}
+
 static int rows_group_tat(void *ctx, const char *group, int64_t *tat, er_error *err)
 {
     rows_ctx *c = ctx;
+    int rc = rows_sync(c, err); /* the states held first */
+    if (rc < 0)
+        return rc;
     er_pg_params p = {0};
     er_pg_p_str(&p, c->queue);
     er_pg_p_str(&p, group);
     PGresult *r;
-    int rc = er_pg_exec(c->s, ER_PG_GROUP_TAT, &p, &r, err);
+    rc = er_pg_exec(c->s, ER_PG_GROUP_TAT, &p, &r, err);
     if (rc < 0)
         return rc;
     *tat = PQntuples(r) > 0 ? er_pg_i64(r, 0, 0) : 0;
     PQclear(r);
     return 0;
-}
-
-static int rows_set_group_tat(void *ctx, const char *group, int64_t tat, er_error *err)
-{
-    rows_ctx *c = ctx;
-    er_pg_params p = {0};
-    er_pg_p_str(&p, c->queue);
-    er_pg_p_str(&p, group);
-    er_pg_p_i64(&p, tat);
-    return er_pg_run(c->s, ER_PG_GROUP_TAT_PUT, &p, NULL, err);
 }
 
 static int rows_level(void *ctx, const char *group, int below, int *priority, int64_t *run_at,
@@ -408,6 +457,15 @@ static int rows_level(void *ctx, const char *group, int below, int *priority, in
     return rc;
 }
 
+/* The lease statements' first parameters: worker, lease expiry, now, queue. */
+static void lease_params(const rows_ctx *c, er_pg_params *p)
+{
+    er_pg_p_str(p, c->fp->worker_id ? c->fp->worker_id : "");
+    er_pg_p_i64(p, c->now + c->lease_ms);
+    er_pg_p_i64(p, c->now);
+    er_pg_p_str(p, c->queue);
+}
+
 static int rows_lease(void *ctx, const char *group, int priority, int64_t take, int64_t *got,
                       er_error *err)
 {
@@ -422,10 +480,7 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
         return nomem(err);
     }
     er_pg_params p = {0};
-    er_pg_p_str(&p, c->fp->worker_id ? c->fp->worker_id : "");
-    er_pg_p_i64(&p, c->now + c->lease_ms);
-    er_pg_p_i64(&p, c->now);
-    er_pg_p_str(&p, c->queue);
+    lease_params(c, &p);
     er_pg_p_i64(&p, take);
     er_pg_p_str(&p, toks);
     if (*group)
@@ -438,9 +493,96 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
     if (rc < 0)
         return rc;
     int64_t had = c->got[c->qi];
-    rc = take_rows(res, c->fp, c->qi, c->out, c->got, err);
+    rc = take_rows(res, c->fp, c->qi, c->out, c->got, NULL, 0, err);
     *got = c->got[c->qi] - had;
     return rc;
+}
+
+/* er_fetch_rows.next_groups: one round trip for up to k names. */
+static int rows_next_groups(void *ctx, const char *after, size_t k, char (*out)[ER_NAME_MAX + 1],
+                            size_t *n, er_error *err)
+{
+    rows_ctx *c = ctx;
+    *n = 0;
+    c->first_known = false;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, c->queue);
+    er_pg_p_str(&p, after);
+    er_pg_p_i64(&p, (int64_t)k);
+    PGresult *r;
+    int rc = er_pg_exec(c->s, ER_PG_NEXT_GROUPS, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < PQntuples(r) && *n < k; i++)
+        snprintf(out[(*n)++], ER_NAME_MAX + 1, "%s", PQgetvalue(r, i, 0));
+    PQclear(r);
+    return 0;
+}
+
+/* er_fetch_rows.rooms: one round trip for every group's room. */
+static int rows_rooms(void *ctx, const char *const *groups, size_t n, bool active, bool tat,
+                      int64_t *actives, int64_t *tats, er_error *err)
+{
+    rows_ctx *c = ctx;
+    for (size_t i = 0; i < n; i++)
+        actives[i] = tats[i] = 0;
+    int rc = rows_sync(c, err); /* the states held first */
+    if (rc < 0 || n == 0)
+        return rc;
+    er_pg_array ga = {0};
+    for (size_t i = 0; i < n; i++)
+        er_pg_array_str(&ga, groups[i]);
+    const char *names = er_pg_array_done(&ga);
+    er_pg_params p = {0};
+    er_pg_p_str(&p, c->queue);
+    er_pg_p_str(&p, names);
+    er_pg_p_bool(&p, active);
+    er_pg_p_bool(&p, tat);
+    PGresult *r = NULL;
+    rc = names ? er_pg_exec(c->s, ER_PG_GROUP_ROOMS, &p, &r, err) : nomem(err);
+    er_pg_array_fini(&ga);
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+        int64_t at = er_pg_i64(r, i, 0);
+        if (at >= 0 && (size_t)at < n) {
+            actives[at] = er_pg_i64(r, i, 1);
+            tats[at] = er_pg_i64(r, i, 2);
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* er_fetch_rows.lease_many: one round trip for every group's lease. */
+static int rows_lease_many(void *ctx, const char *const *groups, const int64_t *takes, size_t n,
+                           int64_t *gots, er_error *err)
+{
+    rows_ctx *c = ctx;
+    er_pg_array ga = {0}, ka = {0}, ta = {0};
+    int64_t all = 0;
+    for (size_t i = 0; i < n; i++) {
+        gots[i] = 0;
+        er_pg_array_str(&ga, groups[i]);
+        er_pg_array_i64(&ka, takes[i]);
+        all += takes[i];
+    }
+    const char *names = er_pg_array_done(&ga), *ks = er_pg_array_done(&ka),
+               *toks = tokens(&ta, all);
+    int rc = 0;
+    PGresult *res = NULL;
+    if (!names || !ks || !toks) {
+        rc = nomem(err);
+    } else {
+        er_pg_params p = {0};
+        lease_params(c, &p);
+        er_pg_p_str(&p, names);
+        er_pg_p_str(&p, ks);
+        er_pg_p_str(&p, toks);
+        rc = er_pg_exec(c->s, ER_PG_FETCH_GROUPS, &p, &res, err);
+    }
+    er_pg_array_fini(&ga);
+    er_pg_array_fini(&ka);
+    er_pg_array_fini(&ta);
+    return rc < 0 ? rc : take_rows(res, c->fp, c->qi, c->out, c->got, gots, n, err);
 }
 
 /* Leases up to take jobs of queue i through the group planner. */
@@ -451,17 +593,23 @@ static int lease_groups(er_store *s, const er_fetch_params *fp, const qplan *q, 
     er_pg_fq *f = fq_get(s, fp->queues[i]);
     if (!f)
         return nomem(err);
-    rows_ctx c = {s, fp, fp->queues[i], now, q->lease_ms, out, got, i, false, false, ""};
+    rows_ctx c = {s, fp, fp->queues[i], now, q->lease_ms, out, got, i, false, false, "",
+                  NULL, 0, 0};
     er_fetch_rows rows = {.ctx = &c,
                           .next_group = rows_next_group,
+                          .next_groups = rows_next_groups,
                           .group_active = rows_group_active,
+                          .rooms = rows_rooms,
                           .group_tat = rows_group_tat,
                           .set_group_tat = rows_set_group_tat,
                           .level = rows_level,
-                          .lease = rows_lease};
+                          .lease = rows_lease,
+                          .lease_many = rows_lease_many,
+                          .sync = rows_sync};
     er_fetch_group_policy pol = {&q->pol->fairness, &q->pol->limits, &q->pol->aging};
     int64_t n = 0, at = INT64_MAX;
     int rc = er_fetch_groups(&rows, &pol, &f->cur, take, now, &n, &at, err);
+    free(c.tats); /* held states are dropped with the failed fetch */
     if (at < *ready_at)
         *ready_at = at;
     return rc;

@@ -466,8 +466,6 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_UNGROUPED_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
                                " AND grp IS NULL",
     [ER_PG_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = $1 AND grp = $2",
-    [ER_PG_GROUP_TAT_PUT] = "INSERT INTO group_rates (queue, grp, tat) VALUES ($1, $2, $3)"
-                            " ON CONFLICT (queue, grp) DO UPDATE SET tat = excluded.tat",
     /* a rate state in the past is the same as none; $2 limit. The outer
      * tat test is checked again on a row a fetch updated meanwhile. */
     [ER_PG_GROUP_TAT_CLEAN] = "DELETE FROM group_rates g WHERE g.tat < $1 AND (g.queue, g.grp)"
@@ -483,6 +481,53 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                                           " AND w.priority = $8"),
     [ER_PG_FETCH_UNGROUPED] = LEASE_PICKED("w.grp IS NULL"),
     [ER_PG_FETCH_UNGROUPED_AT] = LEASE_PICKED("w.grp IS NULL AND w.priority = $7"),
+    /* the planner's batch row work: one statement each */
+    /* up to $3 groups of queue $1 with waiting jobs after $2 (NULL: from
+     * the start, "" first when there are jobs without a group), in byte
+     * order: a loose index scan of jobs_grouped, one probe per group.
+     * Columns: the group, its place. Names are never "", so "" > after
+     * stands for the start. */
+    [ER_PG_NEXT_GROUPS] =
+        "WITH RECURSIVE g(name, depth) AS ((SELECT w.grp COLLATE \"C\", 1 FROM jobs w"
+        " WHERE w.queue = $1 AND w.state = 1 AND w.grp IS NOT NULL"
+        " AND w.grp COLLATE \"C\" > coalesce($2, '') ORDER BY w.grp COLLATE \"C\" LIMIT 1)"
+        " UNION ALL SELECT (SELECT w.grp COLLATE \"C\" FROM jobs w WHERE w.queue = $1"
+        " AND w.state = 1 AND w.grp IS NOT NULL AND w.grp COLLATE \"C\" > g.name"
+        " ORDER BY w.grp COLLATE \"C\" LIMIT 1), g.depth + 1 FROM g"
+        " WHERE g.name IS NOT NULL AND g.depth < $3)"
+        " (SELECT ''::text, 0 WHERE $2::text IS NULL AND EXISTS (SELECT 1 FROM jobs w"
+        " WHERE w.queue = $1 AND w.state = 1 AND w.grp IS NULL))"
+        " UNION ALL (SELECT name, depth FROM g WHERE name IS NOT NULL) ORDER BY 2 LIMIT $3",
+    /* for each group of $2 (text[]; "": the jobs without one) of queue $1:
+     * its place (from 0), leased jobs (when $3) and rate state (when $4) */
+    [ER_PG_GROUP_ROOMS] =
+        "SELECT x.i - 1, CASE WHEN NOT $3::boolean THEN 0 WHEN x.name = ''"
+        " THEN (SELECT count(*) FROM jobs j WHERE j.queue = $1 AND j.state = 2"
+        " AND j.grp IS NULL) ELSE (SELECT count(*) FROM jobs j WHERE j.queue = $1"
+        " AND j.state = 2 AND j.grp IS NOT NULL AND j.grp = x.name) END,"
+        " CASE WHEN $4::boolean THEN coalesce((SELECT r.tat FROM group_rates r"
+        " WHERE r.queue = $1 AND r.grp = x.name), 0) ELSE 0 END"
+        " FROM unnest($2::text[]) WITH ORDINALITY AS x(name, i) ORDER BY x.i",
+    /* Leases up to $6[i] waiting jobs of each group $5[i] ("": the jobs
+     * without one) of queue $4 in fetch order, as LEASE_PICKED does; each
+     * row adds its group's place (from 1) after COLS. */
+    [ER_PG_FETCH_GROUPS] =
+        "WITH g AS (SELECT * FROM unnest($5::text[], $6::bigint[]) WITH ORDINALITY AS g(name,"
+        " take, i)), p AS (SELECT g.i, w.seq FROM g CROSS JOIN LATERAL (SELECT w.seq FROM jobs w"
+        " WHERE w.queue = $4 AND w.state = 1 AND w.grp IS NOT NULL AND w.grp COLLATE \"C\" = g.name"
+        " ORDER BY w.priority DESC, w.run_at, w.seq LIMIT g.take FOR UPDATE SKIP LOCKED) w"
+        " WHERE g.name <> '' UNION ALL SELECT g.i, w.seq FROM g CROSS JOIN LATERAL (SELECT w.seq"
+        " FROM jobs w WHERE w.queue = $4 AND w.state = 1 AND w.grp IS NULL"
+        " ORDER BY w.priority DESC, w.run_at, w.seq LIMIT g.take FOR UPDATE SKIP LOCKED) w"
+        " WHERE g.name = ''), x AS (SELECT p.i, p.seq, row_number() OVER () AS rn FROM p)"
+        " UPDATE jobs j SET state = 2, attempts = j.attempts + 1, started = j.started + 1,"
+        " lease_owner = $1, lease_token = ($7::text[])[x.rn], lease_expires_at = $2::bigint,"
+        " started_at = $3::bigint, updated_at = $3::bigint"
+        " FROM x WHERE j.seq = x.seq RETURNING " COLS ", x.i",
+    /* $1 queue, $2 groups (distinct), $3 their rate states */
+    [ER_PG_GROUP_TATS_PUT] = "INSERT INTO group_rates (queue, grp, tat) SELECT $1, x.name, x.tat"
+                             " FROM unnest($2::text[], $3::bigint[]) AS x(name, tat)"
+                             " ON CONFLICT (queue, grp) DO UPDATE SET tat = excluded.tat",
     [ER_PG_HEARTBEAT] = "WITH u AS (UPDATE jobs SET lease_expires_at = $1,"
                         " progress = coalesce($2, progress), updated_at = $3"
                         " WHERE id = $4 AND state = 2 AND lease_token = $5 RETURNING 1)"
