@@ -148,7 +148,7 @@ struct er_store {
     size_t nqc;
     char **notified; /* queues notified in this transaction */
     size_t nnotified;
-    er_pg_fq *fq;    /* per-queue fetch state, at most ER_PG_FQ_MAX */
+    er_pg_fq *fq;    /* per-queue fetch state, at most FQ_MAX (pg_fetch.c) */
     size_t nfq, capfq, npol;
 };
 

@@ -191,8 +191,6 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_GROUPED_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_group_active"
                              " WHERE queue = ?1 AND grp IS NOT NULL AND state = 2",
     [ER_SQ_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = ?1 AND grp = ?2",
-    [ER_SQ_GROUP_TAT_PUT] = "INSERT INTO group_rates (queue, grp, tat) VALUES (?1, ?2, ?3)"
-                            " ON CONFLICT(queue, grp) DO UPDATE SET tat = excluded.tat",
     /* ?2: a JSON array of group names; ?3, ?4: whether to count active jobs,
      * to read rate states */
     [ER_SQ_GROUP_ROOMS] =
