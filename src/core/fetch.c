@@ -198,6 +198,7 @@ bool er_fetch_grouped(const er_fetch_group_policy *pol, bool has_grouped_jobs)
 typedef struct turn {
     char name[ER_NAME_MAX + 1];
     int64_t weight, room, alloc;
+    int64_t got; /* of alloc, what lease_many leased */
     int64_t tat; /* its rate state, when it has a rate limit */
     bool held;   /* at a limit: passed over */
 } turn;
@@ -481,7 +482,6 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
         cur->left = dealt ? last_left : 0;
         cur->set = true;
         bool short_of = false;
-        int64_t gots[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
         bool many = pol->aging->per_s <= 0 && r->lease_many;
         if (many) { /* every group's lease of this round at once */
             const char *names[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
@@ -495,7 +495,7 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
             int64_t g[ER_FETCH_MAX + ER_FETCH_PASS_MAX + 1];
             rc = k ? r->lease_many(r->ctx, names, takes, k, g, err) : 0;
             for (size_t i = 0, j = 0; rc == 0 && i < n; i++)
-                gots[i] = ts[i].alloc > 0 ? g[j++] : 0;
+                ts[i].got = ts[i].alloc > 0 ? g[j++] : 0;
         }
         for (size_t i = 0; rc == 0 && i < n; i++) {
             turn *t = &ts[i];
@@ -503,7 +503,7 @@ int er_fetch_groups(const er_fetch_rows *r, const er_fetch_group_policy *pol,
                 continue;
             int64_t g = 0;
             if (many)
-                g = gots[i];
+                g = t->got;
             else if (pol->aging->per_s > 0)
                 rc = lease_aged(r, pol->aging, t->name, t->alloc, now, &g, err);
             else
