@@ -106,3 +106,13 @@ int er_heartbeat_validate(const er_heartbeat_spec *sp, size_t progress_max, char
     }
     return rc;
 }
+
+void er_ack_info_set(er_ack_info *info, const char *queue, int64_t started_at)
+{
+    if (!info)
+        return;
+    size_t n = queue ? strnlen(queue, ER_NAME_MAX) : 0;
+    memcpy(info->queue, queue ? queue : "", n);
+    info->queue[n] = '\0';
+    info->started_at = started_at;
+}

@@ -21,6 +21,16 @@
 
 typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack_kind;
 
+/* What a store tells of the job an acknowledgement finished, for metrics
+ * and logs. */
+typedef struct er_ack_info {
+    char queue[ER_NAME_MAX + 1]; /* "" when not told */
+    int64_t started_at;          /* when the acknowledged attempt began; 0 when not told */
+} er_ack_info;
+
+/* Fills *info (NULL-safe) with a job's queue and attempt start. */
+void er_ack_info_set(er_ack_info *info, const char *queue, int64_t started_at);
+
 /* One acknowledgement (complete, fail or release) of an active job. */
 typedef struct er_ack {
     char *id;          /* owned */
@@ -32,6 +42,7 @@ typedef struct er_ack {
     int rc;            /* 0 or ER_E* for this item alone */
     er_error err;
     er_fail_outcome outcome; /* fail: the decision */
+    er_ack_info info;        /* complete, fail: what the store told */
 } er_ack;
 
 void er_ack_fini(er_ack *a);

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/notify.h"
+#include "engine/qmetrics.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -87,6 +88,7 @@ struct er_engine {
     _Atomic bool leader;  /* the writer runs maintenance */
     er_notify *notify;    /* wake-ups from other nodes, when the store has them */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
+    er_qmetrics *qm;
     char **dispatch_queues; /* loop thread: queues HTTP dispatch delivers */
     size_t ndispatch;
     void (*on_settings)(void *, const char *, const er_queue_settings *);
@@ -188,6 +190,25 @@ static bool maintenance_leader(worker *w)
     return leader;
 }
 
+/* One line per expired lease, and per job it sent to the dead letters. */
+static void log_reaped(const er_job_list *l, int64_t now)
+{
+    for (size_t i = 0; i < l->len; i++) {
+        const er_job *j = &l->items[i];
+        char extra[700];
+        snprintf(extra, sizeof extra,
+                 "\"job_id\":\"%s\",\"queue\":\"%s\",\"name\":\"%s\",\"attempt\":%d,"
+                 "\"stalled\":%d,\"worker_id\":\"%s\",\"expired_ms\":%lld",
+                 j->id, j->queue, j->name, j->attempts, j->stalled + 1,
+                 j->lease_owner ? j->lease_owner : "",
+                 (long long)(now - j->lease_expires_at));
+        if (j->state == ER_STATE_DEAD)
+            ER_LOG(ER_LOG_WARN, extra, "job dead: lease expired and max_stalled reached");
+        else
+            ER_LOG(ER_LOG_WARN, extra, "lease expired: job back to waiting");
+    }
+}
+
 static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
 {
     er_engine *e = w->e;
@@ -248,8 +269,10 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
                 rc = er_exec_fetch_again(x, r, now);
         if (rc == 0 && w->parked)
             rc = serve_parked(w, now, mono);
+        int64_t commit_ns = er_mono_ns();
         if (rc == 0)
             rc = e->ops->commit(x->store, &err);
+        commit_ns = er_mono_ns() - commit_ns;
         if (rc < 0) {
             e->ops->rollback(x->store);
             atomic_fetch_add(&e->commit_failures, 1);
@@ -263,8 +286,16 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             atomic_fetch_add(&e->commit_requests, n);
             atomic_fetch_add(&e->promoted, (uint64_t)x->promoted);
             atomic_fetch_add(&e->reaped, (uint64_t)x->reaped);
+            log_reaped(&x->reaped_jobs, now);
+            er_qm_count_reaped(e->qm, &x->reaped_jobs);
+            er_qm_lock(e->qm);
+            er_qm_store *ss = er_qm_store_stats(e->qm);
+            er_qm_hist_add(&ss->commit, er_qm_bucket_bounds, (double)commit_ns / 1e9);
+            er_qm_hist_add(&ss->batch, er_qm_batch_bounds, (double)n);
+            er_qm_unlock(e->qm);
         }
         x->promoted = x->reaped = 0;
+        er_job_list_fini(&x->reaped_jobs);
     }
     er_wake_fini(&x->wake); /* served above, or for nobody parked here */
 
@@ -536,27 +567,88 @@ static bool refuse_dispatch_fetch(er_engine *e, er_req *req)
     return false;
 }
 
+/* The dead-letter reason of a failure that sent its job there. */
+static er_qm_counter dead_reason(const er_failure *f)
+{
+    switch (f->cls) {
+    case ER_ERR_PERMANENT: return ER_QM_DEAD_PERMANENT;
+    case ER_ERR_TRANSIENT: return ER_QM_DEAD_EXHAUSTED;
+    default: return ER_QM_DEAD_MAX_STARTED; /* retry_later, throttled */
+    }
+}
+
+static const char *dead_reason_text(er_qm_counter c)
+{
+    return c == ER_QM_DEAD_PERMANENT ? "permanent failure"
+           : c == ER_QM_DEAD_EXHAUSTED ? "attempts exhausted"
+                                       : "max_started reached";
+}
+
+/* Counts the acknowledgements of r per queue, and logs each job they sent
+ * to the dead letters. Locked. */
+static void count_acks(er_engine *e, const er_req *r, int64_t now)
+{
+    for (size_t i = 0; i < r->nacks; i++) {
+        const er_ack *a = &r->acks[i];
+        if (a->rc != 0)
+            continue;
+        bool dead = a->kind == ER_ACK_FAIL && a->outcome.state == ER_STATE_DEAD;
+        e->completed += a->kind == ER_ACK_COMPLETE;
+        e->failed += a->kind == ER_ACK_FAIL;
+        e->dead += dead;
+        e->released += a->kind == ER_ACK_RELEASE;
+        if (!a->info.queue[0])
+            continue; /* a release: the store does not say whose */
+        er_qm_queue *q = er_qm_slot(e->qm, a->info.queue);
+        if (a->kind == ER_ACK_COMPLETE) {
+            q->c[ER_QM_COMPLETED]++;
+            if (a->info.started_at > 0)
+                er_qm_observe(q, ER_QM_RUN, (double)(now - a->info.started_at) / 1000.0);
+        } else {
+            q->c[ER_QM_FAILED]++;
+            q->c[dead ? dead_reason(&a->failure) : ER_QM_RETRIED]++;
+        }
+        if (dead) {
+            char extra[600];
+            snprintf(extra, sizeof extra,
+                     "\"job_id\":\"%s\",\"queue\":\"%s\",\"attempt\":%d,\"error_class\":\"%s\"",
+                     a->id, a->info.queue, a->outcome.attempts,
+                     er_error_class_name(a->failure.cls));
+            ER_LOG(ER_LOG_WARN, extra, "job dead: %s", dead_reason_text(dead_reason(&a->failure)));
+        }
+    }
+}
+
 static void finish(er_engine *e, er_req *r)
 {
     atomic_fetch_sub(&e->pending, 1);
     switch (r->type) {
     case ER_REQ_ENQUEUE:
-        if (r->rc == 0)
-            for (size_t i = 0; i < r->njobs; i++)
+        if (r->rc == 0) {
+            er_qm_lock(e->qm);
+            for (size_t i = 0; i < r->njobs; i++) {
                 e->enqueued += !r->duplicate[i];
-        break;
-    case ER_REQ_FETCH:
-    case ER_REQ_ACKS:
-        e->fetched += r->list.len;
-        for (size_t i = 0; i < r->nacks; i++) {
-            if (r->acks[i].rc != 0)
-                continue;
-            e->completed += r->acks[i].kind == ER_ACK_COMPLETE;
-            e->failed += r->acks[i].kind == ER_ACK_FAIL;
-            e->dead += r->acks[i].kind == ER_ACK_FAIL && r->acks[i].outcome.state == ER_STATE_DEAD;
-            e->released += r->acks[i].kind == ER_ACK_RELEASE;
+                if (!r->duplicate[i])
+                    er_qm_slot(e->qm, r->jobs[i].queue)->c[ER_QM_ENQUEUED]++;
+            }
+            er_qm_unlock(e->qm);
         }
         break;
+    case ER_REQ_FETCH:
+    case ER_REQ_ACKS: {
+        int64_t now = er_now_ms();
+        e->fetched += r->list.len;
+        er_qm_lock(e->qm);
+        for (size_t i = 0; i < r->list.len; i++) {
+            const er_job *j = &r->list.items[i];
+            er_qm_queue *q = er_qm_slot(e->qm, j->queue);
+            q->c[ER_QM_FETCHED]++;
+            er_qm_observe(q, ER_QM_WAIT, (double)(j->started_at - j->run_at) / 1000.0);
+        }
+        count_acks(e, r, now);
+        er_qm_unlock(e->qm);
+        break;
+    }
     case ER_REQ_PUT_QUEUE:
         if (r->rc == 0) {
             set_dispatch_queue(e, r->queue, r->settings->dispatch.on);
@@ -650,6 +742,12 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
     int rc = er_store_resolve(cfg->store_url, &e->ops, &rest, err);
     if (rc < 0)
         goto fail;
+    e->qm = er_qm_new(cfg->metrics_max_queues ? cfg->metrics_max_queues : 1000);
+    if (!e->qm) {
+        rc = er_error_set(err, ER_EINVAL, "metrics_max_queues", "metrics_max_queues must be 1..%d",
+                          ER_QM_MAX_QUEUES_MAX);
+        goto fail;
+    }
     e->store_url = strdup(rest);
     e->cfg.store_url = NULL;
     if (!e->store_url) {
@@ -768,6 +866,7 @@ void er_engine_free(er_engine *e)
         event_free(e->drained_ev);
     pthread_mutex_destroy(&e->done_mu);
     free_names(e->dispatch_queues, e->ndispatch);
+    er_qm_free(e->qm);
     free(e->store_url);
     free(e);
 }
@@ -789,4 +888,9 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     out->parked_fetches = atomic_load(&e->parked);
     out->waiting_fetches = atomic_load(&e->waiting);
     out->maintenance_leader = atomic_load(&e->leader);
+}
+
+er_qmetrics *er_engine_qmetrics(er_engine *e)
+{
+    return e->qm;
 }

@@ -277,7 +277,8 @@ static int exec_completes(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64
         er_ack *a = &req->acks[k];
         er_error_clear(&a->err);
         items[k - i] = (er_complete_item){
-            .id = a->id, .token = a->token, .result = a->result, .err = &a->err};
+            .id = a->id, .token = a->token, .result = a->result, .err = &a->err,
+            .info = &a->info};
     }
     int rc = x->ops->complete_many(x->store, items, j - i, now, &req->err);
     for (size_t k = i; rc == 0 && k < j; k++)
@@ -308,11 +309,11 @@ static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
         int rc;
         switch (a->kind) {
         case ER_ACK_COMPLETE:
-            rc = x->ops->complete(x->store, a->id, a->token, a->result, now, &a->err);
+            rc = x->ops->complete(x->store, a->id, a->token, a->result, now, &a->info, &a->err);
             break;
         case ER_ACK_FAIL:
             rc = x->ops->fail(x->store, a->id, a->token, &a->failure, now, &x->rand, &a->outcome,
-                              &a->err);
+                              &a->info, &a->err);
             break;
         case ER_ACK_RELEASE:
         default:
@@ -542,7 +543,7 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
     wake_names(&x->wake, names, n, count > 0 ? count : 1);
     names = NULL;
     n = 0;
-    rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &err);
+    rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &x->reaped_jobs, &err);
     if (rc < 0)
         return rc;
     x->reaped += count;

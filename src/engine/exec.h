@@ -31,6 +31,7 @@ typedef struct er_exec_ctx {
     er_job_defaults server_defaults;
     er_wake wake;              /* filled by writes in the current transaction */
     int promoted, reaped;      /* by maintenance in the current transaction */
+    er_job_list reaped_jobs;   /* the jobs reaped, as the store returned them */
     struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
     int64_t sched_since;       /* server start: due ticks before it were missed */
 } er_exec_ctx;

@@ -30,6 +30,18 @@ er_job *er_job_list_push(er_job_list *l)
     return j;
 }
 
+int er_job_list_take(er_job_list *dst, er_job_list *src)
+{
+    if (src->len == 0)
+        return 0;
+    if (ER_GROW(&dst->items, &dst->cap, dst->len + src->len, ER_LIST_MAX) < 0)
+        return ER_ENOMEM;
+    memcpy(dst->items + dst->len, src->items, src->len * sizeof *src->items);
+    dst->len += src->len;
+    src->len = 0;
+    return 0;
+}
+
 int er_store_resolve(const char *url, const er_store_ops **ops, const char **rest,
                      er_error *err)
 {

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/ack.h"
 #include "core/job.h"
 #include "core/job_spec.h"
 #include "core/lease.h"
@@ -85,6 +86,9 @@ typedef struct er_job_list {
 void er_job_list_fini(er_job_list *l);
 /* Appends an empty (er_job_init'd) slot and returns it, or NULL on ENOMEM. */
 er_job *er_job_list_push(er_job_list *l);
+/* Moves every item of src to the end of dst (src is left empty). 0 or
+ * ER_ENOMEM (both then unchanged). */
+int er_job_list_take(er_job_list *dst, er_job_list *src);
 
 typedef struct er_queue_info {
     char *name; /* owned */
@@ -134,6 +138,7 @@ typedef struct er_complete_item {
     const char *result; /* borrowed JSON text, may be NULL */
     int rc;             /* out: 0, ER_ESTALE or ER_ENOTFOUND, as complete() */
     er_error *err;      /* borrowed: receives the item's error; may be NULL */
+    er_ack_info *info;  /* borrowed: receives what complete() would tell; may be NULL */
 } er_complete_item;
 
 /* A store's wake-up listener (ops->listener_open); opaque, one per store
@@ -185,12 +190,13 @@ typedef struct er_store_ops {
     /* active -> completed with result (JSON text, may be NULL). ER_ESTALE /
      * ER_ENOTFOUND as heartbeat. */
     int (*complete)(er_store *s, const char *id, const char *token, const char *result,
-                    int64_t now, er_error *err);
+                    int64_t now, er_ack_info *info, er_error *err);
 
     /* Applies er_fail_decide; stores last_error; a throttled failure pauses
      * the queue. Fills *outcome. ER_ESTALE / ER_ENOTFOUND as heartbeat. */
     int (*fail)(er_store *s, const char *id, const char *token, const er_failure *f,
-                int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err);
+                int64_t now, er_rand *r, er_fail_outcome *outcome, er_ack_info *info,
+                er_error *err);
 
     /* active -> waiting at once, attempt not counted. */
     int (*release)(er_store *s, const char *id, const char *token, int64_t now,
@@ -242,9 +248,11 @@ typedef struct er_store_ops {
     int (*promote)(er_store *s, int64_t now, int limit, int *n, char ***queues,
                    size_t *nqueues, er_error *err);
     /* active jobs with lease_expires_at <= now -> waiting (stalled+1) or dead
-     * past the queue's max_stalled (er_stall_decide). */
+     * past the queue's max_stalled (er_stall_decide). When `reaped` is not
+     * NULL, each job reaped is appended to it as read, with `state` set to
+     * the state it went to (for logs and metrics). */
     int (*reap)(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
-                er_error *err);
+                er_job_list *reaped, er_error *err);
     /* Deletes finished jobs by each queue's retention settings, keeping a
      * tombstone of each one whose id a client gave and whose finished_at
      * is within the dedup window; then deletes up to `limit` tombstones

@@ -13,6 +13,8 @@
 int64_t er_now_ms(void);
 /* Monotonic milliseconds, for timeouts and measuring. */
 int64_t er_mono_ms(void);
+/* Monotonic nanoseconds, for measuring short spans. */
+int64_t er_mono_ns(void);
 
 /* A random source: next() returns 64 uniformly random bits. */
 typedef struct er_rand {

@@ -118,7 +118,11 @@ static int fail_with(const char *id, const char *token, er_error_class cls, int6
 {
     er_failure f = {.cls = cls, .message = "boom", .delay_ms = delay, .retry_after_ms = delay};
     er_error err = {0};
-    return OPS->fail(S, id, token, &f, now, &R, o, &err);
+    er_ack_info info = {0};
+    int rc = OPS->fail(S, id, token, &f, now, &R, o, &info, &err);
+    if (rc == 0)
+        cr_assert(info.queue[0] && info.started_at > 0, "fail tells the job's queue and start");
+    return rc;
 }
 
 static void settings_put(const char *queue, void (*edit)(er_queue_settings *))
@@ -492,7 +496,7 @@ Test(conformance, concurrency_limits_active_jobs_per_queue)
     er_job_list l2 = {0};
     cr_assert_eq(fetch1("q", 10, T0, &l2), 0);
     er_error err = {0};
-    cr_assert_eq(OPS->complete(S, l.items[0].id, l.items[0].lease_token, NULL, T0, &err), 0);
+    cr_assert_eq(OPS->complete(S, l.items[0].id, l.items[0].lease_token, NULL, T0, NULL, &err), 0);
     cr_assert_eq(fetch1("q", 10, T0, &l2), 1);
     cr_assert_str_eq(l2.items[0].id, "c2");
     er_job_list_fini(&l);
@@ -512,12 +516,12 @@ Test(conformance, lease_token_is_required_for_every_ack)
     er_error err = {0};
     int64_t exp = 0;
     er_fail_outcome o;
-    cr_assert_eq(OPS->complete(S, "j", "0000", NULL, T0, &err), ER_ESTALE);
+    cr_assert_eq(OPS->complete(S, "j", "0000", NULL, T0, NULL, &err), ER_ESTALE);
     cr_assert_str_eq(err.field, "lease_token");
     cr_assert_eq(OPS->heartbeat(S, "j", "0000", 1000, NULL, T0, &exp, &err), ER_ESTALE);
     cr_assert_eq(OPS->release(S, "j", "0000", T0, &err), ER_ESTALE);
     cr_assert_eq(fail_with("j", "0000", ER_ERR_TRANSIENT, 0, T0, &o), ER_ESTALE);
-    cr_assert_eq(OPS->complete(S, "ghost", tok, NULL, T0, &err), ER_ENOTFOUND);
+    cr_assert_eq(OPS->complete(S, "ghost", tok, NULL, T0, NULL, &err), ER_ENOTFOUND);
     cr_assert_eq(OPS->heartbeat(S, "ghost", tok, 1000, NULL, T0, &exp, &err), ER_ENOTFOUND);
     cr_assert_eq(OPS->release(S, "ghost", tok, T0, &err), ER_ENOTFOUND);
     cr_assert_eq(fail_with("ghost", tok, ER_ERR_TRANSIENT, 0, T0, &o), ER_ENOTFOUND);
@@ -531,7 +535,10 @@ Test(conformance, lease_token_is_required_for_every_ack)
     cr_assert_str_eq(g.progress, "{\"pct\":50}");
     er_job_fini(&g);
 
-    cr_assert_eq(OPS->complete(S, "j", tok, "{\"ok\":true}", T0 + 20, &err), 0);
+    er_ack_info info = {0};
+    cr_assert_eq(OPS->complete(S, "j", tok, "{\"ok\":true}", T0 + 20, &info, &err), 0);
+    cr_assert_str_eq(info.queue, "q");
+    cr_assert_eq(info.started_at, l.items[0].started_at);
     cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0);
     cr_assert_eq(g.state, ER_STATE_COMPLETED);
     cr_assert_str_eq(g.result, "{\"ok\":true}");
@@ -539,7 +546,7 @@ Test(conformance, lease_token_is_required_for_every_ack)
     cr_assert_null(g.lease_token);
     er_job_fini(&g);
     /* the same token again: the job is no longer active */
-    cr_assert_eq(OPS->complete(S, "j", tok, NULL, T0 + 30, &err), ER_ESTALE);
+    cr_assert_eq(OPS->complete(S, "j", tok, NULL, T0 + 30, NULL, &err), ER_ESTALE);
     cr_assert_eq(OPS->heartbeat(S, "j", tok, 1000, NULL, T0, &exp, &err), ER_ESTALE);
     er_job_list_fini(&l);
 }
@@ -769,11 +776,17 @@ Test(conformance, reap_requeues_expired_leases_then_kills_past_max_stalled)
     int n;
     char **queues;
     size_t nq;
-    cr_assert_eq(OPS->reap(S, exp - 1, 100, &n, &queues, &nq, &err), 0);
+    cr_assert_eq(OPS->reap(S, exp - 1, 100, &n, &queues, &nq, NULL, &err), 0);
     cr_assert_eq(n, 0);
     free(queues);
-    cr_assert_eq(OPS->reap(S, exp, 100, &n, &queues, &nq, &err), 0);
+    er_job_list reaped = {0};
+    cr_assert_eq(OPS->reap(S, exp, 100, &n, &queues, &nq, &reaped, &err), 0);
     cr_assert_eq(n, 1);
+    cr_assert_eq(reaped.len, 1);
+    cr_assert_str_eq(reaped.items[0].id, "s");
+    cr_assert_str_eq(reaped.items[0].queue, "q");
+    cr_assert_eq(reaped.items[0].state, ER_STATE_WAITING);
+    er_job_list_fini(&reaped);
     cr_assert_eq(nq, 1);
     cr_assert_str_eq(queues[0], "q");
     free(queues[0]);
@@ -785,15 +798,18 @@ Test(conformance, reap_requeues_expired_leases_then_kills_past_max_stalled)
     cr_assert_null(g.lease_token);
     er_job_fini(&g);
     /* the old worker's token no longer works */
-    cr_assert_eq(OPS->complete(S, "s", old_token, NULL, exp, &err), ER_ESTALE);
+    cr_assert_eq(OPS->complete(S, "s", old_token, NULL, exp, NULL, &err), ER_ESTALE);
     free(old_token);
 
     cr_assert_eq(fetch1("q", 1, exp, &l), 1);
     cr_assert_eq(l.items[0].attempts, 2);
     int64_t exp2 = l.items[0].lease_expires_at;
     er_job_list_fini(&l);
-    cr_assert_eq(OPS->reap(S, exp2, 100, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(OPS->reap(S, exp2, 100, &n, NULL, NULL, &reaped, &err), 0);
     cr_assert_eq(n, 1);
+    cr_assert_eq(reaped.len, 1);
+    cr_assert_eq(reaped.items[0].state, ER_STATE_DEAD);
+    er_job_list_fini(&reaped);
     cr_assert_eq(OPS->get_job(S, "s", &g, &err), 0);
     cr_assert_eq(g.state, ER_STATE_DEAD);
     cr_assert_eq(g.stalled, 2);
@@ -905,7 +921,7 @@ static void complete_job(const char *id, const char *queue, int64_t now)
     er_job_list l = {0};
     cr_assert_eq(fetch1(queue, 1, now, &l), 1);
     er_error err = {0};
-    cr_assert_eq(OPS->complete(S, id, l.items[0].lease_token, NULL, now, &err), 0);
+    cr_assert_eq(OPS->complete(S, id, l.items[0].lease_token, NULL, now, NULL, &err), 0);
     er_job_list_fini(&l);
 }
 
@@ -1097,7 +1113,7 @@ Test(conformance, tombstones_only_for_ids_a_client_gave_and_never_for_keys)
     er_job_fini(&j);
     er_job_list l = {0};
     cr_assert_eq(fetch1("age", 1, T0, &l), 1);
-    cr_assert_eq(OPS->complete(S, l.items[0].id, l.items[0].lease_token, NULL, T0, &err), 0);
+    cr_assert_eq(OPS->complete(S, l.items[0].id, l.items[0].lease_token, NULL, T0, NULL, &err), 0);
     er_job_list_fini(&l);
     /* an idempotency key is not remembered: k2 shares k1's */
     mkjob(&j, "k1", "age", 0, T0, T0);
@@ -1106,7 +1122,7 @@ Test(conformance, tombstones_only_for_ids_a_client_gave_and_never_for_keys)
     cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0);
     er_job_fini(&j);
     cr_assert_eq(fetch1("age", 1, T0, &l), 1);
-    cr_assert_eq(OPS->complete(S, "k1", l.items[0].lease_token, NULL, T0, &err), 0);
+    cr_assert_eq(OPS->complete(S, "k1", l.items[0].lease_token, NULL, T0, NULL, &err), 0);
     er_job_list_fini(&l);
     cr_assert_eq(retention_at(T0 + 61000, 1000), 2);
 
@@ -1263,7 +1279,7 @@ Test(conformance, active_jobs_list_in_insertion_order_and_count_by_queue)
     er_error err = {0};
     for (size_t i = 0; i < l.len; i++)
         if (strcmp(l.items[i].id, "a2") == 0)
-            cr_assert_eq(OPS->complete(S, "a2", l.items[i].lease_token, NULL, T0, &err), 0);
+            cr_assert_eq(OPS->complete(S, "a2", l.items[i].lease_token, NULL, T0, NULL, &err), 0);
     page_ids("q", ER_STATE_ACTIVE, 10, NULL, ids, sizeof ids, &next);
     cr_assert_str_eq(ids, "a0,a1,a3,a4");
     page_ids("q", ER_STATE_COMPLETED, 10, NULL, ids, sizeof ids, &next);
@@ -1402,7 +1418,7 @@ Test(conformance, committed_data_persists_after_close_and_reopen)
     open_store();
     cr_assert_eq(state_of("p1"), ER_STATE_ACTIVE);
     cr_assert_eq(state_of("p2"), ER_STATE_SCHEDULED);
-    cr_assert_eq(OPS->complete(S, "p1", tok, NULL, T0 + 1, &err), 0);
+    cr_assert_eq(OPS->complete(S, "p1", tok, NULL, T0 + 1, NULL, &err), 0);
     free(tok);
 }
 

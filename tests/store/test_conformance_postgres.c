@@ -114,10 +114,10 @@ Test(postgres, store_clock_decides_promotion_leases_and_reaping)
               "lease expiry %lld should follow the server clock (%lld)", (long long)exp,
               (long long)real);
     er_job_list_fini(&l);
-    cr_assert_eq(OPS->reap(st, T0 + 999999999LL, 10, &n, NULL, NULL, &err), 0);
+    cr_assert_eq(OPS->reap(st, T0 + 999999999LL, 10, &n, NULL, NULL, NULL, &err), 0);
     cr_assert_eq(n, 0); /* a far-future caller clock changes nothing either */
     usleep((useconds_t)(ER_LEASE_MIN_MS + 300) * 1000);
-    cr_assert_eq(OPS->reap(st, T0, 10, &n, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->reap(st, T0, 10, &n, NULL, NULL, NULL, &err), 0, "%s", err.message);
     cr_assert_eq(n, 1);
     cr_assert_eq(state_of("due"), ER_STATE_WAITING);
     OPS->close(st);
@@ -392,7 +392,7 @@ Test(postgres, sql_enqueue_exists_only_if_the_transaction_commits)
     cr_assert_str_eq(l.items[0].id, "tx-2");
     cr_assert_str_eq(l.items[0].payload, "{\"to\": 2}");
     er_error e2 = {0};
-    cr_assert_eq(OPS->complete(S, "tx-2", l.items[0].lease_token, NULL, er_now_ms(), &e2), 0);
+    cr_assert_eq(OPS->complete(S, "tx-2", l.items[0].lease_token, NULL, er_now_ms(), NULL, &e2), 0);
     er_job_list_fini(&l);
     /* the queue is registered, so it lists */
     er_queue_info *qs;

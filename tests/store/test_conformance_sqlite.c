@@ -142,7 +142,7 @@ Test(sqlite, active_jobs_are_listed_and_counted_through_jobs_active)
     cr_assert_eq(sqlite3_column_int(st, 0), 0);
     sqlite3_reset(st);
     er_error err = {0};
-    cr_assert_eq(OPS->complete(S, "j", l.items[0].lease_token, NULL, T0, &err), 0);
+    cr_assert_eq(OPS->complete(S, "j", l.items[0].lease_token, NULL, T0, NULL, &err), 0);
     cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
     cr_assert_eq(sqlite3_column_int(st, 0), 1);
     sqlite3_finalize(st);
@@ -177,10 +177,14 @@ Test(sqlite, complete_many_completes_a_batch_with_each_result)
     er_job_list l = {0};
     lease_n(3, &l);
     er_error e[3], err = {0};
+    er_ack_info info[3] = {0};
     er_complete_item it[3] = {
-        {.id = "c0", .token = l.items[0].lease_token, .result = "{\"n\":0}", .err = &e[0]},
-        {.id = "c1", .token = l.items[1].lease_token, .result = NULL, .err = &e[1]},
-        {.id = "c2", .token = l.items[2].lease_token, .result = "[2]", .err = &e[2]},
+        {.id = "c0", .token = l.items[0].lease_token, .result = "{\"n\":0}", .err = &e[0],
+         .info = &info[0]},
+        {.id = "c1", .token = l.items[1].lease_token, .result = NULL, .err = &e[1],
+         .info = &info[1]},
+        {.id = "c2", .token = l.items[2].lease_token, .result = "[2]", .err = &e[2],
+         .info = &info[2]},
     };
     cr_assert_not_null(OPS->complete_many);
     cr_assert_eq(OPS->begin(S, &err), 0);
@@ -189,6 +193,9 @@ Test(sqlite, complete_many_completes_a_batch_with_each_result)
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(it[i].rc, 0);
         cr_assert_eq(state_of(it[i].id), ER_STATE_COMPLETED);
+        /* each item is told its own job's queue and attempt start */
+        cr_assert_str_eq(info[i].queue, l.items[i].queue);
+        cr_assert_eq(info[i].started_at, l.items[i].started_at);
     }
     char *r = result_of("c0");
     cr_assert_str_eq(r, "{\"n\":0}");
@@ -211,7 +218,7 @@ Test(sqlite, complete_many_refuses_items_as_complete_does_and_applies_the_rest)
     lease_n(4, &l);
     er_error err = {0};
     /* c3 is already completed before the batch */
-    cr_assert_eq(OPS->complete(S, "c3", l.items[3].lease_token, NULL, T0, &err), 0);
+    cr_assert_eq(OPS->complete(S, "c3", l.items[3].lease_token, NULL, T0, NULL, &err), 0);
     er_error e[5];
     memset(e, 0, sizeof e);
     er_complete_item it[5] = {
@@ -331,7 +338,7 @@ Test(sqlite, a_version_2_database_is_migrated_and_keeps_working)
     cr_assert_str_eq(l.items[0].id, "a");
     er_job_list_fini(&l);
     /* the lease taken before the upgrade still completes; the waiting job leases */
-    cr_assert_eq(OPS->complete(S, "a", "tok-a", NULL, T0 + 1, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->complete(S, "a", "tok-a", NULL, T0 + 1, NULL, &err), 0, "%s", err.message);
     cr_assert_eq(fetch1("q", 10, T0 + 1, &l), 1);
     cr_assert_str_eq(l.items[0].id, "w");
     er_job_list_fini(&l);

@@ -240,13 +240,13 @@ static bool workload(er_store *s)
         for (size_t i = OPS->complete_many && l.len == 3 ? 2 : 0; rc == 0 && i < l.len; i++) {
             const er_job *j = &l.items[i];
             if (i + 1 < l.len) {
-                rc = OPS->complete(s, j->id, j->lease_token, "{}", T0 + round, &err);
+                rc = OPS->complete(s, j->id, j->lease_token, "{}", T0 + round, NULL, &err);
                 if (rc == 0)
                     pend(j->id, ER_STATE_COMPLETED);
             } else {
                 er_failure f = {.cls = ER_ERR_PERMANENT, .message = "no"};
                 er_fail_outcome o;
-                rc = OPS->fail(s, j->id, j->lease_token, &f, T0 + round, &R, &o, &err);
+                rc = OPS->fail(s, j->id, j->lease_token, &f, T0 + round, &R, &o, NULL, &err);
                 if (rc == 0)
                     pend(j->id, ER_STATE_DEAD);
             }

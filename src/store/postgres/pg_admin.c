@@ -311,7 +311,8 @@ int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, s
 
 /* Decides each expired lease in C (er_stall_decide) and applies all the
  * decisions with one UPDATE over arrays. */
-static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
+                      er_job_list *reaped, er_error *err)
 {
     er_pg_params p = {0};
     er_pg_p_i64(&p, now);
@@ -344,6 +345,16 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
             free(text);
             if (rc == 0 && next == ER_STATE_WAITING && er_name_set_add(ns, j.queue) < 0)
                 rc = nomem(err);
+            if (rc == 0 && reaped) {
+                er_job *o = er_job_list_push(reaped);
+                if (!o) {
+                    rc = nomem(err);
+                } else {
+                    *o = j;
+                    o->state = next;
+                    er_job_init(&j);
+                }
+            }
         }
         er_job_fini(&j);
     }
@@ -368,7 +379,7 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
 }
 
 int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
-               er_error *err)
+               er_job_list *reaped, er_error *err)
 {
     *n = 0;
     if (queues)
@@ -381,7 +392,7 @@ int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size
         return rc;
     er_name_set ns = {0};
     int count = 0;
-    rc = reap_in_tx(s, er_pg_now(s, now), limit, &count, &ns, err);
+    rc = reap_in_tx(s, er_pg_now(s, now), limit, &count, &ns, reaped, err);
     rc = er_pg_op_end(s, own, rc, err);
     if (rc < 0) {
         er_name_set_free(&ns);

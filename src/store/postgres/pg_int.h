@@ -267,9 +267,9 @@ int er_pg_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
 int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
                     const char *progress, int64_t now, int64_t *expires_at, er_error *err);
 int er_pg_complete(er_store *s, const char *id, const char *token, const char *result,
-                   int64_t now, er_error *err);
+                   int64_t now, er_ack_info *info, er_error *err);
 int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
-               er_rand *r, er_fail_outcome *outcome, er_error *err);
+               er_rand *r, er_fail_outcome *outcome, er_ack_info *info, er_error *err);
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);
 int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
@@ -289,7 +289,7 @@ int er_pg_delete_dead(er_store *s, const char *id, er_error *err);
 int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
                   er_error *err);
 int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
-               er_error *err);
+               er_job_list *reaped, er_error *err);
 int er_pg_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
 int er_pg_next_due(er_store *s, int64_t *at, er_error *err);
 /* Schedulers, leases, cursors (pg_sched.c), in store.h's order. */

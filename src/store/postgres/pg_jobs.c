@@ -211,7 +211,7 @@ int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t exte
 }
 
 int er_pg_complete(er_store *s, const char *id, const char *token, const char *result,
-                   int64_t now, er_error *err)
+                   int64_t now, er_ack_info *info, er_error *err)
 {
     bool own;
     int rc = er_pg_op_begin(s, &own, err);
@@ -222,7 +222,14 @@ int er_pg_complete(er_store *s, const char *id, const char *token, const char *r
     er_pg_p_i64(&p, er_pg_now(s, now));
     er_pg_p_str(&p, id);
     er_pg_p_str(&p, token ? token : "");
-    rc = lease_op(s, ER_PG_COMPLETE, &p, id, err);
+    PGresult *r;
+    rc = er_pg_exec(s, ER_PG_COMPLETE, &p, &r, err);
+    if (rc == 0) {
+        rc = lease_result(r, id, err);
+        if (rc == 0)
+            er_ack_info_set(info, PQgetvalue(r, 0, 2), er_pg_i64(r, 0, 3));
+        PQclear(r);
+    }
     return er_pg_op_end(s, own, rc, err);
 }
 
@@ -241,7 +248,8 @@ int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, e
 }
 
 static int fail_in_tx(er_store *s, const char *id, const char *token, const er_failure *f,
-                      int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err)
+                      int64_t now, er_rand *r, er_fail_outcome *outcome, er_ack_info *info,
+                      er_error *err)
 {
     er_pg_params p = {0};
     er_pg_p_str(&p, id);
@@ -289,19 +297,21 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     free(text);
     if (rc == 0 && outcome)
         *outcome = o;
+    if (rc == 0)
+        er_ack_info_set(info, job.queue, job.started_at);
 out:
     er_job_fini(&job);
     return rc;
 }
 
 int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
-               er_rand *r, er_fail_outcome *outcome, er_error *err)
+               er_rand *r, er_fail_outcome *outcome, er_ack_info *info, er_error *err)
 {
     bool own;
     int rc = er_pg_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    rc = fail_in_tx(s, id, token, f, er_pg_now(s, now), r, outcome, err);
+    rc = fail_in_tx(s, id, token, f, er_pg_now(s, now), r, outcome, info, err);
     return er_pg_op_end(s, own, rc, err);
 }
 

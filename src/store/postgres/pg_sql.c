@@ -351,6 +351,11 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
 /* A lease-checked update u (one row when it applied) reported with the
  * job's state before it (NULL when there is no such job), so one round
  * trip tells applied / stale / not found: columns applied, state. */
+/* LEASE_REPORT with the job's queue and attempt start (columns 2, 3). */
+#define LEASE_REPORT_INFO(idp)                                                             \
+    " SELECT (SELECT count(*) FROM u), c.state, c.queue, c.started_at FROM (SELECT 1) d"   \
+    " LEFT JOIN jobs c ON c.id = " idp
+
 #define LEASE_REPORT(idp)                                                                  \
     " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \
     idp
@@ -535,7 +540,7 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_COMPLETE] = "WITH u AS (UPDATE jobs SET state = 3, result = $1, finished_at = $2,"
                        " updated_at = $2, " CLEAR_LEASE
                        " WHERE id = $3 AND state = 2 AND lease_token = $4 RETURNING 1)"
-                       LEASE_REPORT("$3"),
+                       LEASE_REPORT_INFO("$3"),
     [ER_PG_RELEASE] = "WITH u AS (UPDATE jobs SET state = 1, attempts = greatest(attempts - 1, 0),"
                       " updated_at = $1, " CLEAR_LEASE
                       " WHERE id = $2 AND state = 2 AND lease_token = $3"

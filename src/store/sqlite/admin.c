@@ -361,7 +361,8 @@ int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queue
     return 0;
 }
 
-static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
+                      er_job_list *reaped, er_error *err)
 {
     er_job_list due = {0};
     sqlite3_stmt *st = NULL;
@@ -418,14 +419,17 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
             rc = nomem(err);
         if (rc == 0)
             (*n)++;
+        due.items[i].state = next;
     }
     free(seqs);
+    if (rc == 0 && reaped)
+        rc = er_job_list_take(reaped, &due) < 0 ? nomem(err) : 0;
     er_job_list_fini(&due);
     return rc;
 }
 
 int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
-                   size_t *nqueues, er_error *err)
+                   size_t *nqueues, er_job_list *reaped, er_error *err)
 {
     *n = 0;
     if (queues)
@@ -438,7 +442,7 @@ int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
         return rc;
     er_name_set ns = {0};
     int count = 0;
-    rc = reap_in_tx(s, now, limit, &count, &ns, err);
+    rc = reap_in_tx(s, now, limit, &count, &ns, reaped, err);
     rc = er_sqlite_op_end(s, own, rc, err);
     if (rc < 0) {
         er_name_set_free(&ns);

@@ -324,7 +324,7 @@ int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t 
 }
 
 int er_sqlite_complete(er_store *s, const char *id, const char *token, const char *result,
-                       int64_t now, er_error *err)
+                       int64_t now, er_ack_info *info, er_error *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = er_sqlite_prep(s, ER_SQ_COMPLETE, &st, err);
@@ -337,7 +337,18 @@ int er_sqlite_complete(er_store *s, const char *id, const char *token, const cha
     sqlite3_bind_int64(st, 2, now);
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, token ? token : "", -1, SQLITE_STATIC);
-    return lease_update(s, st, id, err);
+    int src = sqlite3_step(st);
+    bool done = src == SQLITE_ROW;
+    if (done) {
+        er_ack_info_set(info, (const char *)sqlite3_column_text(st, 0),
+                        sqlite3_column_int64(st, 1));
+        src = sqlite3_step(st);
+    }
+    rc = src == SQLITE_DONE ? 0 : er_sqlite_error(s->db, src, "complete", err);
+    sqlite3_reset(st);
+    if (rc == 0 && !done)
+        rc = lease_refused(s, id, err);
+    return rc;
 }
 
 /* The items one by one, as the engine would call complete. */
@@ -347,7 +358,7 @@ static int complete_each(er_store *s, er_complete_item *items, size_t n, int64_t
     for (size_t i = 0; i < n; i++) {
         er_complete_item *it = &items[i];
         er_error ierr;
-        int rc = er_sqlite_complete(s, it->id, it->token, it->result, now, &ierr);
+        int rc = er_sqlite_complete(s, it->id, it->token, it->result, now, it->info, &ierr);
         if (rc < 0 && it->err)
             *it->err = ierr;
         if (rc < 0 && rc != ER_ESTALE && rc != ER_ENOTFOUND) {
@@ -367,20 +378,40 @@ static int by_id(const void *a, const void *b, void *items)
     return strcmp(it[*(const size_t *)a].id, it[*(const size_t *)b].id);
 }
 
-/* Whether two items name the same job (or there is no memory to tell). */
-static bool repeats_an_id(const er_complete_item *items, size_t n)
+/* The item indexes in id order (owned), or NULL when two items name the
+ * same job or there is no memory to tell. */
+static size_t *distinct_ids(const er_complete_item *items, size_t n)
 {
     size_t *ord = malloc(n * sizeof *ord);
     if (!ord)
-        return true;
+        return NULL;
     for (size_t i = 0; i < n; i++)
         ord[i] = i;
     qsort_r(ord, n, sizeof *ord, by_id, (void *)items);
-    bool rep = false;
-    for (size_t i = 1; i < n && !rep; i++)
-        rep = strcmp(items[ord[i - 1]].id, items[ord[i]].id) == 0;
-    free(ord);
-    return rep;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(items[ord[i - 1]].id, items[ord[i]].id) == 0) {
+            free(ord);
+            return NULL;
+        }
+    return ord;
+}
+
+/* The item whose id is `id`, through ord (distinct_ids), or NULL. */
+static er_complete_item *item_of(er_complete_item *items, const size_t *ord, size_t n,
+                                 const char *id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(items[ord[mid]].id, id);
+        if (c == 0)
+            return &items[ord[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
 }
 
 static int run_stmt(er_store *s, int id, er_error *err)
@@ -401,22 +432,37 @@ int er_sqlite_complete_many(er_store *s, er_complete_item *items, size_t n, int6
 {
     for (size_t i = 0; i < n; i++)
         items[i].rc = 0;
-    if (n < 2 || repeats_an_id(items, n))
+    size_t *ord = n < 2 ? NULL : distinct_ids(items, n);
+    if (!ord)
         return complete_each(s, items, n, now, err);
     int rc = run_stmt(s, ER_SQ_SAVEPOINT, err);
-    if (rc < 0)
+    if (rc < 0) {
+        free(ord);
         return rc;
+    }
     sqlite3_stmt *st = NULL;
+    size_t changed = 0;
     rc = er_sqlite_prep(s, ER_SQ_COMPLETE_MANY, &st, err);
     if (rc == 0) {
         sqlite3_bind_int64(st, 1, now);
         s->acks = items;
         s->nacks = n;
-        rc = er_sqlite_run(s, st, err);
+        int src;
+        while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+            changed++;
+            er_complete_item *it = item_of(items, ord, n, (const char *)sqlite3_column_text(st, 0));
+            if (it)
+                er_ack_info_set(it->info, (const char *)sqlite3_column_text(st, 1),
+                                sqlite3_column_int64(st, 2));
+        }
+        if (src != SQLITE_DONE)
+            rc = er_sqlite_error(s->db, src, "complete", err);
+        sqlite3_reset(st);
         s->acks = NULL;
         s->nacks = 0;
     }
-    bool all = rc == 0 && sqlite3_changes64(s->db) == (sqlite3_int64)n;
+    free(ord);
+    bool all = rc == 0 && changed == n;
     if (rc == 0 && !all)
         rc = run_stmt(s, ER_SQ_SAVEPOINT_UNDO, err);
     if (rc == 0)
@@ -445,7 +491,8 @@ int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t no
 }
 
 static int fail_in_tx(er_store *s, const char *id, const char *token, const er_failure *f,
-                          int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err)
+                          int64_t now, er_rand *r, er_fail_outcome *outcome, er_ack_info *info,
+                          er_error *err)
 {
     er_job job;
     int rc = er_sqlite_load_job(s, id, &job, err);
@@ -497,19 +544,22 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     }
     if (rc == 0 && outcome)
         *outcome = o;
+    if (rc == 0)
+        er_ack_info_set(info, job.queue, job.started_at);
 out:
     er_job_fini(&job);
     return rc;
 }
 
 int er_sqlite_fail(er_store *s, const char *id, const char *token, const er_failure *f,
-                   int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err)
+                   int64_t now, er_rand *r, er_fail_outcome *outcome, er_ack_info *info,
+                   er_error *err)
 {
     bool own;
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    rc = fail_in_tx(s, id, token, f, now, r, outcome, err);
+    rc = fail_in_tx(s, id, token, f, now, r, outcome, info, err);
     return er_sqlite_op_end(s, own, rc, err);
 }
 

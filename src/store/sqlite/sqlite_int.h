@@ -225,9 +225,10 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
 int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t extend_ms,
                         const char *progress, int64_t now, int64_t *expires_at, er_error *err);
 int er_sqlite_complete(er_store *s, const char *id, const char *token, const char *result,
-                       int64_t now, er_error *err);
+                       int64_t now, er_ack_info *info, er_error *err);
 int er_sqlite_fail(er_store *s, const char *id, const char *token, const er_failure *f,
-                   int64_t now, er_rand *r, er_fail_outcome *outcome, er_error *err);
+                   int64_t now, er_rand *r, er_fail_outcome *outcome,
+                   er_ack_info *info, er_error *err);
 int er_sqlite_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
                             er_error *err);
 int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t now,
@@ -251,7 +252,7 @@ int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err);
 int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queues,
                       size_t *nqueues, er_error *err);
 int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
-                   size_t *nqueues, er_error *err);
+                   size_t *nqueues, er_job_list *reaped, er_error *err);
 int er_sqlite_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
 int er_sqlite_next_due(er_store *s, int64_t *at, er_error *err);
 
