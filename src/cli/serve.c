@@ -38,6 +38,11 @@ static const er_setting serve_settings[] = {
     {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
      "full fsyncs every commit; normal may lose the last commits on power loss"},
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
+    {"log-format", ER_SET_ENUM, "json", 0, 0, "json|text",
+     "log lines on stderr: one JSON object each, or text for a terminal"},
+    {"metrics-max-queues", ER_SET_INT, "1000", 1, 100000, NULL,
+     "queues with their own queue label on /metrics; the others are summed under "
+     "queue=\"_other\""},
     {"access-log", ER_SET_STRING, NULL, 0, 0, NULL,
      "file to append one JSON line a request to (time, peer, method, path, status, bytes, ms); "
      "off when unset"},
@@ -266,6 +271,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
         return 2;
     }
     er_log_set_level(er_settings_get(&st, "log-level")->text);
+    er_log_text = strcmp(er_settings_get(&st, "log-format")->text, "text") == 0;
 
     const er_setting_value *tv = er_settings_get(&st, "token");
     size_t ntokens = 0, tcap = tv->nlist + 1;
@@ -325,6 +331,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
+        .metrics_max_queues = (size_t)er_settings_get(&st, "metrics-max-queues")->num,
     };
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
         char shown[384];

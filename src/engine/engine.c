@@ -649,6 +649,14 @@ static void finish(er_engine *e, er_req *r)
         er_qm_unlock(e->qm);
         break;
     }
+    case ER_REQ_REDRIVE: /* a redrive enqueues a copy of the dead job */
+        if (r->rc == 0 && r->job.queue) {
+            e->enqueued++;
+            er_qm_lock(e->qm);
+            er_qm_slot(e->qm, r->job.queue)->c[ER_QM_ENQUEUED]++;
+            er_qm_unlock(e->qm);
+        }
+        break;
     case ER_REQ_PUT_QUEUE:
         if (r->rc == 0) {
             set_dispatch_queue(e, r->queue, r->settings->dispatch.on);

@@ -6,9 +6,14 @@
 #ifndef ER_UTIL_LOG_H
 #define ER_UTIL_LOG_H
 
+#include <stdbool.h>
+
 enum { ER_LOG_DEBUG = 0, ER_LOG_INFO = 1, ER_LOG_WARN = 2, ER_LOG_ERROR = 3, ER_LOG_OFF = 4 };
 
 extern int er_log_level;
+/* false (default): JSON lines; true: "TS LEVEL msg key=value ..." for a
+ * terminal. Set before threads start. */
+extern bool er_log_text;
 
 /* Parses "debug|info|warn|error|off"; returns 0 or ER_EINVAL. */
 int er_log_set_level(const char *name);

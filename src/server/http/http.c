@@ -141,6 +141,13 @@ static void flush_access_log(evutil_socket_t fd, short what, void *arg)
     fflush(s->access_log);
 }
 
+static void sample_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_metrics_sample_tick(arg);
+}
+
 int er_server_start(struct event_base *base, er_engine *engine, const er_server_config *cfg,
                     er_server **out, er_error *err)
 {
@@ -201,6 +208,12 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
         }
     }
     er_rand_init_system(&s->rand);
+    s->sample_ev = event_new(base, -1, EV_PERSIST, sample_tick, s);
+    struct timeval quarter = {0, 250000};
+    if (!s->sample_ev || event_add(s->sample_ev, &quarter) != 0) {
+        er_server_free(s);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
     s->http_counts = calloc((er_nroutes + 1) * 5, sizeof *s->http_counts);
     s->http = evhttp_new(base);
     if (!s->http_counts || !s->http) {
@@ -306,6 +319,8 @@ void er_server_free(er_server *s)
     }
     if (s->access_flush)
         event_free(s->access_flush);
+    if (s->sample_ev)
+        event_free(s->sample_ev);
     if (s->access_log)
         fclose(s->access_log);
     free(s->http_counts);

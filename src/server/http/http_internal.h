@@ -101,6 +101,12 @@ struct er_server {
     char date[32];     /* Date header value, "Sun, 06 Nov 1994 08:49:37 GMT" */
     /* requests answered, by route (last row: unmatched) and status class 1xx..5xx */
     uint64_t *http_counts; /* (er_nroutes + 1) * 5 */
+    /* the queue sampler of /metrics (metrics.c) */
+    struct event *sample_ev;
+    bool sampling;          /* a sample is in flight */
+    int64_t sample_started; /* monotonic ms */
+    int64_t sample_next;    /* monotonic ms: the next sample may start */
+    int64_t sample_ms;      /* how long the last one took */
 };
 
 /* ---- request contexts (http.c) ---- */
@@ -194,6 +200,9 @@ long er_http_pct_decode(const char *src, size_t n, bool plus_space, char *dst, s
 void er_route_healthz(er_hctx *c);
 void er_route_readyz(er_hctx *c);
 void er_route_metrics(er_hctx *c);
+/* The sampler's timer (every 250 ms): starts a sample of the store's
+ * queues when one is due and this node is the maintenance leader. */
+void er_metrics_sample_tick(er_server *s);
 
 void er_route_enqueue(er_hctx *c);
 void er_route_fetch(er_hctx *c);

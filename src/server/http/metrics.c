@@ -2,15 +2,23 @@
  *
  * Health probes and /metrics. /healthz says the process answers; /readyz
  * says the engine is ready and the listener still accepts. /metrics renders
- * the engine's counters and the server's own request counters in the
- * Prometheus text format 0.0.4; it reads counters only, never the store.
+ * the engine's counters, the per-queue metrics (engine/qmetrics.h) and the
+ * server's own request counters in the Prometheus text format 0.0.4. It
+ * never reads the store: the per-queue gauges come from a sample the
+ * sampler below takes in the background on the store's reader, at most 5 %
+ * of the time (every 20 times as long as a sample took, every second at
+ * most), and only on the maintenance leader, so nodes sharing a store do
+ * not all report the same backlog.
  */
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <inttypes.h>
 
 #include "core/http_outcome.h"
+#include "engine/qmetrics.h"
 #include "server/http/http_internal.h"
+#include "util/buf.h"
+#include "util/log.h"
 
 void er_route_healthz(er_hctx *c)
 {
@@ -66,6 +74,181 @@ static void metric(struct evbuffer *b, const char *name, const char *type, const
                         name, v);
 }
 
+/* ---- the sampler ---- */
+
+#define SAMPLE_MIN_MS 1000
+#define SAMPLE_MAX_MS 60000
+#define SAMPLE_DUTY 20 /* the wait between samples, in sample durations */
+
+static void sample_done(er_req *r)
+{
+    er_server *s = r->arg;
+    int64_t mono = er_mono_ms(), took = mono - s->sample_started;
+    er_qmetrics *m = er_engine_qmetrics(s->engine);
+    if (r->rc == 0) {
+        er_qm_lock(m);
+        er_qm_sample(m, r->queue_infos, r->nqueue_infos, er_now_ms());
+        er_qm_unlock(m);
+    } else if (r->rc != ER_EUNAVAIL) {
+        ER_LOG(ER_LOG_WARN, NULL, "metrics: sampling the queues failed: %s", r->err.message);
+    }
+    int64_t wait = took * SAMPLE_DUTY;
+    s->sample_next = mono + (wait < SAMPLE_MIN_MS ? SAMPLE_MIN_MS
+                             : wait > SAMPLE_MAX_MS ? SAMPLE_MAX_MS
+                                                    : wait);
+    s->sample_ms = took;
+    s->sampling = false;
+    er_req_free(r);
+}
+
+void er_metrics_sample_tick(er_server *s)
+{
+    if (s->sampling || !s->accepting)
+        return;
+    er_engine_stats st;
+    er_engine_get_stats(s->engine, &st);
+    er_qmetrics *m = er_engine_qmetrics(s->engine);
+    if (!st.maintenance_leader) {
+        er_qm_lock(m);
+        er_qm_unsample(m);
+        er_qm_unlock(m);
+        return;
+    }
+    int64_t mono = er_mono_ms();
+    if (mono < s->sample_next)
+        return;
+    er_req *r = er_req_new(ER_REQ_LIST_QUEUES);
+    if (!r)
+        return;
+    r->done = sample_done;
+    r->arg = s;
+    s->sampling = true;
+    s->sample_started = mono;
+    er_engine_submit(s->engine, r);
+}
+
+/* ---- rendering ---- */
+
+static void family(er_buf *b, const char *name, const char *type, const char *help)
+{
+    er_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void hist_lines(er_buf *b, const char *name, const char *labels, const er_qm_hist *h,
+                       const double *bounds)
+{
+    uint64_t cum = 0;
+    for (int i = 0; i < ER_QM_NBUCKETS; i++) {
+        cum += h->buckets[i];
+        er_buf_addf(b, "%s_bucket{%s%sle=\"%g\"} %" PRIu64 "\n", name, labels,
+                    *labels ? "," : "", bounds[i], cum);
+    }
+    er_buf_addf(b, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, *labels ? "," : "",
+                h->count);
+    if (*labels)
+        er_buf_addf(b, "%s_sum{%s} %.6f\n%s_count{%s} %" PRIu64 "\n", name, labels, h->sum, name,
+                    labels, h->count);
+    else
+        er_buf_addf(b, "%s_sum %.6f\n%s_count %" PRIu64 "\n", name, h->sum, name, h->count);
+}
+
+static const struct {
+    er_qm_counter c;
+    const char *name, *reason, *help;
+} qcounters[] = {
+    {ER_QM_ENQUEUED, "errand_jobs_enqueued_total", NULL, "Jobs enqueued (duplicates not counted)."},
+    {ER_QM_FETCHED, "errand_jobs_fetched_total", NULL, "Jobs leased to workers."},
+    {ER_QM_COMPLETED, "errand_jobs_completed_total", NULL, "Jobs completed."},
+    {ER_QM_FAILED, "errand_jobs_failed_total", NULL, "Failure reports of jobs."},
+    {ER_QM_RETRIED, "errand_jobs_retried_total", NULL,
+     "Failures that scheduled their job to run again."},
+    {ER_QM_DEAD_PERMANENT, "errand_jobs_dead_total", "permanent",
+     "Jobs sent to the dead letters, by reason."},
+    {ER_QM_DEAD_EXHAUSTED, "errand_jobs_dead_total", "attempts_exhausted", NULL},
+    {ER_QM_DEAD_STALLED, "errand_jobs_dead_total", "stalled", NULL},
+    {ER_QM_DEAD_MAX_STARTED, "errand_jobs_dead_total", "max_started", NULL},
+    {ER_QM_LEASE_EXPIRED, "errand_jobs_lease_expired_total", NULL,
+     "Expired leases the reaper handled (back to waiting, or dead)."},
+    {ER_QM_STALLED, "errand_jobs_stalled_total", NULL,
+     "Jobs whose lease expired and that went back to waiting."},
+};
+
+static const char *const state_label[6] = {"scheduled", "waiting", "active", "completed",
+                                           "dead", "cancelled"};
+
+/* The per-queue families, each over every slot. Locked. */
+static void queue_metrics(er_buf *b, er_qmetrics *m, int64_t now)
+{
+    size_t n = er_qm_count(m);
+    for (size_t k = 0; k < sizeof qcounters / sizeof qcounters[0]; k++) {
+        if (qcounters[k].help)
+            family(b, qcounters[k].name, "counter", qcounters[k].help);
+        for (size_t i = 0; i < n; i++) {
+            const er_qm_queue *q = er_qm_at(m, i);
+            if (qcounters[k].reason)
+                er_buf_addf(b, "%s{queue=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
+                            qcounters[k].name, q->name, qcounters[k].reason, q->c[qcounters[k].c]);
+            else
+                er_buf_addf(b, "%s{queue=\"%s\"} %" PRIu64 "\n", qcounters[k].name, q->name,
+                            q->c[qcounters[k].c]);
+        }
+    }
+    static const char *const hname[ER_QM_NHISTS] = {"errand_job_wait_seconds",
+                                                    "errand_job_run_seconds"};
+    static const char *const hhelp[ER_QM_NHISTS] = {
+        "Time from a job's run_at to its lease, seconds.",
+        "Time from a job's lease to its completion, seconds."};
+    for (int h = 0; h < ER_QM_NHISTS; h++) {
+        family(b, hname[h], "histogram", hhelp[h]);
+        for (size_t i = 0; i < n; i++) {
+            const er_qm_queue *q = er_qm_at(m, i);
+            char labels[ER_NAME_MAX + 16];
+            snprintf(labels, sizeof labels, "queue=\"%s\"", q->name);
+            hist_lines(b, hname[h], labels, &q->h[h], er_qm_bucket_bounds);
+        }
+    }
+    int64_t at = er_qm_sampled_at(m);
+    if (at == 0)
+        return; /* not the leader, or no sample yet */
+    family(b, "errand_queue_stats_age_seconds", "gauge",
+           "Age of the sample the errand_queue_* gauges show.");
+    er_buf_addf(b, "errand_queue_stats_age_seconds %.3f\n", (double)(now - at) / 1000.0);
+    family(b, "errand_queue_jobs", "gauge", "Jobs stored, by queue and state.");
+    for (size_t i = 0; i < n; i++) {
+        const er_qm_queue *q = er_qm_at(m, i);
+        for (int st = 0; st < 6; st++)
+            er_buf_addf(b, "errand_queue_jobs{queue=\"%s\",state=\"%s\"} %" PRId64 "\n",
+                        q->name, state_label[st], q->counts[st]);
+    }
+    family(b, "errand_queue_oldest_waiting_age_seconds", "gauge",
+           "Age of the oldest waiting job (since its run_at); 0 when none waits.");
+    for (size_t i = 0; i < n; i++) {
+        const er_qm_queue *q = er_qm_at(m, i);
+        double age = q->oldest_waiting_ms > 0 && now > q->oldest_waiting_ms
+                         ? (double)(now - q->oldest_waiting_ms) / 1000.0
+                         : 0.0;
+        er_buf_addf(b, "errand_queue_oldest_waiting_age_seconds{queue=\"%s\"} %.3f\n", q->name,
+                    age);
+    }
+    family(b, "errand_queue_dead_letters", "gauge", "Dead letters kept, by queue.");
+    for (size_t i = 0; i < n; i++) {
+        const er_qm_queue *q = er_qm_at(m, i);
+        er_buf_addf(b, "errand_queue_dead_letters{queue=\"%s\"} %" PRId64 "\n", q->name,
+                    q->counts[ER_STATE_DEAD]);
+    }
+}
+
+static void store_metrics(er_buf *b, er_qmetrics *m)
+{
+    er_qm_store *ss = er_qm_store_stats(m);
+    family(b, "errand_store_commit_seconds", "histogram",
+           "Time a store commit (its fsync) took, seconds.");
+    hist_lines(b, "errand_store_commit_seconds", "", &ss->commit, er_qm_bucket_bounds);
+    family(b, "errand_store_commit_batch_size", "histogram",
+           "Requests one store transaction answered (group commit).");
+    hist_lines(b, "errand_store_commit_batch_size", "", &ss->batch, er_qm_batch_bounds);
+}
+
 void er_route_metrics(er_hctx *c)
 {
     er_server *s = c->s;
@@ -82,17 +265,26 @@ void er_route_metrics(er_hctx *c)
            st.commit_requests);
     metric(b, "errand_commit_failures_total", "counter", "Group commits that failed.",
            st.commit_failures);
-    metric(b, "errand_jobs_enqueued_total", "counter", "Jobs enqueued.", st.enqueued);
-    metric(b, "errand_jobs_fetched_total", "counter", "Jobs leased to workers.", st.fetched);
-    metric(b, "errand_jobs_completed_total", "counter", "Jobs completed.", st.completed);
-    metric(b, "errand_jobs_failed_total", "counter", "Job failures reported by workers.",
-           st.failed);
     metric(b, "errand_jobs_released_total", "counter", "Jobs released by workers.", st.released);
     metric(b, "errand_jobs_promoted_total", "counter", "Scheduled jobs that became waiting.",
            st.promoted);
     metric(b, "errand_jobs_reaped_total", "counter", "Expired leases reaped (stalled jobs).",
            st.reaped);
-    metric(b, "errand_jobs_dead_total", "counter", "Jobs a failure report sent to the dead letters.", st.dead);
+    er_qmetrics *m = er_engine_qmetrics(s->engine);
+    er_buf qb;
+    er_buf_init(&qb, (size_t)1 << 30);
+    er_qm_lock(m);
+    queue_metrics(&qb, m, er_now_ms());
+    store_metrics(&qb, m);
+    er_qm_unlock(m);
+    if (qb.err) {
+        er_buf_fini(&qb);
+        evbuffer_drain(b, evbuffer_get_length(b));
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    evbuffer_add(b, qb.data, qb.len);
+    er_buf_fini(&qb);
     metric(b, "errand_fetches_parked_total", "counter", "Fetches that long-polled for jobs.",
            st.parked_fetches);
     metric(b, "errand_fetches_waiting", "gauge", "Long-poll fetches waiting for jobs now.",

@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: MIT
+#
+# /metrics after a known sequence of operations (docs/metrics.md): every
+# per-queue counter, histogram and gauge has its expected value, read from a
+# parsed scrape (not a loose grep); `promtool check metrics` accepts it; the
+# labelled queues are bounded by --metrics-max-queues, the rest summed under
+# queue="_other"; the server logs each lease expiry and each job that goes
+# dead, with the reason; --log-format text writes key=value lines.
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, clean_env, errand_bin, wait_until  # noqa: E402
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(text):
+    """{(name, frozenset(labels)): value} and {family: type}; fails on a bad line."""
+    samples, types = {}, {}
+    for ln in text.splitlines():
+        if not ln:
+            continue
+        if ln.startswith("# TYPE "):
+            _, _, fam, typ = ln.split(" ", 3)
+            types[fam] = typ
+            continue
+        if ln.startswith("#"):
+            continue
+        m = LINE.match(ln)
+        if not m:
+            raise AssertionError("not a sample line: %r" % ln)
+        labels = frozenset(LABEL.findall(m.group(3) or ""))
+        key = (m.group(1), labels)
+        if key in samples:
+            raise AssertionError("duplicate series: %r" % ln)
+        samples[key] = float(m.group(4))
+    return samples, types
+
+
+def value(samples, name, **labels):
+    key = (name, frozenset(labels.items()))
+    if key not in samples:
+        raise AssertionError("no series %s%r" % (name, labels))
+    return samples[key]
+
+
+class MetricsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server(args=["--maintenance-interval", "20ms"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+
+    def scrape(self):
+        st, body, _ = self.s.get("/metrics", timeout=10)
+        self.assertEqual(st, 200)
+        return body
+
+    def fetch_one(self, q, **kw):
+        jobs = self.s.fetch_jobs([q], **kw)
+        self.assertEqual(len(jobs), 1, jobs)
+        return jobs[0]
+
+    def test_known_sequence(self):
+        s, q = self.s, "metrics-seq"
+        st, b, _ = s.put_queue(q, {"max_stalled": 0, "max_started": 1})
+        self.assertEqual(st, 200, b)
+        for i, extra in enumerate([{}, {"max_attempts": 2, "backoff": {"type": "fixed", "delay_ms": 3600000}},
+                                    {}, {}, {}]):
+            job = {"name": "n", "id": "m%d" % i, **extra}
+            st, b, _ = s.enqueue(q, job)
+            self.assertEqual(st, 201, b)
+        mark = s.log_mark()
+        # m0: complete
+        j = self.fetch_one(q)
+        self.assertEqual(j["id"], "m0")
+        self.assertEqual(s.complete(j["id"], j["lease_token"], {"ok": 1})[0], 200)
+        # m1: a transient failure, retried (max_attempts 2)
+        j = self.fetch_one(q)
+        self.assertEqual(s.fail(j["id"], j["lease_token"],
+                                {"class": "transient", "message": "t"})[0], 200)
+        # m2: a permanent failure, dead
+        j = self.fetch_one(q)
+        self.assertEqual(s.fail(j["id"], j["lease_token"],
+                                {"class": "permanent", "message": "p"})[0], 200)
+        # m3: retry_later with max_started 1, dead
+        j = self.fetch_one(q)
+        self.assertEqual(s.fail(j["id"], j["lease_token"],
+                                {"class": "retry_later", "message": "r", "delay_ms": 0})[0], 200)
+        # m4: its lease expires with max_stalled 0: dead by stalling
+        j = self.fetch_one(q, lease_ms=1000)
+        self.assertEqual(j["id"], "m4")
+        wait_until(lambda: (s.job("m4") or {}).get("state") == "dead", timeout=10,
+                   what="m4 dead by stalling")
+        # redrive m2: a copy is enqueued
+        st, b, _ = s.post("/v1/dead/m2/redrive", {})
+        self.assertIn(st, (200, 201), b)
+
+        last = []
+
+        def sampled():
+            text = self.scrape()
+            last[:] = [ln for ln in text.splitlines() if q in ln and "errand_queue_" in ln]
+            smp, _ = parse(text)
+            key = ("errand_queue_jobs", frozenset({"queue": q, "state": "waiting"}.items()))
+            return smp if smp.get(key) == 1.0 and value(
+                smp, "errand_queue_dead_letters", queue=q) == 3.0 else None
+        smp = wait_until(sampled, timeout=60, interval=0.2)
+        self.assertIsNotNone(smp, "no sample after the sequence; the last gauges: %r" % last)
+        want = {
+            "errand_jobs_enqueued_total": 6,  # 5 and the redriven copy
+            "errand_jobs_fetched_total": 5,
+            "errand_jobs_completed_total": 1,
+            "errand_jobs_failed_total": 3,
+            "errand_jobs_retried_total": 1,
+            "errand_jobs_lease_expired_total": 1,
+            "errand_jobs_stalled_total": 0,
+        }
+        for name, v in want.items():
+            self.assertEqual(value(smp, name, queue=q), v, name)
+        for reason, v in [("permanent", 1), ("attempts_exhausted", 0), ("stalled", 1),
+                          ("max_started", 1)]:
+            self.assertEqual(value(smp, "errand_jobs_dead_total", queue=q, reason=reason), v,
+                             reason)
+        # m1 is scheduled for its retry; the redriven copy waits; m0 completed
+        for state, v in [("scheduled", 1), ("waiting", 1), ("active", 0), ("completed", 1),
+                         ("dead", 3), ("cancelled", 0)]:
+            self.assertEqual(value(smp, "errand_queue_jobs", queue=q, state=state), v, state)
+        self.assertGreater(value(smp, "errand_queue_oldest_waiting_age_seconds", queue=q), 0)
+        self.assertEqual(value(smp, "errand_job_wait_seconds_count", queue=q), 5)
+        self.assertEqual(value(smp, "errand_job_run_seconds_count", queue=q), 1)
+        self.assertEqual(value(smp, "errand_job_run_seconds_bucket", queue=q, le="+Inf"), 1)
+        self.assertGreater(value(smp, "errand_store_commit_seconds_count"), 0)
+        # the logs tell the story of m4 and of each dead job, with the reason
+        recs = s.log_records(mark)
+        expired = [r for r in recs if r.get("job_id") == "m4"]
+        self.assertTrue(any("lease expired" in r["msg"] and r.get("queue") == q and
+                            r.get("attempt") == 1 for r in expired), expired)
+        dead = {r["job_id"]: r["msg"] for r in recs if r.get("msg", "").startswith("job dead")}
+        self.assertIn("permanent", dead.get("m2", ""))
+        self.assertIn("max_started", dead.get("m3", ""))
+        self.assertIn("max_stalled", dead.get("m4", ""))
+        self.assertNotIn("m1", dead)
+
+    def test_histogram_buckets_are_cumulative(self):
+        smp, types = parse(self.scrape())
+        self.assertEqual(types.get("errand_job_wait_seconds"), "histogram")
+        for (name, labels), v in smp.items():
+            if name != "errand_job_wait_seconds_bucket":
+                continue
+            d = dict(labels)
+            if d["le"] == "+Inf":
+                continue
+            inf = value(smp, name, queue=d["queue"], le="+Inf")
+            self.assertLessEqual(v, inf, d)
+
+    def test_promtool_accepts_the_scrape(self):
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool (Debian package prometheus) is needed")
+        out = subprocess.run([promtool, "check", "metrics"], input=self.scrape(),
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+
+class BoundTest(unittest.TestCase):
+    def test_queues_past_the_bound_are_summed_under_other(self):
+        with Server(args=["--metrics-max-queues", "2"]) as s:
+            for q in ["b1", "b2", "b3", "b4"]:
+                self.assertEqual(s.enqueue(q, {"name": "x"})[0], 201)
+            smp, _ = parse(s.get("/metrics")[1])
+            queues = {dict(l).get("queue") for (n, l) in smp
+                      if n == "errand_jobs_enqueued_total"}
+            self.assertEqual(queues, {"b1", "b2", "_other"})
+            self.assertEqual(value(smp, "errand_jobs_enqueued_total", queue="_other"), 2)
+
+            def gauges():
+                smp, _ = parse(s.get("/metrics")[1])
+                k = ("errand_queue_jobs", frozenset({"queue": "_other", "state": "waiting"}.items()))
+                return smp if smp.get(k) == 2.0 else None
+            smp = wait_until(gauges, timeout=60, interval=0.2, what="the _other gauge")
+            self.assertEqual(value(smp, "errand_queue_jobs", queue="b1", state="waiting"), 1)
+
+    def test_bad_bound_is_refused(self):
+        for v in ["0", "100001", "x"]:
+            with self.subTest(v=v):
+                s = Server(args=["--metrics-max-queues", v])
+                with self.assertRaises(Exception):
+                    s.start()
+                s.cleanup()
+
+
+class TextLogTest(unittest.TestCase):
+    def test_text_format(self):
+        tmp = tempfile.mkdtemp(prefix="errand-textlog-")
+        proc = subprocess.Popen([errand_bin(), "serve", "--listen", "127.0.0.1:0", "--store",
+                                 "sqlite:" + os.path.join(tmp, "e.db"), "--log-format", "text"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, env=clean_env(), text=True)
+        try:
+            first = proc.stderr.readline()
+            self.assertRegex(first, r'^\d{4}-\d\d-\d\dT\S+Z INFO +listening '
+                                    r'listen="127\.0\.0\.1:\d+"$')
+            started = proc.stderr.readline()  # signals are handled from here on
+            self.assertIn("INFO  errand started store=", started)
+        finally:
+            proc.terminate()
+            rest = proc.stderr.read()
+            proc.wait(timeout=10)
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertFalse(any(ln.startswith("{") for ln in rest.splitlines()), rest)
+        self.assertIn("INFO  stopped", rest)
+
+
+if __name__ == "__main__":
+    unittest.main()
