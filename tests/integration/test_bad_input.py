@@ -542,6 +542,12 @@ CASES = [
     ("unknown_route_root", "GET", "/", {}, 404, "not_found", None),
     ("unknown_route_extra_segment", "GET", "/v1/jobs/waiting-1/extra", {}, 404, "not_found", None),
     ("queues_wrong_method_post", "POST", "/v1/queues", {"body": {}}, 405, None, None),
+    ("queues_bad_history", "GET", "/v1/queues?history=2", {}, 400, "invalid_argument", "history"),
+    ("queues_unknown_param", "GET", "/v1/queues?limit=5", {}, 400, "invalid_argument", "limit"),
+    ("queue_bad_history", "GET", "/v1/queues/" + FIX_Q + "?history=yes", {}, 400,
+     "invalid_argument", "history"),
+    ("queue_history_bad_encoding", "GET", "/v1/queues/" + FIX_Q + "?history=%zz", {}, 400,
+     "invalid_argument", "history"),
     ("fetch_wrong_method_delete", "DELETE", "/v1/fetch", {}, 405, None, None),
     ("healthz_wrong_method_post", "POST", "/healthz", {"body": {}}, 405, None, None),
 ]

@@ -17,7 +17,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, clean_env, errand_bin, wait_until  # noqa: E402
+from harness import (PG_SKIP, PG_SKIP_WHY, PgNodes, Server, clean_env, errand_bin,  # noqa: E402
+                     run_errand, wait_until)
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -76,8 +77,8 @@ class MetricsTest(unittest.TestCase):
         s, q = self.s, "metrics-seq"
         st, b, _ = s.put_queue(q, {"max_stalled": 0, "max_started": 1})
         self.assertEqual(st, 200, b)
-        for i, extra in enumerate([{}, {"max_attempts": 2, "backoff": {"type": "fixed", "delay_ms": 3600000}},
-                                    {}, {}, {}]):
+        retry_late = {"max_attempts": 2, "backoff": {"type": "fixed", "delay_ms": 3600000}}
+        for i, extra in enumerate([{}, retry_late, {}, {}, {}]):
             job = {"name": "n", "id": "m%d" % i, **extra}
             st, b, _ = s.enqueue(q, job)
             self.assertEqual(st, 201, b)
@@ -153,6 +154,26 @@ class MetricsTest(unittest.TestCase):
         self.assertIn("max_stalled", dead.get("m4", ""))
         self.assertNotIn("m1", dead)
 
+    def test_queue_history(self):
+        s, q = self.s, "metrics-hist"
+        self.assertEqual(s.enqueue(q, {"name": "x"})[0], 201)
+
+        def got():
+            st, b, _ = s.get("/v1/queues/%s?history=1" % q)
+            self.assertEqual(st, 200, b)
+            h = b["queue"]["history"]
+            return h if h["waiting"][-1] == 1 else None
+        h = wait_until(got, timeout=60, interval=0.2, what="a history sample with the job")
+        self.assertEqual(h["interval_ms"], 30000)
+        self.assertEqual(len(h["waiting"]), 120)
+        self.assertIsNotNone(h["until"])
+        st, b, _ = s.get("/v1/queues?history=true")
+        self.assertEqual(st, 200)
+        row = [x for x in b["queues"] if x["name"] == q][0]
+        self.assertEqual(row["history"]["waiting"][-1], 1)
+        st, b, _ = s.get("/v1/queues")
+        self.assertNotIn("history", b["queues"][0])
+
     def test_histogram_buckets_are_cumulative(self):
         smp, types = parse(self.scrape())
         self.assertEqual(types.get("errand_job_wait_seconds"), "histogram")
@@ -191,13 +212,48 @@ class BoundTest(unittest.TestCase):
             smp = wait_until(gauges, timeout=60, interval=0.2, what="the _other gauge")
             self.assertEqual(value(smp, "errand_queue_jobs", queue="b1", state="waiting"), 1)
 
-    def test_bad_bound_is_refused(self):
-        for v in ["0", "100001", "x"]:
-            with self.subTest(v=v):
-                s = Server(args=["--metrics-max-queues", v])
-                with self.assertRaises(Exception):
-                    s.start()
-                s.cleanup()
+    def test_bad_settings_are_refused_naming_them(self):
+        for flag, v in [("metrics-max-queues", "0"), ("metrics-max-queues", "100001"),
+                        ("metrics-max-queues", "x"), ("log-format", "xml")]:
+            with self.subTest(flag=flag, v=v), tempfile.TemporaryDirectory() as d:
+                rc, _, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                         "sqlite:%s/e.db" % d, "--" + flag, v])
+                self.assertIsNotNone(rc, "server started with --%s %s" % (flag, v))
+                self.assertNotEqual(rc, 0)
+                self.assertIn(flag, err)
+
+
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class PgLeaderGaugesTest(PgNodes, unittest.TestCase):
+    """Two nodes on one PostgreSQL schema: only the maintenance leader serves
+    the queue gauges, so the backlog is not reported twice; counters are per
+    node and add up."""
+    SCHEMA_PREFIX = "met_"
+
+    def test_only_the_leader_reports_queue_gauges(self):
+        a, b = self.servers
+        self.assertEqual(a.enqueue("pgm", {"name": "x"})[0], 201)
+        self.assertEqual(b.enqueue("pgm", {"name": "x"})[0], 201)
+
+        def split():
+            got = []
+            for s in (a, b):
+                smp, _ = parse(s.get("/metrics")[1])
+                leader = value(smp, "errand_maintenance_leader")
+                k = ("errand_queue_jobs", frozenset({"queue": "pgm", "state": "waiting"}.items()))
+                got.append((leader, smp.get(k), smp))
+            leaders = [g for g in got if g[0] == 1.0]
+            others = [g for g in got if g[0] == 0.0]
+            if len(leaders) == 1 and len(others) == 1 and leaders[0][1] == 2.0 and \
+                    others[0][1] is None:
+                return got
+            return None
+        got = wait_until(split, timeout=60, interval=0.25,
+                         what="one leader reporting 2 waiting, the other no queue gauges")
+        follower = [g[2] for g in got if g[0] == 0.0][0]
+        self.assertFalse(any(n.startswith("errand_queue_") for (n, _) in follower))
+        total = sum(value(g[2], "errand_jobs_enqueued_total", queue="pgm") for g in got)
+        self.assertEqual(total, 2)
 
 
 class TextLogTest(unittest.TestCase):

@@ -177,7 +177,7 @@ static const char *const state_label[6] = {"scheduled", "waiting", "active", "co
                                            "dead", "cancelled"};
 
 /* The per-queue families, each over every slot. Locked. */
-static void queue_metrics(er_buf *b, er_qmetrics *m, int64_t now)
+static void queue_metrics(er_buf *b, er_qmetrics *m, int64_t now, int64_t sample_ms)
 {
     size_t n = er_qm_count(m);
     for (size_t k = 0; k < sizeof qcounters / sizeof qcounters[0]; k++) {
@@ -213,6 +213,9 @@ static void queue_metrics(er_buf *b, er_qmetrics *m, int64_t now)
     family(b, "errand_queue_stats_age_seconds", "gauge",
            "Age of the sample the errand_queue_* gauges show.");
     er_buf_addf(b, "errand_queue_stats_age_seconds %.3f\n", (double)(now - at) / 1000.0);
+    family(b, "errand_queue_stats_duration_seconds", "gauge",
+           "How long the store took to answer the last sample.");
+    er_buf_addf(b, "errand_queue_stats_duration_seconds %.3f\n", (double)sample_ms / 1000.0);
     family(b, "errand_queue_jobs", "gauge", "Jobs stored, by queue and state.");
     for (size_t i = 0; i < n; i++) {
         const er_qm_queue *q = er_qm_at(m, i);
@@ -274,7 +277,7 @@ void er_route_metrics(er_hctx *c)
     er_buf qb;
     er_buf_init(&qb, (size_t)1 << 30);
     er_qm_lock(m);
-    queue_metrics(&qb, m, er_now_ms());
+    queue_metrics(&qb, m, er_now_ms(), s->sample_ms);
     store_metrics(&qb, m);
     er_qm_unlock(m);
     if (qb.err) {

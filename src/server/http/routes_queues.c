@@ -11,6 +11,7 @@
 
 #include "core/job.h"
 #include "core/queue.h"
+#include "engine/qmetrics.h"
 #include "server/http/http_internal.h"
 #include "server/http/job_json.h"
 #include "server/http/queue_json.h"
@@ -57,6 +58,72 @@ static json_t *queue_info_json(const er_queue_info *q, int64_t now)
         er_http_settings_json(&q->settings));
 }
 
+/* {"interval_ms", "until", "waiting": [...]}: the waiting jobs of the
+ * last hour's samples, oldest first, null where this node took none. */
+static json_t *history_json(er_qmetrics *m, const char *queue)
+{
+    er_qm_lock(m);
+    int64_t at = 0;
+    int head = er_qm_history_head(m, &at);
+    const er_qm_queue *q = er_qm_find(m, queue);
+    json_t *arr = json_array();
+    for (int k = 1; arr && k <= ER_QM_HISTORY; k++) {
+        int64_t v = q && head >= 0 ? q->hist_waiting[(head + k) % ER_QM_HISTORY] : -1;
+        json_array_append_new(arr, v >= 0 ? json_integer((json_int_t)v) : json_null());
+    }
+    er_qm_unlock(m);
+    json_t *until = json_null();
+    if (at > 0) {
+        char t[32];
+        er_time_format(at, t);
+        until = json_string(t);
+    }
+    return json_pack("{s:I,s:o,s:o}", "interval_ms", (json_int_t)ER_QM_HISTORY_MS, "until", until,
+                     "waiting", arr);
+}
+
+/* A queue's object, with its history when the request asked (flags). */
+static json_t *queue_json(er_hctx *c, const er_queue_info *q, int64_t now)
+{
+    json_t *o = queue_info_json(q, now);
+    if (o && c->flags)
+        json_object_set_new(o, "history", history_json(er_engine_qmetrics(c->s->engine), q->name));
+    return o;
+}
+
+typedef struct history_arg {
+    er_hctx *c;
+    er_error *err;
+} history_arg;
+
+static int history_param(void *arg, const char *k, const char *v)
+{
+    history_arg *h = arg;
+    if (strcmp(k, "history") != 0)
+        return er_query_unknown(k, h->err);
+    if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0)
+        h->c->flags = 1;
+    else if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
+        h->c->flags = 0;
+    else
+        return er_error_set(h->err, ER_EINVAL, "history", "history must be 1, 0, true or false");
+    return 0;
+}
+
+/* Reads ?history=1|0 into c->flags; replies with the error and returns < 0
+ * on another parameter or value. */
+static int read_history(er_hctx *c)
+{
+    er_error err = {0};
+    history_arg h = {c, &err};
+    c->flags = 0;
+    if (er_query_foreach(c->query, history_param, &h, &err) != 0) {
+        er_http_reply_error(c, &err);
+        return -1;
+    }
+    return 0;
+}
+
 static void finish_list_queues(er_hctx *c, er_req *r)
 {
     if (r->rc) {
@@ -67,7 +134,7 @@ static void finish_list_queues(er_hctx *c, er_req *r)
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < r->nqueue_infos; i++) {
         const er_queue_info *q = &r->queue_infos[i];
-        json_t *o = queue_info_json(q, now);
+        json_t *o = queue_json(c, q, now);
         if (json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             arr = NULL;
@@ -78,6 +145,8 @@ static void finish_list_queues(er_hctx *c, er_req *r)
 
 void er_route_list_queues(er_hctx *c)
 {
+    if (read_history(c) < 0)
+        return;
     er_req *r = new_req(c, ER_REQ_LIST_QUEUES);
     if (r)
         er_http_submit(c, r, finish_list_queues);
@@ -95,17 +164,19 @@ static void finish_get_queue(er_hctx *c, er_req *r)
     for (size_t i = 0; i < r->nqueue_infos; i++) {
         const er_queue_info *q = &r->queue_infos[i];
         if (strcmp(q->name, c->param) == 0) {
-            er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_info_json(q, now)));
+            er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_json(c, q, now)));
             return;
         }
     }
     er_queue_info unknown = {.name = c->param};
     er_queue_settings_default(&unknown.settings);
-    er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_info_json(&unknown, now)));
+    er_http_reply_json(c, 200, json_pack("{s:o}", "queue", queue_json(c, &unknown, now)));
 }
 
 void er_route_get_queue(er_hctx *c)
 {
+    if (read_history(c) < 0)
+        return;
     er_req *r = new_req(c, ER_REQ_LIST_QUEUES);
     if (r)
         er_http_submit(c, r, finish_get_queue);
