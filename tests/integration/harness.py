@@ -47,8 +47,8 @@ def record_response(method, path, data, status, headers, payload):
     def text(b):
         return None if b is None or len(b) > RECORD_MAX else b.decode("utf-8", "replace")
     line = json.dumps({"method": method, "path": path, "request": text(data),
-                       "status": status, "content_type": headers.get("content-type"),
-                       "body": text(payload), "body_len": len(payload)}) + "\n"
+                       "status": status, "headers": headers, "body": text(payload),
+                       "body_len": len(payload)}) + "\n"
     with _record_lock, open(RECORD, "a", encoding="utf-8") as f:
         f.write(line)
 
