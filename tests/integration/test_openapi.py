@@ -17,8 +17,10 @@
 #   response of Server.request), then every recorded response, and the
 #   responses of this file's own calls, is checked against its operation:
 #   a status the operation does not document fails, and so does a body
-#   that does not validate, a content type not documented, a request body
-#   or query parameter of a 2xx reply that the operation's schemas refuse.
+#   that does not validate, a content type or required header missing from
+#   the document, and a request body or query parameter of a 2xx reply
+#   that the operation's schemas refuse. Replies of the router itself (a
+#   "no such endpoint" 404, a 405, a framing 400) must have the error body.
 #   Every operation with a documented 2xx must have had a validated 2xx
 #   reply, unless NO_2XX_OK says why not.
 #
