@@ -35,6 +35,23 @@ PG_URL = os.environ.get("ERRAND_TEST_PG_URL", "")
 PG_SKIP = not PG_URL and os.environ.get("ERRAND_TEST_PG_SKIP") == "1"
 PG_SKIP_WHY = "ERRAND_TEST_PG_URL is not set and ERRAND_TEST_PG_SKIP=1"
 
+# ERRAND_TEST_RECORD=FILE appends every response Server.request() gets to FILE,
+# one JSON line each with its request (test_openapi.py validates them against
+# docs/openapi.yaml). Bodies over RECORD_MAX bytes are recorded as null.
+RECORD = os.environ.get("ERRAND_TEST_RECORD")
+RECORD_MAX = 4 << 20
+_record_lock = threading.Lock()
+
+
+def record_response(method, path, data, status, headers, payload):
+    def text(b):
+        return None if b is None or len(b) > RECORD_MAX else b.decode("utf-8", "replace")
+    line = json.dumps({"method": method, "path": path, "request": text(data),
+                       "status": status, "headers": headers, "body": text(payload),
+                       "body_len": len(payload)}) + "\n"
+    with _record_lock, open(RECORD, "a", encoding="utf-8") as f:
+        f.write(line)
+
 
 def errand_bin():
     """The errand binary: $ERRAND_BIN, else the newest build*/errand of the repo."""
@@ -395,6 +412,8 @@ class Server:
                 if attempt == 0 and retry and not fresh_used and not isinstance(e, socket.timeout):
                     continue
                 raise
+        if RECORD:
+            record_response(method, path, data, r.status, rh, payload)
         text = payload.decode("utf-8", "replace")
         parsed = text
         if text and (rh.get("content-type", "").startswith("application/json")
