@@ -40,6 +40,9 @@ static const er_setting serve_settings[] = {
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
     {"log-format", ER_SET_ENUM, "json", 0, 0, "json|text",
      "log lines on stderr: one JSON object each, or text for a terminal"},
+    {"otlp-endpoint", ER_SET_STRING, NULL, 0, 0, NULL,
+     "OpenTelemetry collector (http://HOST:4318) to send a span per job attempt to, over "
+     "OTLP/HTTP JSON; off when unset"},
     {"metrics-max-queues", ER_SET_INT, "1000", 1, 100000, NULL,
      "queues with their own queue label on /metrics; the others are summed under "
      "queue=\"_other\""},
@@ -332,6 +335,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
         .metrics_max_queues = (size_t)er_settings_get(&st, "metrics-max-queues")->num,
+        .otlp_endpoint = er_settings_get(&st, "otlp-endpoint")->text,
     };
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
         char shown[384];

@@ -107,12 +107,22 @@ int er_heartbeat_validate(const er_heartbeat_spec *sp, size_t progress_max, char
     return rc;
 }
 
-void er_ack_info_set(er_ack_info *info, const char *queue, int64_t started_at)
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+}
+
+void er_ack_info_set(er_ack_info *info, const char *queue, const char *name,
+                     const char *trace_id, int attempt, int64_t run_at, int64_t started_at)
 {
     if (!info)
         return;
-    size_t n = queue ? strnlen(queue, ER_NAME_MAX) : 0;
-    memcpy(info->queue, queue ? queue : "", n);
-    info->queue[n] = '\0';
+    copy_str(info->queue, sizeof info->queue, queue);
+    copy_str(info->name, sizeof info->name, name);
+    copy_str(info->trace_id, sizeof info->trace_id, trace_id);
+    info->attempt = attempt;
+    info->run_at = run_at;
     info->started_at = started_at;
 }

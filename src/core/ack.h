@@ -25,11 +25,16 @@ typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack
  * and logs. */
 typedef struct er_ack_info {
     char queue[ER_NAME_MAX + 1]; /* "" when not told */
-    int64_t started_at;          /* when the acknowledged attempt began; 0 when not told */
+    char name[ER_NAME_MAX + 1];
+    char trace_id[ER_ID_MAX + 1]; /* "" when the job has none */
+    int attempt;                  /* the acknowledged attempt's number */
+    int64_t run_at;               /* when that attempt became due */
+    int64_t started_at;           /* when it was leased; 0 when not told */
 } er_ack_info;
 
-/* Fills *info (NULL-safe) with a job's queue and attempt start. */
-void er_ack_info_set(er_ack_info *info, const char *queue, int64_t started_at);
+/* Fills *info (NULL-safe); NULL strings count as "". */
+void er_ack_info_set(er_ack_info *info, const char *queue, const char *name,
+                     const char *trace_id, int attempt, int64_t run_at, int64_t started_at);
 
 /* One acknowledgement (complete, fail or release) of an active job. */
 typedef struct er_ack {

@@ -8,6 +8,7 @@
  */
 #include "engine/dispatcher.h"
 #include "core/http_outcome.h"
+#include "core/trace.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -177,53 +178,6 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 
 /* ---- the request ---- */
 
-static bool is_hex(const char *s, size_t n)
-{
-    bool nonzero = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
-            return false;
-        nonzero |= c != '0';
-    }
-    return nonzero;
-}
-
-/* A W3C traceparent for the job: its trace id is 32 hex digits (not all
- * zero), or a whole traceparent of version 00; the parent id is derived
- * from the job id and attempt, so each attempt is its own span. False when
- * the trace id is neither. */
-static bool traceparent(const er_job *job, char out[64])
-{
-    const char *t = job->trace_id;
-    if (!t)
-        return false;
-    size_t n = strlen(t);
-    const char *trace = NULL, *flags = "01";
-    if (n == 32 && is_hex(t, 32)) {
-        trace = t;
-    } else if (n == 55 && memcmp(t, "00-", 3) == 0 && t[35] == '-' && t[52] == '-' &&
-               is_hex(t + 3, 32) && is_hex(t + 36, 16) &&
-               (is_hex(t + 53, 2) || memcmp(t + 53, "00", 2) == 0)) {
-        trace = t + 3;
-        flags = t + 53;
-    } else {
-        return false;
-    }
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = job->id; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    h = (h ^ (uint64_t)job->attempts) * 1099511628211ull;
-    if (h == 0)
-        h = 1;
-    char lower[33];
-    for (int i = 0; i < 32; i++)
-        lower[i] = (char)(trace[i] >= 'A' && trace[i] <= 'F' ? trace[i] + 32 : trace[i]);
-    lower[32] = '\0';
-    snprintf(out, 64, "00-%s-%016llx-%.2s", lower, (unsigned long long)h, flags);
-    return true;
-}
-
 static int add_header(struct curl_slist **l, const char *name, const char *value)
 {
     char line[ER_DISPATCH_HEADER_NAME_MAX + ER_DISPATCH_HEADER_VALUE_MAX + 300];
@@ -258,7 +212,7 @@ static int build_headers(delivery *dl)
     if (rc == 0)
         rc = add_header(&dl->headers, "X-Errand-Attempt", attempt);
     if (dl->cfg.trusted) {
-        if (rc == 0 && traceparent(job, tp))
+        if (rc == 0 && er_trace_header(job->trace_id, job->id, job->attempts, tp))
             rc = add_header(&dl->headers, "traceparent", tp);
         for (int i = 0; rc == 0 && i < dl->cfg.nheaders; i++)
             rc = add_header(&dl->headers, dl->cfg.headers[i].name, dl->cfg.headers[i].value);

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/notify.h"
+#include "engine/otlp.h"
 #include "engine/qmetrics.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -89,6 +90,7 @@ struct er_engine {
     er_notify *notify;    /* wake-ups from other nodes, when the store has them */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
     er_qmetrics *qm;
+    er_otlp *otlp;        /* NULL when no span export */
     char **dispatch_queues; /* loop thread: queues HTTP dispatch delivers */
     size_t ndispatch;
     void (*on_settings)(void *, const char *, const er_queue_settings *);
@@ -191,10 +193,16 @@ static bool maintenance_leader(worker *w)
 }
 
 /* One line per expired lease, and per job it sent to the dead letters. */
-static void log_reaped(const er_job_list *l, int64_t now)
+static void log_reaped(er_otlp *otlp, const er_job_list *l, int64_t now)
 {
     for (size_t i = 0; i < l->len; i++) {
         const er_job *j = &l->items[i];
+        if (otlp) {
+            er_ack_info info;
+            er_ack_info_set(&info, j->queue, j->name, j->trace_id, j->attempts, j->run_at,
+                            j->started_at);
+            er_otlp_attempt(otlp, j->id, &info, now, "lease_expired", true);
+        }
         char extra[700];
         snprintf(extra, sizeof extra,
                  "\"job_id\":\"%s\",\"queue\":\"%s\",\"name\":\"%s\",\"attempt\":%d,"
@@ -286,7 +294,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             atomic_fetch_add(&e->commit_requests, n);
             atomic_fetch_add(&e->promoted, (uint64_t)x->promoted);
             atomic_fetch_add(&e->reaped, (uint64_t)x->reaped);
-            log_reaped(&x->reaped_jobs, now);
+            log_reaped(e->otlp, &x->reaped_jobs, now);
             er_qm_count_reaped(e->qm, &x->reaped_jobs);
             er_qm_lock(e->qm);
             er_qm_store *ss = er_qm_store_stats(e->qm);
@@ -599,6 +607,10 @@ static void count_acks(er_engine *e, const er_req *r, int64_t now)
         e->released += a->kind == ER_ACK_RELEASE;
         if (!a->info.queue[0])
             continue; /* a release: the store does not say whose */
+        if (e->otlp)
+            er_otlp_attempt(e->otlp, a->id, &a->info, now,
+                            a->kind == ER_ACK_COMPLETE ? "completed" : dead ? "dead" : "retried",
+                            a->kind != ER_ACK_COMPLETE);
         er_qm_queue *q = er_qm_slot(e->qm, a->info.queue);
         if (a->kind == ER_ACK_COMPLETE) {
             q->c[ER_QM_COMPLETED]++;
@@ -756,6 +768,9 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
                           ER_QM_MAX_QUEUES_MAX);
         goto fail;
     }
+    e->cfg.otlp_endpoint = NULL;
+    if (cfg->otlp_endpoint && (rc = er_otlp_start(cfg->otlp_endpoint, &e->otlp, err)) < 0)
+        goto fail;
     e->store_url = strdup(rest);
     e->cfg.store_url = NULL;
     if (!e->store_url) {
@@ -860,6 +875,7 @@ void er_engine_free(er_engine *e)
     er_notify_stop(e->notify); /* it signals the writer: stopped first */
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
+    er_otlp_stop(e->otlp); /* after the writer: reaps may still add spans */
     if (e->ops && e->ops->release_idle)
         e->ops->release_idle();
     /* requests answered after the loop stopped are dropped */
@@ -901,4 +917,9 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
 er_qmetrics *er_engine_qmetrics(er_engine *e)
 {
     return e->qm;
+}
+
+er_otlp *er_engine_otlp(er_engine *e)
+{
+    return e->otlp;
 }

@@ -36,6 +36,7 @@ typedef struct er_engine_config {
     int64_t maintenance_ms;       /* timer period for promote/reap, default 50 */
     int64_t retention_ms;         /* retention period, default 10000 */
     size_t metrics_max_queues;    /* queues with their own metrics, default 1000 */
+    const char *otlp_endpoint;    /* export spans there (engine/otlp.h); NULL: none */
 } er_engine_config;
 /* store.dedup_window_ms is the dedup window of tombstones (store.h); 0 keeps
  * none. */
@@ -226,5 +227,7 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out);
 
 /* The per-queue metrics (engine/qmetrics.h); lives as long as the engine. */
 struct er_qmetrics *er_engine_qmetrics(er_engine *e);
+/* The span exporter (engine/otlp.h), NULL when none. */
+struct er_otlp *er_engine_otlp(er_engine *e);
 
 #endif

@@ -15,6 +15,7 @@
 #include <inttypes.h>
 
 #include "core/http_outcome.h"
+#include "engine/otlp.h"
 #include "engine/qmetrics.h"
 #include "server/http/http_internal.h"
 #include "util/buf.h"
@@ -273,6 +274,21 @@ void er_route_metrics(er_hctx *c)
            st.promoted);
     metric(b, "errand_jobs_reaped_total", "counter", "Expired leases reaped (stalled jobs).",
            st.reaped);
+    er_otlp *otlp = er_engine_otlp(s->engine);
+    if (otlp) {
+        er_otlp_stats os;
+        er_otlp_get_stats(otlp, &os);
+        metric(b, "errand_otlp_spans_exported_total", "counter",
+               "Spans the OpenTelemetry collector accepted.", os.exported);
+        evbuffer_add_printf(b, "# HELP errand_otlp_spans_dropped_total Spans lost: the queue "
+                               "was full, or their request failed.\n"
+                               "# TYPE errand_otlp_spans_dropped_total counter\n"
+                               "errand_otlp_spans_dropped_total{reason=\"queue_full\"} %" PRIu64
+                               "\nerrand_otlp_spans_dropped_total{reason=\"export_failed\"} %" PRIu64
+                               "\n", os.dropped_full, os.dropped_failed);
+        metric(b, "errand_otlp_export_failures_total", "counter",
+               "Span export requests that failed.", os.failures);
+    }
     er_qmetrics *m = er_engine_qmetrics(s->engine);
     er_buf qb;
     er_buf_init(&qb, (size_t)1 << 30);

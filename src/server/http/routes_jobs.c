@@ -6,11 +6,13 @@
  * submitted (a rejected request never reaches the engine) and formats the
  * engine's answer; the rules themselves live in src/core and the stores.
  */
+#include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/job.h"
+#include "core/trace.h"
 #include "server/http/http_internal.h"
 #include "server/http/job_json.h"
 #include "server/http/spec_json.h"
@@ -113,6 +115,24 @@ static void finish_enqueue_bulk(er_hctx *c, er_req *r)
 /* The common single-job request read straight from the body text; false
  * when the request needs the jansson path. Either way er_job_validate
  * judges the same spec. */
+/* A W3C traceparent header becomes the trace_id of the jobs that give
+ * none (core/trace.h). A malformed one is refused: 0, or < 0 with *err. */
+static int apply_traceparent(er_hctx *c, er_req *r, er_error *err)
+{
+    const char *tp =
+        evhttp_find_header(evhttp_request_get_input_headers(c->req), "traceparent");
+    if (!tp)
+        return 0;
+    if (!er_traceparent_ok(tp))
+        return er_error_set(err, ER_EINVAL, "traceparent",
+                            "traceparent must be 00-<32 hex>-<16 hex>-<2 hex> (W3C), lowercase, "
+                            "ids not all zero");
+    for (size_t i = 0; i < r->njobs; i++)
+        if (!r->jobs[i].trace_id && !(r->jobs[i].trace_id = strdup(tp)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    return 0;
+}
+
 static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
 {
     er_server *s = c->s;
@@ -142,6 +162,10 @@ static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
     }
     r->jobs[0] = job;
     r->njobs = 1;
+    if (apply_traceparent(c, r, &err) < 0) {
+        reject(c, r, NULL, &err);
+        return true;
+    }
     er_http_submit(c, r, finish_enqueue_one);
     return true;
 }
@@ -207,6 +231,8 @@ void er_route_enqueue(er_hctx *c)
             goto bad;
         r->njobs = 1;
     }
+    if (apply_traceparent(c, r, &err) < 0)
+        goto bad;
     json_decref(body);
     er_http_submit(c, r, bulk ? finish_enqueue_bulk : finish_enqueue_one);
     return;

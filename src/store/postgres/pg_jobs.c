@@ -227,7 +227,9 @@ int er_pg_complete(er_store *s, const char *id, const char *token, const char *r
     if (rc == 0) {
         rc = lease_result(r, id, err);
         if (rc == 0)
-            er_ack_info_set(info, PQgetvalue(r, 0, 2), er_pg_i64(r, 0, 3));
+            er_ack_info_set(info, PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3),
+                            PQgetisnull(r, 0, 4) ? NULL : PQgetvalue(r, 0, 4),
+                            (int)er_pg_i64(r, 0, 5), er_pg_i64(r, 0, 6), er_pg_i64(r, 0, 7));
         PQclear(r);
     }
     return er_pg_op_end(s, own, rc, err);
@@ -298,7 +300,8 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     if (rc == 0 && outcome)
         *outcome = o;
     if (rc == 0)
-        er_ack_info_set(info, job.queue, job.started_at);
+        er_ack_info_set(info, job.queue, job.name, job.trace_id, job.attempts, job.run_at,
+                        job.started_at);
 out:
     er_job_fini(&job);
     return rc;

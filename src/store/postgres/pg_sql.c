@@ -351,10 +351,11 @@ const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_mi
 /* A lease-checked update u (one row when it applied) reported with the
  * job's state before it (NULL when there is no such job), so one round
  * trip tells applied / stale / not found: columns applied, state. */
-/* LEASE_REPORT with the job's queue and attempt start (columns 2, 3). */
+/* LEASE_REPORT with what the ack finished (columns 2..7): queue, name,
+ * trace_id, attempts, run_at, started_at. */
 #define LEASE_REPORT_INFO(idp)                                                             \
-    " SELECT (SELECT count(*) FROM u), c.state, c.queue, c.started_at FROM (SELECT 1) d"   \
-    " LEFT JOIN jobs c ON c.id = " idp
+    " SELECT (SELECT count(*) FROM u), c.state, c.queue, c.name, c.trace_id, c.attempts,"  \
+    " c.run_at, c.started_at FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " idp
 
 #define LEASE_REPORT(idp)                                                                  \
     " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \

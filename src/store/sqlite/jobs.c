@@ -323,6 +323,16 @@ int er_sqlite_heartbeat(er_store *s, const char *id, const char *token, int64_t 
     return rc;
 }
 
+/* What a completing UPDATE's RETURNING says, from column `col` on: queue,
+ * name, trace_id, attempts, run_at, started_at. */
+static void info_of_row(er_ack_info *info, sqlite3_stmt *st, int col)
+{
+    er_ack_info_set(info, (const char *)sqlite3_column_text(st, col),
+                    (const char *)sqlite3_column_text(st, col + 1),
+                    (const char *)sqlite3_column_text(st, col + 2), sqlite3_column_int(st, col + 3),
+                    sqlite3_column_int64(st, col + 4), sqlite3_column_int64(st, col + 5));
+}
+
 int er_sqlite_complete(er_store *s, const char *id, const char *token, const char *result,
                        int64_t now, er_ack_info *info, er_error *err)
 {
@@ -340,8 +350,7 @@ int er_sqlite_complete(er_store *s, const char *id, const char *token, const cha
     int src = sqlite3_step(st);
     bool done = src == SQLITE_ROW;
     if (done) {
-        er_ack_info_set(info, (const char *)sqlite3_column_text(st, 0),
-                        sqlite3_column_int64(st, 1));
+        info_of_row(info, st, 0);
         src = sqlite3_step(st);
     }
     rc = src == SQLITE_DONE ? 0 : er_sqlite_error(s->db, src, "complete", err);
@@ -452,8 +461,7 @@ int er_sqlite_complete_many(er_store *s, er_complete_item *items, size_t n, int6
             changed++;
             er_complete_item *it = item_of(items, ord, n, (const char *)sqlite3_column_text(st, 0));
             if (it)
-                er_ack_info_set(it->info, (const char *)sqlite3_column_text(st, 1),
-                                sqlite3_column_int64(st, 2));
+                info_of_row(it->info, st, 1);
         }
         if (src != SQLITE_DONE)
             rc = er_sqlite_error(s->db, src, "complete", err);
@@ -545,7 +553,8 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     if (rc == 0 && outcome)
         *outcome = o;
     if (rc == 0)
-        er_ack_info_set(info, job.queue, job.started_at);
+        er_ack_info_set(info, job.queue, job.name, job.trace_id, job.attempts, job.run_at,
+                        job.started_at);
 out:
     er_job_fini(&job);
     return rc;
