@@ -296,6 +296,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             atomic_fetch_add(&e->reaped, (uint64_t)x->reaped);
             log_reaped(e->otlp, &x->reaped_jobs, now);
             er_qm_count_reaped(e->qm, &x->reaped_jobs);
+            er_qm_count_cron(e->qm, x->cron_ev, x->ncron_ev, x->cron_missed);
             er_qm_lock(e->qm);
             er_qm_store *ss = er_qm_store_stats(e->qm);
             er_qm_hist_add(&ss->commit, er_qm_bucket_bounds, (double)commit_ns / 1e9);
@@ -304,6 +305,8 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         }
         x->promoted = x->reaped = 0;
         er_job_list_fini(&x->reaped_jobs);
+        x->ncron_ev = 0;
+        x->cron_missed = 0;
     }
     er_wake_fini(&x->wake); /* served above, or for nobody parked here */
 

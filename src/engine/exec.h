@@ -32,6 +32,9 @@ typedef struct er_exec_ctx {
     er_wake wake;              /* filled by writes in the current transaction */
     int promoted, reaped;      /* by maintenance in the current transaction */
     er_job_list reaped_jobs;   /* the jobs reaped, as the store returned them */
+    struct er_cron_event *cron_ev; /* the jobs cron ticks enqueued (engine/qmetrics.h) */
+    size_t ncron_ev, cron_cap;
+    uint64_t cron_missed;      /* scheduler passes that found missed ticks */
     struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
     int64_t sched_since;       /* server start: due ticks before it were missed */
 } er_exec_ctx;

@@ -18,7 +18,9 @@
 
 #include "core/lease.h"
 #include "core/scheduler.h"
+#include "engine/qmetrics.h"
 #include "store/sched_codec.h"
+#include "util/buf.h"
 #include "util/log.h"
 #include "util/tz.h"
 
@@ -49,6 +51,9 @@ static void cache_clear(struct er_sched_cache *c)
 
 void er_exec_ctx_fini(er_exec_ctx *x)
 {
+    free(x->cron_ev);
+    x->cron_ev = NULL;
+    x->ncron_ev = x->cron_cap = 0;
     if (!x->sched)
         return;
     cache_clear(x->sched);
@@ -359,6 +364,20 @@ void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now)
 
 /* ---- the cron pass ---- */
 
+/* Remembers a tick's job for the metrics of the pass (a lost note on
+ * ENOMEM only undercounts). */
+static void note_cron_job(er_exec_ctx *x, const char *queue, int64_t late_ms, bool catchup)
+{
+    if (ER_GROW(&x->cron_ev, &x->cron_cap, x->ncron_ev + 1, 1u << 20) < 0)
+        return;
+    er_cron_event *ev = &x->cron_ev[x->ncron_ev++];
+    size_t n = strnlen(queue, ER_NAME_MAX);
+    memcpy(ev->queue, queue, n);
+    ev->queue[n] = '\0';
+    ev->late_ms = late_ms;
+    ev->catchup = catchup;
+}
+
 static int cron_one(er_exec_ctx *x, const er_sched_row *row, int64_t now, er_error *errp)
 {
     char extra[200];
@@ -394,6 +413,8 @@ static int cron_one(er_exec_ctx *x, const er_sched_row *row, int64_t now, er_err
         }
         bool dup = false;
         rc = er_exec_enqueue_job(x, &job, now, &dup, NULL, NULL, &err);
+        if (rc == 0 && !dup)
+            note_cron_job(x, job.queue, now - p.ticks[i], i < p.missed_fired);
         er_job_fini(&job);
         if (er_is_storage_error(rc))
             break;
@@ -404,6 +425,8 @@ static int cron_one(er_exec_ctx *x, const er_sched_row *row, int64_t now, er_err
         }
         last = p.ticks[i];
     }
+    if (rc == 0 && p.had_missed)
+        x->cron_missed++;
     if (rc == 0 && p.had_missed)
         ER_LOG(ER_LOG_INFO, extra, "scheduler missed ticks while the server was down; "
                "policy %s fired %zu catch-up run(s)", er_missed_name(sc->missed), p.missed_fired);

@@ -17,6 +17,7 @@ const double er_qm_batch_bounds[ER_QM_NBUCKETS] = {
 
 struct er_qmetrics {
     er_qm_store store;
+    er_qm_cron cron;
     pthread_mutex_t mu;
     size_t max;        /* labelled slots, "_other" not counted */
     er_qm_queue *slots; /* [0] is "_other" */
@@ -145,6 +146,28 @@ void er_qm_observe(er_qm_queue *q, er_qm_hist_kind k, double seconds)
 er_qm_store *er_qm_store_stats(er_qmetrics *m)
 {
     return &m->store;
+}
+
+er_qm_cron *er_qm_cron_stats(er_qmetrics *m)
+{
+    return &m->cron;
+}
+
+void er_qm_count_cron(er_qmetrics *m, const er_cron_event *ev, size_t n, uint64_t missed)
+{
+    if (!n && !missed)
+        return;
+    er_qm_lock(m);
+    m->cron.missed += missed;
+    for (size_t i = 0; i < n; i++) {
+        er_qm_slot(m, ev[i].queue)->c[ER_QM_ENQUEUED]++;
+        m->cron.runs++;
+        if (ev[i].catchup)
+            m->cron.catchup++;
+        else
+            er_qm_hist_add(&m->cron.lateness, er_qm_bucket_bounds, (double)ev[i].late_ms / 1000.0);
+    }
+    er_qm_unlock(m);
 }
 
 void er_qm_count_reaped(er_qmetrics *m, const er_job_list *reaped)

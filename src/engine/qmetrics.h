@@ -63,6 +63,21 @@ typedef struct er_qm_store {
     er_qm_hist batch;    /* requests a transaction answered, er_qm_batch_bounds */
 } er_qm_store;
 
+/* The cron passes of this node (the maintenance leader). */
+typedef struct er_qm_cron {
+    er_qm_hist lateness;  /* seconds from a tick to its job's enqueue (on-time ticks) */
+    uint64_t runs;        /* jobs ticks enqueued, catch-up runs included */
+    uint64_t catchup;     /* of which catch-up runs of missed ticks */
+    uint64_t missed;      /* scheduler passes that found due ticks missed */
+} er_qm_cron;
+
+/* One job a scheduler's tick enqueued, counted once its transaction commits. */
+typedef struct er_cron_event {
+    char queue[ER_NAME_MAX + 1];
+    int64_t late_ms;
+    bool catchup;
+} er_cron_event;
+
 typedef struct er_qmetrics er_qmetrics;
 
 /* max_queues 1..ER_QM_MAX_QUEUES_MAX labelled queues. NULL on ENOMEM. */
@@ -83,8 +98,11 @@ er_qm_queue *er_qm_slot(er_qmetrics *m, const char *queue);
 void er_qm_observe(er_qm_queue *q, er_qm_hist_kind k, double seconds);
 /* Adds an observation to h with these bounds (negative counts as 0). */
 void er_qm_hist_add(er_qm_hist *h, const double *bounds, double v);
-/* Locked: the node's store histograms. */
+/* Locked: the node's store histograms, and its cron counters. */
 er_qm_store *er_qm_store_stats(er_qmetrics *m);
+er_qm_cron *er_qm_cron_stats(er_qmetrics *m);
+/* Counts a committed cron pass's jobs and missed finds (takes the lock). */
+void er_qm_count_cron(er_qmetrics *m, const er_cron_event *ev, size_t n, uint64_t missed);
 
 /* Counts the jobs a reap pass handled (takes the lock). */
 void er_qm_count_reaped(er_qmetrics *m, const er_job_list *reaped);

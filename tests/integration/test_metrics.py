@@ -174,6 +174,33 @@ class MetricsTest(unittest.TestCase):
         st, b, _ = s.get("/v1/queues")
         self.assertNotIn("history", b["queues"][0])
 
+    def test_cron_ticks_are_counted(self):
+        s = self.s
+        st, b, _ = s.request("PUT", "/v1/schedulers/metrics-every-second",
+                             {"cron": "* * * * * *", "queue": "metrics-cron", "name": "tick"})
+        self.assertIn(st, (200, 201), b)
+        try:
+            def two():
+                smp, _ = parse(self.scrape())
+                return smp if value(smp, "errand_jobs_enqueued_total",
+                                    queue="metrics-cron") >= 2 else None
+            smp = wait_until(lambda: self.enqueued_cron(two), timeout=20, interval=0.2,
+                             what="two ticks counted")
+            runs = value(smp, "errand_cron_runs_total")
+            self.assertGreaterEqual(runs, 2)
+            self.assertEqual(value(smp, "errand_cron_lateness_seconds_count"),
+                             runs - value(smp, "errand_cron_catchup_runs_total"))
+            # a tick is enqueued within a maintenance pass or two of its second
+            self.assertGreater(value(smp, "errand_cron_lateness_seconds_bucket", le="1"), 0)
+        finally:
+            s.request("DELETE", "/v1/schedulers/metrics-every-second")
+
+    def enqueued_cron(self, fn):
+        try:
+            return fn()
+        except AssertionError:
+            return None  # the queue has no series before its first tick
+
     def test_histogram_buckets_are_cumulative(self):
         smp, types = parse(self.scrape())
         self.assertEqual(types.get("errand_job_wait_seconds"), "histogram")

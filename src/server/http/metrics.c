@@ -242,6 +242,23 @@ static void queue_metrics(er_buf *b, er_qmetrics *m, int64_t now, int64_t sample
     }
 }
 
+static void cron_metrics(er_buf *b, er_qmetrics *m)
+{
+    er_qm_cron *cr = er_qm_cron_stats(m);
+    family(b, "errand_cron_runs_total", "counter",
+           "Jobs scheduler ticks enqueued on this node, catch-up runs included.");
+    er_buf_addf(b, "errand_cron_runs_total %" PRIu64 "\n", cr->runs);
+    family(b, "errand_cron_catchup_runs_total", "counter",
+           "Catch-up runs of missed ticks (the missed-run policy once or all).");
+    er_buf_addf(b, "errand_cron_catchup_runs_total %" PRIu64 "\n", cr->catchup);
+    family(b, "errand_cron_missed_total", "counter",
+           "Times a scheduler was found with due ticks missed (server down or late).");
+    er_buf_addf(b, "errand_cron_missed_total %" PRIu64 "\n", cr->missed);
+    family(b, "errand_cron_lateness_seconds", "histogram",
+           "Time from a tick to the enqueue of its job, on-time ticks, seconds.");
+    hist_lines(b, "errand_cron_lateness_seconds", "", &cr->lateness, er_qm_bucket_bounds);
+}
+
 static void store_metrics(er_buf *b, er_qmetrics *m)
 {
     er_qm_store *ss = er_qm_store_stats(m);
@@ -295,6 +312,7 @@ void er_route_metrics(er_hctx *c)
     er_qm_lock(m);
     queue_metrics(&qb, m, er_now_ms(), s->sample_ms);
     store_metrics(&qb, m);
+    cron_metrics(&qb, m);
     er_qm_unlock(m);
     if (qb.err) {
         er_buf_fini(&qb);
