@@ -6,9 +6,9 @@
  * server's own request counters in the Prometheus text format 0.0.4. It
  * never reads the store: the per-queue gauges come from a sample the
  * sampler below takes in the background on the store's reader, at most 5 %
- * of the time (every 20 times as long as a sample took, every second at
- * most), and only on the maintenance leader, so nodes sharing a store do
- * not all report the same backlog.
+ * of the time (the next one starts 20 times as long as the last took
+ * after it, a second at the soonest), and only on the maintenance leader,
+ * so nodes sharing a store do not all report the same backlog.
  */
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -78,8 +78,7 @@ static void metric(struct evbuffer *b, const char *name, const char *type, const
 /* ---- the sampler ---- */
 
 #define SAMPLE_MIN_MS 1000
-#define SAMPLE_MAX_MS 60000
-#define SAMPLE_DUTY 20 /* the wait between samples, in sample durations */
+#define SAMPLE_DUTY 20 /* the wait between samples, in sample durations: at most 5 % */
 
 static void sample_done(er_req *r)
 {
@@ -94,9 +93,7 @@ static void sample_done(er_req *r)
         ER_LOG(ER_LOG_WARN, NULL, "metrics: sampling the queues failed: %s", r->err.message);
     }
     int64_t wait = took * SAMPLE_DUTY;
-    s->sample_next = mono + (wait < SAMPLE_MIN_MS ? SAMPLE_MIN_MS
-                             : wait > SAMPLE_MAX_MS ? SAMPLE_MAX_MS
-                                                    : wait);
+    s->sample_next = mono + (wait < SAMPLE_MIN_MS ? SAMPLE_MIN_MS : wait);
     s->sample_ms = took;
     s->sampling = false;
     er_req_free(r);

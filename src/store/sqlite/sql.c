@@ -280,7 +280,13 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_COUNTS] = "SELECT queue, state, count(*) FROM jobs WHERE state <> 2"
                      " GROUP BY queue, state UNION ALL SELECT queue, 2, count(*)"
                      " FROM jobs INDEXED BY jobs_active WHERE state = 2 GROUP BY queue",
-    [ER_SQ_OLDEST_WAITING] = "SELECT min(run_at) FROM jobs WHERE queue = ?1 AND state = 1",
+    /* through the two waiting indexes: without them, a queue of many
+     * waiting jobs costs a lookup of each row */
+    [ER_SQ_OLDEST_WAITING] = "SELECT min(r) FROM (SELECT min(run_at) AS r FROM jobs"
+                             " INDEXED BY jobs_waiting WHERE queue = ?1 AND state = 1"
+                             " AND grp IS NULL UNION ALL SELECT min(run_at) FROM jobs"
+                             " INDEXED BY jobs_grouped WHERE queue = ?1 AND state = 1"
+                             " AND grp IS NOT NULL)",
     [ER_SQ_LIST_DEAD] = "SELECT " COLS " FROM jobs WHERE state = 4 AND (finished_at, seq) < (?1, ?2)"
                         " ORDER BY finished_at DESC, seq DESC LIMIT ?3",
     [ER_SQ_LIST_DEAD_QUEUE] = "SELECT " COLS " FROM jobs WHERE state = 4 AND queue = ?4"
