@@ -219,7 +219,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
     if (rt->access != ER_ACCESS_OPEN && s->ntokens > 0) {
         const char *authz =
             evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-        if (er_http_authorize(s, authz, rt->access, &err) < 0) {
+        if (er_http_authorize(s, authz, rt->access, &c->caller, &err) < 0) {
             log_auth_failure(s, req, rt, &err);
             er_http_reply_error(c, &err);
             return;

@@ -71,6 +71,11 @@ struct er_hctx {
     bool parked;                /* waiting for the engine */
     bool sending;               /* reply handed to libevent, not yet written */
     int64_t started_ms;         /* monotonic, when the request arrived (access log) */
+    /* Who made the request, set by dispatch before the handler runs (and
+     * before a 403): role and token name. {ER_ROLE_NONE, ""} until then,
+     * for a refused (401) token, an open route, or when no tokens are
+     * configured. Handlers read it, never change it. */
+    er_caller caller;
     er_hctx *next_free;
 };
 
@@ -227,8 +232,11 @@ void er_route_put_cursor(er_hctx *c);
 /* ---- auth (auth.c) ---- */
 
 /* Checks the Authorization header against the configured tokens for the
- * access level. Returns 0, ER_EAUTH or ER_EPERM with *err. */
+ * access level. Sets *who to the matching token's role and name (borrowed
+ * from s->tokens), also on ER_EPERM; to {ER_ROLE_NONE, ""} when no token is
+ * checked (an open route, no tokens configured) or none matched. Returns 0,
+ * ER_EAUTH or ER_EPERM with *err. */
 int er_http_authorize(const er_server *s, const char *authorization, er_access access,
-                      er_error *err);
+                      er_caller *who, er_error *err);
 
 #endif
