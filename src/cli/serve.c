@@ -30,8 +30,8 @@ static const er_setting serve_settings[] = {
      "store URL: sqlite:PATH (embedded, default) or "
      "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
     {"token", ER_SET_LIST, NULL, 0, 0, NULL,
-     "ROLE:TOKEN or ROLE@NAME:TOKEN, repeatable (roles producer, worker, admin; NAME 1..64 of "
-     "A-Z a-z 0-9 . _ - shows in the access log); ERRAND_TOKENS takes a comma list"},
+     "ROLE:TOKEN or ROLE@NAME:TOKEN, repeatable (roles producer, worker, admin, viewer; NAME "
+     "1..64 of A-Z a-z 0-9 . _ - shows in the access log); ERRAND_TOKENS takes a comma list"},
     {"token-file", ER_SET_STRING, NULL, 0, 0, NULL,
      "file of ROLE:TOKEN or ROLE@NAME:TOKEN lines (blank lines and # comments skipped), beside "
      "any --token; keeps tokens out of the process's command line"},

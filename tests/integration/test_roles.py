@@ -3,22 +3,38 @@
 # Token names and roles: `--token ROLE@NAME:TOKEN` works beside plain
 # `ROLE:TOKEN` (also in --token-file), bad names are refused at start naming
 # the token's position and never echoing it, and the access log carries the
-# caller's role and name, never the token.
+# caller's role and name, never the token. The viewer role: every read
+# route (enumerated from the route table in http_dispatch.c) answers it, every
+# other route refuses it with 403 and changes nothing, and every job (and
+# scheduler) it is shown has its payload and result withheld and says so.
 
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, run_errand, wait_until  # noqa: E402
+from harness import REPO_ROOT, Server, error_of, qpath, run_errand, wait_until  # noqa: E402
 
 ADMIN = "a" * 27 + "admin"
 PRODUCER = "p" * 24 + "producer"
 WORKER = "w" * 26 + "worker"
 NAMED_ADMIN = "A" * 20 + "named-admin"
 NAMED_WORKER = "W" * 20 + "named-worker"
+VIEWER = "v" * 26 + "viewer"
+REDACTED = ["payload", "result"]
+
+
+def route_table():
+    """(method, pattern, access) of every route in er_routes."""
+    with open(os.path.join(REPO_ROOT, "src", "server", "http", "http_dispatch.c")) as f:
+        text = f.read()
+    table = text[text.index("const er_route er_routes[]"):text.index("const size_t er_nroutes")]
+    rows = re.findall(r'\{EVHTTP_REQ_(\w+),\s*"([^"]+)",\s*ER_ACCESS_(\w+)', table)
+    assert len(rows) > 20, rows
+    return rows
 
 
 def read_lines(path):
@@ -117,6 +133,179 @@ class TokenNamesTest(unittest.TestCase):
                 self.assertEqual(rc, 2, "%s: %r" % (why, err))
                 self.assertIn("line 3: " + msg, err)
                 self.assertNotIn(NAMED_ADMIN, err)
+
+
+class ViewerTest(unittest.TestCase):
+    """One server with a token of each role; fixtures made by the others."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.s = s = Server(args=["--token", "admin:" + ADMIN, "--token", "producer:" + PRODUCER,
+                                 "--token", "worker:" + WORKER,
+                                 "--token", "viewer@dash:" + VIEWER]).start()
+        try:
+            cls.make_fixtures()
+        except BaseException:
+            s.cleanup()
+            raise
+
+    @classmethod
+    def make_fixtures(cls):
+        s = cls.s
+        # rq: a completed job with a result, a dead job, a waiting one
+        for jid in ("done-1", "dead-1", "wait-1"):
+            st, b, _ = s.enqueue("rq", {"name": "x", "id": jid, "payload": {"secret": jid}},
+                                 token=PRODUCER)
+            assert st == 201, (st, b)
+        for jid, outcome in (("done-1", "complete"), ("dead-1", "fail")):
+            st, b, _ = s.fetch("rq", token=WORKER)
+            assert st == 200 and b["jobs"] and b["jobs"][0]["id"] == jid, (st, b)
+            tok = b["jobs"][0]["lease_token"]
+            if outcome == "complete":
+                st, b, _ = s.complete(jid, tok, {"answer": 42}, token=WORKER)
+            else:
+                st, b, _ = s.fail(jid, tok, {"class": "permanent", "message": "nope"},
+                                  token=WORKER)
+            assert st == 200, (st, b)
+        st, b, _ = s.request("PUT", "/v1/schedulers/rs", token=ADMIN, body={
+            "cron": "0 3 * * *", "queue": "rq", "name": "tick", "payload": {"secret": "sched"}})
+        assert st == 201, (st, b)
+        st, b, _ = s.post("/v1/leases", {"type": "t", "code": "c", "run_key": "k"}, token=WORKER)
+        assert st == 200, (st, b)
+        st, b, _ = s.request("PUT", "/v1/cursors/rc", body={"value": {"pos": 7}}, token=WORKER)
+        assert st in (200, 201), (st, b)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+
+    def snapshot(self):
+        """Every row of every table but those the server changes on its own."""
+        con = self.s.db()
+        try:
+            names = [r[0] for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+            return {t: sorted(con.execute('SELECT * FROM "%s"' % t).fetchall(), key=repr)
+                    for t in names if t not in self.BUSY_TABLES}
+        finally:
+            con.close()
+
+    BUSY_TABLES = ()
+
+    PARAMS = {"queue": "rq", "id": "wait-1", "key": "rs", "name": "rc"}
+    QUERY = {"/v1/cron/next": "?expr=0+3+*+*+*"}
+
+    def concrete(self, pattern):
+        return re.sub(r"\{(\w+)\}", lambda m: self.PARAMS[m.group(1)], pattern) + \
+            self.QUERY.get(pattern, "")
+
+    def test_a_viewer_may_call_every_read_route_and_nothing_else(self):
+        reads = 0
+        for method, pattern, access in route_table():
+            path = self.concrete(pattern)
+            with self.subTest(method=method, pattern=pattern):
+                before = self.snapshot()
+                body = None if method in ("GET", "DELETE") else {}
+                st, b, _ = self.s.request(method, path, body=body, token=VIEWER)
+                if access in ("OPEN", "READ"):
+                    self.assertEqual(st, 200, (method, path, b))
+                    reads += access == "READ"
+                else:
+                    self.assertEqual(st, 403, (method, path, b))
+                    self.assertEqual(error_of(b).get("code"), "permission_denied")
+                    self.assertEqual(self.snapshot(), before, "store changed: %s %s"
+                                     % (method, path))
+        self.assertGreaterEqual(reads, 9)
+
+    def test_the_route_table_reads_are_the_ones_documented(self):
+        reads = {p for m, p, a in route_table() if a == "READ"}
+        self.assertLessEqual({"/v1/jobs/{id}", "/v1/queues", "/v1/queues/{queue}",
+                              "/v1/queues/{queue}/jobs", "/v1/dead", "/v1/schedulers",
+                              "/v1/schedulers/{key}", "/v1/cron/next", "/metrics"}, reads)
+        # a viewer never gets a worker's cursor read or any write
+        self.assertNotIn("/v1/cursors/{name}", reads)
+        self.assertTrue(all(m == "GET" for m, p, a in route_table() if a == "READ"))
+
+    def jobs_seen(self, token):
+        """Every job and scheduler the read routes show this token."""
+        s = self.s
+        seen = []
+        st, b, _ = s.get("/v1/jobs/done-1", token=token)
+        self.assertEqual(st, 200, b)
+        seen.append(("get done-1", b["job"]))
+        st, b, _ = s.get("/v1/jobs/dead-1", token=token)
+        seen.append(("get dead-1", b["job"]))
+        for state in ("waiting", "completed", "dead"):
+            st, b, _ = s.get("/v1/queues/rq/jobs?state=" + state, token=token)
+            self.assertEqual(st, 200, b)
+            self.assertEqual(len(b["jobs"]), 1, (state, b))
+            seen += [("list " + state, j) for j in b["jobs"]]
+        for q in ("/v1/dead", "/v1/dead?queue=rq"):
+            st, b, _ = s.get(q, token=token)
+            self.assertEqual(st, 200, b)
+            self.assertEqual([j["id"] for j in b["jobs"]], ["dead-1"])
+            seen += [(q, j) for j in b["jobs"]]
+        return seen
+
+    def schedulers_seen(self, token):
+        st, b, _ = self.s.get("/v1/schedulers", token=token)
+        self.assertEqual(st, 200, b)
+        out = [("list", sc) for sc in b["schedulers"]]
+        st, b, _ = self.s.get("/v1/schedulers/rs", token=token)
+        self.assertEqual(st, 200, b)
+        return out + [("get", b["scheduler"])]
+
+    def test_a_viewer_sees_jobs_without_payload_or_result(self):
+        seen = self.jobs_seen(VIEWER)
+        self.assertEqual(len(seen), 7)
+        for what, j in seen:
+            with self.subTest(what):
+                self.assertIsNone(j["payload"], what)
+                self.assertIsNone(j["result"], what)
+                self.assertEqual(j["redacted"], REDACTED, what)
+                self.assertIn(j["state"], ("waiting", "completed", "dead"))
+                self.assertNotIn("secret", json.dumps(j))
+                self.assertNotIn("answer", json.dumps(j))
+        dead = dict(seen)["get dead-1"]
+        self.assertEqual(dead["last_error"]["message"], "nope", "errors are shown")
+        self.assertEqual(dead["attempts"], 1)
+
+    def test_a_viewer_sees_schedulers_without_payload(self):
+        for what, sc in self.schedulers_seen(VIEWER):
+            with self.subTest(what):
+                self.assertIsNone(sc["payload"])
+                self.assertEqual(sc["redacted"], ["payload"])
+                self.assertEqual(sc["cron"], "0 3 * * *")
+                self.assertEqual(len(sc["next_runs"]), 5)
+
+    def test_other_roles_see_payloads_and_results_as_before(self):
+        for token in (ADMIN, PRODUCER, WORKER):
+            seen = dict(self.jobs_seen(token))
+            for what, j in seen.items():
+                self.assertNotIn("redacted", j, what)
+                self.assertEqual(j["payload"], {"secret": j["id"]}, what)
+            self.assertEqual(seen["get done-1"]["result"], {"answer": 42})
+            for what, sc in self.schedulers_seen(token):
+                self.assertNotIn("redacted", sc)
+                self.assertEqual(sc["payload"], {"secret": "sched"})
+
+    def test_without_tokens_everything_is_shown(self):
+        with Server() as s:
+            self.assertEqual(s.enqueue("q", {"name": "x", "id": "o1", "payload": 5})[0], 201)
+            j = s.get("/v1/jobs/o1")[1]["job"]
+            self.assertEqual(j["payload"], 5)
+            self.assertNotIn("redacted", j)
+
+    def test_a_viewer_cannot_see_payloads_through_head_or_a_bad_token(self):
+        st, b, _ = self.s.request("HEAD", "/v1/jobs/done-1", token=VIEWER)
+        self.assertEqual(st, 200)
+        st, b, _ = self.s.get("/v1/jobs/done-1", token=VIEWER[:-1])
+        self.assertEqual(st, 401)
+
+    def test_viewer_spec_forms(self):
+        with Server(args=["--token", "viewer:" + VIEWER]) as s:
+            self.assertEqual(s.get("/v1/queues", token=VIEWER)[0], 200)
+            self.assertEqual(s.enqueue("q", {"name": "x"}, token=VIEWER)[0], 403)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,11 @@ static const struct {
     const char *name;
     er_role role;
 } roles[] = {
-    {"producer", ER_ROLE_PRODUCER}, {"worker", ER_ROLE_WORKER}, {"admin", ER_ROLE_ADMIN}};
+    {"producer", ER_ROLE_PRODUCER},
+    {"worker", ER_ROLE_WORKER},
+    {"admin", ER_ROLE_ADMIN},
+    {"viewer", ER_ROLE_VIEWER},
+};
 
 const char *er_role_name(er_role role)
 {
@@ -55,7 +59,8 @@ int er_token_parse(const char *spec, er_token *out, er_error *err)
         if (strlen(roles[i].name) == rlen && memcmp(roles[i].name, spec, rlen) == 0)
             role = roles[i].role;
     if (!role)
-        return er_error_set(err, ER_EINVAL, "token", "role must be producer, worker or admin");
+        return er_error_set(err, ER_EINVAL, "token",
+                            "role must be producer, worker, admin or viewer");
     const char *name = at ? at + 1 : colon;
     size_t nlen = (size_t)(colon - name);
     if (at && (nlen == 0 || nlen > ER_TOKEN_NAME_MAX))
@@ -94,6 +99,8 @@ static int ct_equal(const char *given, size_t glen, const char stored[128])
     return diff == 0;
 }
 
+/* A viewer may read (ER_ACCESS_READ) and nothing else; what it reads is
+ * redacted by the writers (job_json.c), not here. */
 static bool role_allows(er_role role, er_access access)
 {
     switch (access) {

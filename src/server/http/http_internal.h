@@ -32,7 +32,7 @@ struct evhttp_bound_socket;
 /* Who may call a route. */
 typedef enum er_access {
     ER_ACCESS_OPEN,    /* no auth (health probes) */
-    ER_ACCESS_READ,    /* any role */
+    ER_ACCESS_READ,    /* any role, viewer included */
     ER_ACCESS_PRODUCE, /* producer or admin */
     ER_ACCESS_WORK,    /* worker or admin */
     ER_ACCESS_ADMIN,   /* admin */

@@ -70,7 +70,7 @@ static void finish_sched(er_hctx *c, er_req *r)
         return;
     }
     const er_sched_view *v = &r->scheds[0];
-    json_t *o = er_http_sched_to_json(&v->row, &v->sc);
+    json_t *o = er_http_sched_to_json(&v->row, &v->sc, c->caller.role);
     er_http_reply_json(c, r->created ? 201 : 200, json_pack("{s:o}", "scheduler", o));
 }
 
@@ -85,7 +85,7 @@ static void finish_list(er_hctx *c, er_req *r)
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < r->nscheds; i++) {
         const er_sched_view *v = &r->scheds[i];
-        json_t *o = v->rc == 0 ? er_http_sched_to_json(&v->row, &v->sc)
+        json_t *o = v->rc == 0 ? er_http_sched_to_json(&v->row, &v->sc, c->caller.role)
                                : json_pack("{s:s,s:s}", "key", v->row.key, "error", v->err.message);
         if (!o || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
@@ -278,7 +278,7 @@ static void finish_trigger(er_hctx *c, er_req *r)
     if (r->tombs.len)
         er_jsonw_null(&w); /* the tick's job was deleted by retention */
     else
-        er_http_job_write_json(&r->job, &w);
+        er_http_job_write_json(&r->job, c->caller.role, &w);
     er_jsonw_key(&w, "duplicate");
     er_jsonw_bool(&w, !r->created);
     if (r->tombs.len) {

@@ -24,6 +24,7 @@ typedef enum er_role {
     ER_ROLE_PRODUCER = 1,
     ER_ROLE_WORKER = 2,
     ER_ROLE_ADMIN = 3,
+    ER_ROLE_VIEWER = 4, /* every read; job payloads and results shown as null */
 } er_role;
 
 #define ER_TOKEN_NAME_MAX 64 /* a token's name: 1..64 chars of [A-Za-z0-9._-] */
@@ -42,13 +43,13 @@ typedef struct er_caller {
                          never NULL */
 } er_caller;
 
-/* Parses "ROLE:TOKEN" or "ROLE@NAME:TOKEN" (role producer|worker|admin,
+/* Parses "ROLE:TOKEN" or "ROLE@NAME:TOKEN" (role producer|worker|admin|viewer,
  * NAME 1..64 chars of [A-Za-z0-9._-], token 16..127 chars of
  * [A-Za-z0-9._~+/=-]). Returns 0 or ER_EINVAL with *err, whose message
  * never holds any part of the spec. */
 int er_token_parse(const char *spec, er_token *out, er_error *err);
 
-/* "producer", "worker", "admin"; "" for ER_ROLE_NONE. Static text. */
+/* "producer", "worker", "admin", "viewer"; "" for ER_ROLE_NONE. Static text. */
 const char *er_role_name(er_role role);
 
 typedef struct er_server_config {
