@@ -215,13 +215,14 @@ class ViewerTest(unittest.TestCase):
                     self.assertEqual(error_of(b).get("code"), "permission_denied")
                     self.assertEqual(self.snapshot(), before, "store changed: %s %s"
                                      % (method, path))
-        self.assertGreaterEqual(reads, 9)
+        self.assertGreaterEqual(reads, 11)
 
     def test_the_route_table_reads_are_the_ones_documented(self):
         reads = {p for m, p, a in route_table() if a == "READ"}
         self.assertLessEqual({"/v1/jobs/{id}", "/v1/queues", "/v1/queues/{queue}",
                               "/v1/queues/{queue}/jobs", "/v1/dead", "/v1/schedulers",
-                              "/v1/schedulers/{key}", "/v1/cron/next", "/metrics"}, reads)
+                              "/v1/schedulers/{key}", "/v1/cron/next", "/metrics",
+                              "/v1/leases", "/v1/cursors"}, reads)
         # a viewer never gets a worker's cursor read or any write
         self.assertNotIn("/v1/cursors/{name}", reads)
         self.assertTrue(all(m == "GET" for m, p, a in route_table() if a == "READ"))
@@ -288,6 +289,17 @@ class ViewerTest(unittest.TestCase):
             for what, sc in self.schedulers_seen(token):
                 self.assertNotIn("redacted", sc)
                 self.assertEqual(sc["payload"], {"secret": "sched"})
+
+    def test_a_viewer_lists_leases_without_tokens_and_cursors_with_values(self):
+        st, b, _ = self.s.get("/v1/leases", token=VIEWER)
+        self.assertEqual(st, 200, b)
+        self.assertEqual([(l["type"], l["state"]) for l in b["leases"]], [("t", "held")])
+        self.assertNotIn("owner_token", json.dumps(b))
+        st, b, _ = self.s.get("/v1/cursors", token=VIEWER)
+        self.assertEqual(st, 200, b)
+        self.assertEqual([(c["name"], c["value"]) for c in b["cursors"]], [("rc", {"pos": 7})])
+        # reading one cursor stays a worker's call
+        self.assertEqual(self.s.get("/v1/cursors/rc", token=VIEWER)[0], 403)
 
     def test_without_tokens_everything_is_shown(self):
         with Server() as s:

@@ -224,8 +224,10 @@ void er_route_put_scheduler(er_hctx *c);
 void er_route_get_scheduler(er_hctx *c);
 void er_route_delete_scheduler(er_hctx *c);
 void er_route_trigger_scheduler(er_hctx *c);
+void er_route_list_leases(er_hctx *c);
 void er_route_lease_acquire(er_hctx *c);
 void er_route_lease_op(er_hctx *c); /* flags: ER_REQ_LEASE_RENEW / _COMPLETE / _RELEASE */
+void er_route_list_cursors(er_hctx *c);
 void er_route_get_cursor(er_hctx *c);
 void er_route_put_cursor(er_hctx *c);
 
