@@ -70,6 +70,8 @@ typedef enum er_req_type {
     ER_REQ_GET_CURSOR,       /* in: id (name); out: value, updated_at */
     ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: updated_at
                                 (on ER_ECONFLICT: value, the current one) */
+    ER_REQ_LIST_LEASES,      /* in: cursor (last key seen), max; out: leases, next_cursor */
+    ER_REQ_LIST_CURSORS,     /* in: cursor (last name seen), max; out: cursors, next_cursor */
 } er_req_type;
 
 typedef struct er_req er_req;
@@ -136,6 +138,8 @@ struct er_req {
     char *value;               /* out: GET_CURSOR the value; PUT_CURSOR on ER_ECONFLICT the
                                   current one (NULL: none). JSON text, owned */
     int64_t updated_at;        /* out: GET_CURSOR, PUT_CURSOR */
+    er_lease_list leases;      /* out: LIST_LEASES (a page; no owner tokens) */
+    er_cursor_list cursors;    /* out: LIST_CURSORS (a page) */
 
     /* engine-private */
     er_req *next;

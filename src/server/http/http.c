@@ -55,6 +55,7 @@ er_hctx *er_http_ctx_get(er_server *s)
     c->parked = false;
     c->sending = false;
     c->started_ms = s->access_log ? er_mono_ms() : 0;
+    c->caller = (er_caller){ER_ROLE_NONE, ""};
     c->next_free = NULL;
     return c;
 }

@@ -48,12 +48,14 @@ const er_route er_routes[] = {
     {EVHTTP_REQ_DELETE, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_delete_scheduler, 0},
     {EVHTTP_REQ_POST, "/v1/schedulers/{key}/trigger", ER_ACCESS_ADMIN, er_route_trigger_scheduler,
      0},
+    {EVHTTP_REQ_GET, "/v1/leases", ER_ACCESS_READ, er_route_list_leases, 0},
     {EVHTTP_REQ_POST, "/v1/leases", ER_ACCESS_WORK, er_route_lease_acquire, 0},
     {EVHTTP_REQ_POST, "/v1/leases/renew", ER_ACCESS_WORK, er_route_lease_op, ER_REQ_LEASE_RENEW},
     {EVHTTP_REQ_POST, "/v1/leases/complete", ER_ACCESS_WORK, er_route_lease_op,
      ER_REQ_LEASE_COMPLETE},
     {EVHTTP_REQ_POST, "/v1/leases/release", ER_ACCESS_WORK, er_route_lease_op,
      ER_REQ_LEASE_RELEASE},
+    {EVHTTP_REQ_GET, "/v1/cursors", ER_ACCESS_READ, er_route_list_cursors, 0},
     {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0},
     {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0},
 };
@@ -219,7 +221,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
     if (rt->access != ER_ACCESS_OPEN && s->ntokens > 0) {
         const char *authz =
             evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-        if (er_http_authorize(s, authz, rt->access, &err) < 0) {
+        if (er_http_authorize(s, authz, rt->access, &c->caller, &err) < 0) {
             log_auth_failure(s, req, rt, &err);
             er_http_reply_error(c, &err);
             return;

@@ -32,7 +32,7 @@ struct evhttp_bound_socket;
 /* Who may call a route. */
 typedef enum er_access {
     ER_ACCESS_OPEN,    /* no auth (health probes) */
-    ER_ACCESS_READ,    /* any role */
+    ER_ACCESS_READ,    /* any role, viewer included */
     ER_ACCESS_PRODUCE, /* producer or admin */
     ER_ACCESS_WORK,    /* worker or admin */
     ER_ACCESS_ADMIN,   /* admin */
@@ -71,6 +71,11 @@ struct er_hctx {
     bool parked;                /* waiting for the engine */
     bool sending;               /* reply handed to libevent, not yet written */
     int64_t started_ms;         /* monotonic, when the request arrived (access log) */
+    /* Who made the request, set by dispatch before the handler runs (and
+     * before a 403): role and token name. {ER_ROLE_NONE, ""} until then,
+     * for a refused (401) token, an open route, or when no tokens are
+     * configured. Handlers read it, never change it. */
+    er_caller caller;
     er_hctx *next_free;
 };
 
@@ -228,16 +233,21 @@ void er_route_put_scheduler(er_hctx *c);
 void er_route_get_scheduler(er_hctx *c);
 void er_route_delete_scheduler(er_hctx *c);
 void er_route_trigger_scheduler(er_hctx *c);
+void er_route_list_leases(er_hctx *c);
 void er_route_lease_acquire(er_hctx *c);
 void er_route_lease_op(er_hctx *c); /* flags: ER_REQ_LEASE_RENEW / _COMPLETE / _RELEASE */
+void er_route_list_cursors(er_hctx *c);
 void er_route_get_cursor(er_hctx *c);
 void er_route_put_cursor(er_hctx *c);
 
 /* ---- auth (auth.c) ---- */
 
 /* Checks the Authorization header against the configured tokens for the
- * access level. Returns 0, ER_EAUTH or ER_EPERM with *err. */
+ * access level. Sets *who to the matching token's role and name (borrowed
+ * from s->tokens), also on ER_EPERM; to {ER_ROLE_NONE, ""} when no token is
+ * checked (an open route, no tokens configured) or none matched. Returns 0,
+ * ER_EAUTH or ER_EPERM with *err. */
 int er_http_authorize(const er_server *s, const char *authorization, er_access access,
-                      er_error *err);
+                      er_caller *who, er_error *err);
 
 #endif
