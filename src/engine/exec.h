@@ -10,6 +10,7 @@
 
 #include "core/job_spec.h"
 #include "engine/engine.h"
+#include "engine/waits.h"
 
 /* Queues that got ready jobs in a transaction, with how many, so parked
  * fetchers on them can be woken. */
@@ -30,6 +31,8 @@ typedef struct er_exec_ctx {
     er_rand rand;
     er_job_defaults server_defaults;
     er_wake wake;              /* filled by writes in the current transaction */
+    er_keys done;              /* jobs the current transaction finished (completed, dead,
+                                  cancelled), for waits on their outcome */
     int promoted, reaped;      /* by maintenance in the current transaction */
     struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
     int64_t sched_since;       /* server start: due ticks before it were missed */

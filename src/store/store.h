@@ -140,9 +140,16 @@ typedef struct er_complete_item {
  * kind that has one. */
 typedef struct er_store_listener er_store_listener;
 
+/* The most job keys ops->finished carries for one transaction; past it the
+ * transaction announces "any job may have finished" instead. */
+#define ER_STORE_FINISHED_MAX 7992
+
 /* Called once per wake-up with the queue that got ready jobs (borrowed,
  * valid during the call). */
 typedef void (*er_store_ready_fn)(const char *queue, void *arg);
+/* Called with the keys of jobs another server finished (ops->finished;
+ * borrowed, valid during the call); n 0 means any job may have finished. */
+typedef void (*er_store_finished_fn)(const uint32_t *keys, size_t n, void *arg);
 
 typedef struct er_store_ops {
     const char *name; /* "sqlite", "postgres" */
@@ -242,9 +249,11 @@ typedef struct er_store_ops {
     int (*promote)(er_store *s, int64_t now, int limit, int *n, char ***queues,
                    size_t *nqueues, er_error *err);
     /* active jobs with lease_expires_at <= now -> waiting (stalled+1) or dead
-     * past the queue's max_stalled (er_stall_decide). */
+     * past the queue's max_stalled (er_stall_decide). The ids of the jobs
+     * that went dead are appended to *dead (owned strings, as *queues; both
+     * may be NULL) so requests waiting for their outcome can be answered. */
     int (*reap)(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
-                er_error *err);
+                char ***dead, size_t *ndead, er_error *err);
     /* Deletes finished jobs by each queue's retention settings, keeping a
      * tombstone of each one whose id a client gave and whose finished_at
      * is within the dedup window; then deletes up to `limit` tombstones
@@ -369,14 +378,24 @@ typedef struct er_store_ops {
     /* The descriptor to wait on for reading before listener_poll (borrowed:
      * valid until listener_close; do not read or close it). */
     int (*listener_fd)(const er_store_listener *l);
-    /* Reads what arrived, without blocking, and calls fn(queue, arg) on
-     * this thread for each wake-up. ER_EUNAVAIL when the connection broke:
-     * close the listener, open another, and treat every queue as possibly
-     * ready, since wake-ups sent meanwhile are lost. */
-    int (*listener_poll)(er_store_listener *l, er_store_ready_fn fn, void *arg,
-                         er_error *err);
+    /* Reads what arrived, without blocking, and calls on this thread
+     * fn(queue, arg) for each wake-up and done(keys, n, arg) (when done is
+     * not NULL) for each ops->finished another transaction committed.
+     * ER_EUNAVAIL when the connection broke: close the listener, open
+     * another, and treat every queue as possibly ready and every job as
+     * possibly finished, since wake-ups sent meanwhile are lost. */
+    int (*listener_poll)(er_store_listener *l, er_store_ready_fn fn, er_store_finished_fn done,
+                         void *arg, er_error *err);
     /* Closes the connection and frees l. NULL-safe. */
     void (*listener_close)(er_store_listener *l);
+    /* Announces to every listener that the jobs of `keys` (n 32-bit keys of
+     * their ids, the engine's er_wait_key; copied; NULL: any job may have)
+     * finished in the open transaction: delivered to listener_poll's done
+     * after the commit, never when it rolls back. Costs no round trip of its own (PostgreSQL
+     * sends it with COMMIT, at most ER_STORE_FINISHED_MAX keys a
+     * transaction; past that one "any job may have finished"). Optional,
+     * with the listener ops. Returns 0 or ER_ENOMEM. */
+    int (*finished)(er_store *s, const uint32_t *keys, size_t n, er_error *err);
 
     /* Optional, NULL when a store keeps nothing between connections:
      * releases what the store keeps process-wide (PostgreSQL: the idle
@@ -420,6 +439,9 @@ typedef struct er_name_set {
 
 /* Adds a copy of name unless present; 0 or ER_ENOMEM. */
 int er_name_set_add(er_name_set *ns, const char *name);
+/* Adds a copy of name without looking for it first (names known to be
+ * distinct, e.g. job ids); 0 or ER_ENOMEM. */
+int er_name_set_push(er_name_set *ns, const char *name);
 void er_name_set_free(er_name_set *ns);
 /* Moves the names to the out-parameters (owned by the caller then), or frees
  * them when either is NULL. */

@@ -311,7 +311,8 @@ int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, s
 
 /* Decides each expired lease in C (er_stall_decide) and applies all the
  * decisions with one UPDATE over arrays. */
-static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
+                      er_name_set *dead, er_error *err)
 {
     er_pg_params p = {0};
     er_pg_p_i64(&p, now);
@@ -344,6 +345,8 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
             free(text);
             if (rc == 0 && next == ER_STATE_WAITING && er_name_set_add(ns, j.queue) < 0)
                 rc = nomem(err);
+            if (rc == 0 && next == ER_STATE_DEAD && dead && er_name_set_push(dead, j.id) < 0)
+                rc = nomem(err);
         }
         er_job_fini(&j);
     }
@@ -368,27 +371,33 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
 }
 
 int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
-               er_error *err)
+               char ***dead, size_t *ndead, er_error *err)
 {
     *n = 0;
     if (queues)
         *queues = NULL;
     if (nqueues)
         *nqueues = 0;
+    if (dead)
+        *dead = NULL;
+    if (ndead)
+        *ndead = 0;
     bool own;
     int rc = er_pg_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    er_name_set ns = {0};
+    er_name_set ns = {0}, ds = {0};
     int count = 0;
-    rc = reap_in_tx(s, er_pg_now(s, now), limit, &count, &ns, err);
+    rc = reap_in_tx(s, er_pg_now(s, now), limit, &count, &ns, dead && ndead ? &ds : NULL, err);
     rc = er_pg_op_end(s, own, rc, err);
     if (rc < 0) {
         er_name_set_free(&ns);
+        er_name_set_free(&ds);
         return rc;
     }
     *n = count;
     er_name_set_give(&ns, queues, nqueues);
+    er_name_set_give(&ds, dead, ndead);
     return 0;
 }
 

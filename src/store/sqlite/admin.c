@@ -361,7 +361,8 @@ int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queue
     return 0;
 }
 
-static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns, er_error *err)
+static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
+                      er_name_set *dead, er_error *err)
 {
     er_job_list due = {0};
     sqlite3_stmt *st = NULL;
@@ -416,6 +417,8 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
         free(text);
         if (rc == 0 && next == ER_STATE_WAITING && er_name_set_add(ns, j->queue) < 0)
             rc = nomem(err);
+        if (rc == 0 && next == ER_STATE_DEAD && dead && er_name_set_push(dead, j->id) < 0)
+            rc = nomem(err);
         if (rc == 0)
             (*n)++;
     }
@@ -424,28 +427,34 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
     return rc;
 }
 
-int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
-                   size_t *nqueues, er_error *err)
+int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+                   char ***dead, size_t *ndead, er_error *err)
 {
     *n = 0;
     if (queues)
         *queues = NULL;
     if (nqueues)
         *nqueues = 0;
+    if (dead)
+        *dead = NULL;
+    if (ndead)
+        *ndead = 0;
     bool own;
     int rc = er_sqlite_op_begin(s, &own, err);
     if (rc < 0)
         return rc;
-    er_name_set ns = {0};
+    er_name_set ns = {0}, ds = {0};
     int count = 0;
-    rc = reap_in_tx(s, now, limit, &count, &ns, err);
+    rc = reap_in_tx(s, now, limit, &count, &ns, dead && ndead ? &ds : NULL, err);
     rc = er_sqlite_op_end(s, own, rc, err);
     if (rc < 0) {
         er_name_set_free(&ns);
+        er_name_set_free(&ds);
         return rc;
     }
     *n = count;
     er_name_set_give(&ns, queues, nqueues);
+    er_name_set_give(&ds, dead, ndead);
     return 0;
 }
 

@@ -250,8 +250,8 @@ int er_sqlite_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_
 int er_sqlite_delete_dead(er_store *s, const char *id, er_error *err);
 int er_sqlite_promote(er_store *s, int64_t now, int limit, int *n, char ***queues,
                       size_t *nqueues, er_error *err);
-int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues,
-                   size_t *nqueues, er_error *err);
+int er_sqlite_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
+                   char ***dead, size_t *ndead, er_error *err);
 int er_sqlite_retention(er_store *s, int64_t now, int limit, int *n, er_error *err);
 int er_sqlite_next_due(er_store *s, int64_t *at, er_error *err);
 
