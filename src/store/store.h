@@ -360,11 +360,13 @@ typedef struct er_store_ops {
     int (*checkpoint)(er_store *s, er_error *err);
 
     /* ---- wake-ups from other servers ----
-     * Optional, all four NULL when a store has none (SQLite: one server,
-     * whose own commits are the only news of ready jobs). A store shared by
-     * several servers tells each one when another (or an application's
-     * SQL) made jobs ready, so long-polling fetchers wake at once. The
-     * store owns the protocol (PostgreSQL: LISTEN on "<schema>_ready" on a
+     * Optional, all five NULL when a store has none (SQLite: one server,
+     * whose own commits are the only news of ready and finished jobs). A
+     * store shared by several servers tells each one when another (or an
+     * application's SQL) made jobs ready, so long-polling fetchers wake at
+     * once, and when another finished jobs (finished(), below), so requests
+     * waiting for their outcome are answered. The store owns the protocol
+     * (PostgreSQL: LISTEN on "<schema>_ready" and "<schema>_done" on a
      * connection outside the pool); the caller owns the thread, the wait
      * and the reconnect policy. A listener is used by one thread at a time
      * and is independent of every er_store. */

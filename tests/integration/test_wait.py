@@ -11,8 +11,9 @@
 # turns them off), a client that hangs up frees its place, and shutdown
 # answers waits at once with the job as it is. On PostgreSQL (two nodes on
 # one schema): a waiter on one node wakes within well under its wait when
-# the other completes, cancels or reaps the job (LISTEN/NOTIFY). Bad
-# wait_ms values are in test_bad_input.py.
+# the other completes, cancels, fails or reaps the job (LISTEN/NOTIFY), also
+# after the LISTEN sessions were killed and came back. Bad wait_ms values
+# are in test_bad_input.py.
 #
 # The PostgreSQL class needs ERRAND_TEST_PG_URL (scripts/test and `scripts/pg
 # start` provide one); without it it fails, unless ERRAND_TEST_PG_SKIP=1.

@@ -211,6 +211,10 @@ void er_pg_tx_caches_clear(er_store *s)
     s->done_all = false;
 }
 
+/* a NOTIFY payload must be shorter than 8000 bytes */
+_Static_assert(ER_PG_DONE_PER_NOTIFY * 8 < 8000, "a _done payload must fit one NOTIFY");
+_Static_assert(ER_STORE_FINISHED_MAX == 8 * ER_PG_DONE_PER_NOTIFY, "8 NOTIFYs a transaction");
+
 int er_pg_finished(er_store *s, const uint32_t *keys, size_t n, er_error *err)
 {
     if (s->done_all || (keys && n == 0))
