@@ -255,8 +255,11 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             rc = serve_parked(w, now, mono);
         /* other nodes' waits hear of the jobs this transaction finished
          * with its commit (no round trip of its own) */
-        if (rc == 0 && e->ops->finished && (x->done.n || x->done.all))
+        if (rc == 0 && e->ops->finished && (x->done.n || x->done.all)) {
             rc = e->ops->finished(x->store, x->done.all ? NULL : x->done.v, x->done.n, &err);
+            if (rc == ER_ENOMEM) /* "any job", which needs no memory, rather than a 503 */
+                rc = e->ops->finished(x->store, NULL, 0, &err);
+        }
         if (rc == 0)
             rc = e->ops->commit(x->store, &err);
         if (rc < 0) {

@@ -13,7 +13,7 @@
 # one schema): a waiter on one node wakes within well under its wait when
 # the other completes, cancels, fails or reaps the job (LISTEN/NOTIFY), also
 # after the LISTEN sessions were killed and came back. Bad wait_ms values
-# are in test_bad_input.py.
+# are 400 (also rows of test_bad_input.py).
 #
 # The PostgreSQL class needs ERRAND_TEST_PG_URL (scripts/test and `scripts/pg
 # start` provide one); without it it fails, unless ERRAND_TEST_PG_SKIP=1.
@@ -157,6 +157,18 @@ class WaitTest(unittest.TestCase):
         self.assertEqual((st, error_of(b).get("code")), (404, "not_found"))
         self.assertLess(time.monotonic() - t, 1.0, "one of them waited")
         self.assertEqual(self.s.metric(WAITING), 0)
+
+    def test_bad_wait_ms_values_are_400_naming_wait_ms(self):
+        self.enqueue("wb", "wb-1")
+        for v in ("-1", "60001", "abc", "", "1.5", "%2B5", "1e3"):
+            t = time.monotonic()
+            st, b, _ = self.s.get("/v1/jobs/wb-1?wait_ms=" + v)
+            e = error_of(b)
+            self.assertEqual((st, e.get("code"), e.get("field")),
+                             (400, "invalid_argument", "wait_ms"), (v, b))
+            self.assertLess(time.monotonic() - t, 1.0, v)
+        st, b, _ = self.s.get("/v1/jobs/wb-1?wait_ms=60000&colour=1")
+        self.assertEqual((st, error_of(b).get("field")), (400, "colour"), b)
 
     def test_a_permanent_failure_and_exhausted_attempts_wake_the_waiter(self):
         self.enqueue("wd", "wd-perm")
