@@ -132,6 +132,31 @@ class WaitTest(unittest.TestCase):
         report("SQLite completion -> waiter answer", lat)
         self.assertLess(max(lat), WAKE_BOUND_MS, lat)
 
+    def test_batched_acks_wake_the_waiter_of_each_job_they_finish(self):
+        ids = ["wa-%d" % i for i in range(6)]
+        for i in ids:
+            self.enqueue("wa", i)
+        jobs = self.s.fetch_jobs("wa", max=len(ids))
+        self.assertEqual(sorted(j["id"] for j in jobs), ids)
+        ws = {i: start_parked(self.s, i) for i in ids}
+        # five completes in a row (one store call) and a fail that retries
+        acks = [{"id": j["id"], "lease_token": j["lease_token"], "complete": {}}
+                for j in jobs if j["id"] != "wa-5"]
+        last = next(j for j in jobs if j["id"] == "wa-5")
+        acks.append({"id": "wa-5", "lease_token": last["lease_token"],
+                     "fail": {"error": {"class": "transient"}}})
+        st, b, _ = self.s.post("/v1/acks", {"acks": acks})
+        self.assertEqual(st, 200, b)
+        self.assertTrue(all(r.get("ok") for r in b["results"]), b)
+        for i in ids[:5]:
+            self.joined(ws[i])
+            self.assertEqual(ws[i].state(), "completed")
+        time.sleep(0.2)
+        self.assertTrue(ws["wa-5"].is_alive(), "a retry ended the wait: %r" % (ws["wa-5"].body,))
+        self.assertEqual(self.s.request("DELETE", "/v1/jobs/wa-5")[0], 200)
+        self.joined(ws["wa-5"])
+        self.assertEqual(ws["wa-5"].state(), "cancelled")
+
     def test_a_wait_with_nothing_happening_ends_at_its_deadline(self):
         self.enqueue("wq", "wq-1")
         for wait_ms in (300, 1000):
