@@ -55,6 +55,9 @@ static const er_setting serve_settings[] = {
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
     {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL, "most open client connections"},
+    {"max-waiters", ER_SET_INT, "10000", 0, ER_MAX_WAITERS_MAX, NULL,
+     "most GET /v1/jobs/{id}?wait_ms requests waiting for their job at once; past it they get "
+     "503 with Retry-After: 1 (0: no waits, an unfinished job's wait is refused)"},
     {"maintenance-interval", ER_SET_DURATION, "50ms", 1, 60000, NULL,
      "how often due jobs are promoted and expired leases reaped"},
     {"retention-interval", ER_SET_DURATION, "10s", 100, 3600000, NULL,
@@ -250,6 +253,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
+    er_engine_stop_waits(c->engine); /* now, not after HTTP dispatch's grace */
     er_outbox_stop(c->outbox); /* after the batch in flight, which the drain answers */
     er_dispatcher_stop(c->dispatcher, c->grace_ms, on_dispatch_stopped, c);
 }
@@ -340,6 +344,8 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .metrics_max_queues = (size_t)er_settings_get(&st, "metrics-max-queues")->num,
         .otlp_endpoint = er_settings_get(&st, "otlp-endpoint")->text,
     };
+    int64_t max_waiters = er_settings_get(&st, "max-waiters")->num;
+    ecfg.max_waiters = max_waiters > 0 ? (int)max_waiters : -1; /* the engine's 0 is its default */
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
         char shown[384];
         mask_password(ecfg.store_url, shown, sizeof shown);

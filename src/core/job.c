@@ -28,6 +28,11 @@ const char *er_state_name(er_state s)
     return state_names[s];
 }
 
+bool er_state_finished(er_state s)
+{
+    return s == ER_STATE_COMPLETED || s == ER_STATE_DEAD || s == ER_STATE_CANCELLED;
+}
+
 int er_state_parse(const char *name, er_state *out)
 {
     if (!name)

@@ -43,6 +43,9 @@ typedef enum er_state {
 
 /* "scheduled", "waiting", ... ; NULL for an out-of-range value. */
 const char *er_state_name(er_state s);
+/* True for completed, dead and cancelled: the job's outcome is known and
+ * no transition leaves the state (a redrive makes a new job). */
+bool er_state_finished(er_state s);
 /* Parses a state name; returns 0 or ER_EINVAL. */
 int er_state_parse(const char *name, er_state *out);
 

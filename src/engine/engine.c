@@ -6,14 +6,17 @@
  * (group commit). Long-poll fetches that found nothing stay parked in the
  * writer and are served inside whichever later transaction makes jobs ready
  * on their queues. The reader thread answers queries on its own connection.
- * Requests cross threads by ownership transfer through mutex-protected
- * lists; nothing else is shared.
+ * Reads that wait for their job to finish are held by the loop side's
+ * registry (waits.h), which the writer tells after each commit which jobs
+ * it finished. Requests cross threads by ownership transfer through
+ * mutex-protected lists; nothing else is shared but that registry.
  */
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/notify.h"
 #include "engine/otlp.h"
 #include "engine/qmetrics.h"
+#include "engine/waits.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -88,6 +91,8 @@ struct er_engine {
     _Atomic uint64_t parked, waiting;
     _Atomic bool leader;  /* the writer runs maintenance */
     er_notify *notify;    /* wake-ups from other nodes, when the store has them */
+    er_waits *waits;      /* GET_JOB waits for a job's outcome */
+    uint64_t refused_waits; /* loop thread */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
     er_qmetrics *qm;
     er_otlp *otlp;        /* NULL when no span export */
@@ -278,6 +283,13 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         if (rc == 0 && w->parked)
             rc = serve_parked(w, now, mono);
         int64_t commit_ns = er_mono_ns();
+        /* other nodes' waits hear of the jobs this transaction finished
+         * with its commit (no round trip of its own) */
+        if (rc == 0 && e->ops->finished && (x->done.n || x->done.all)) {
+            rc = e->ops->finished(x->store, x->done.all ? NULL : x->done.v, x->done.n, &err);
+            if (rc == ER_ENOMEM) /* "any job", which needs no memory, rather than a 503 */
+                rc = e->ops->finished(x->store, NULL, 0, &err);
+        }
         if (rc == 0)
             rc = e->ops->commit(x->store, &err);
         commit_ns = er_mono_ns() - commit_ns;
@@ -302,6 +314,10 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
             er_qm_hist_add(&ss->commit, er_qm_bucket_bounds, (double)commit_ns / 1e9);
             er_qm_hist_add(&ss->batch, er_qm_batch_bounds, (double)n);
             er_qm_unlock(e->qm);
+            /* after the commit: a wait registered before this look reads
+             * again; one registered after it reads what was committed */
+            if ((x->done.n || x->done.all) && er_waits_count(e->waits))
+                er_waits_wake(e->waits, x->done.all ? NULL : x->done.v, x->done.n);
         }
         x->promoted = x->reaped = 0;
         er_job_list_fini(&x->reaped_jobs);
@@ -309,6 +325,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         x->cron_missed = 0;
     }
     er_wake_fini(&x->wake); /* served above, or for nobody parked here */
+    er_keys_clear(&x->done);
 
     /* parked fetches that got jobs are answered now */
     for (er_req **pp = &w->parked; *pp;) {
@@ -488,6 +505,7 @@ static void worker_stop(er_engine *e, worker *w)
         e->ops->close(w->x.store);
     w->x.store = NULL;
     er_wake_fini(&w->x.wake);
+    er_keys_fini(&w->x.done);
     er_exec_ctx_fini(&w->x);
     er_wake_fini(&w->ext_wake);
     pthread_mutex_destroy(&w->mu);
@@ -634,8 +652,34 @@ static void count_acks(er_engine *e, const er_req *r, int64_t now)
     }
 }
 
+/* A wait past max_waiters read its job once: finished, or not there, it is
+ * answered as any read; else refused, to be retried. */
+static void refuse_wait(er_engine *e, er_req *r)
+{
+    r->wait_over = false;
+    if (r->rc != 0 || er_state_finished(r->job.state))
+        return;
+    e->refused_waits++;
+    er_job_fini(&r->job);
+    er_job_init(&r->job);
+    r->wait_refused = true;
+    if (e->cfg.max_waiters < 0)
+        r->rc = er_error_set(&r->err, ER_EUNAVAIL, "wait_ms",
+                             "this server does not wait for jobs (--max-waiters 0); retry "
+                             "without wait_ms, or on another server");
+    else
+        r->rc = er_error_set(&r->err, ER_EUNAVAIL, "wait_ms",
+                             "%d requests already wait for jobs on this server "
+                             "(--max-waiters); retry later",
+                             e->cfg.max_waiters);
+}
+
 static void finish(er_engine *e, er_req *r)
 {
+    if (r->wait_reg && !er_waits_settle(e->waits, r))
+        return; /* still waiting: parked, or reading again */
+    if (r->wait_over)
+        refuse_wait(e, r);
     atomic_fetch_sub(&e->pending, 1);
     switch (r->type) {
     case ER_REQ_ENQUEUE:
@@ -742,6 +786,30 @@ static void remote_all(void *arg)
     w->ext_all = true;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    er_waits_wake(w->e->waits, NULL, 0);
+}
+
+static void remote_finished(const uint32_t *keys, size_t n, void *arg)
+{
+    worker *w = arg;
+    er_waits_wake(w->e->waits, n ? keys : NULL, n);
+}
+
+/* ---- waits for a job's outcome (waits.h's callbacks, loop thread) ------ */
+
+static void wait_read(er_req *r, void *arg)
+{
+    er_engine *e = arg;
+    er_job_fini(&r->job);
+    er_job_init(&r->job);
+    r->rc = 0;
+    er_error_clear(&r->err);
+    worker_push(&e->reader, r); /* still counted in pending since its submit */
+}
+
+static void wait_answer(er_req *r, void *arg)
+{
+    finish(arg, r);
 }
 
 /* ---- public ------------------------------------------------------------ */
@@ -760,6 +828,10 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
         e->cfg.maintenance_ms = 50;
     if (e->cfg.retention_ms <= 0)
         e->cfg.retention_ms = 10000;
+    if (e->cfg.max_waiters == 0)
+        e->cfg.max_waiters = ER_MAX_WAITERS_DEFAULT;
+    if (e->cfg.max_waiters > ER_MAX_WAITERS_MAX)
+        e->cfg.max_waiters = ER_MAX_WAITERS_MAX;
     pthread_mutex_init(&e->done_mu, NULL);
     const char *rest = NULL;
     int rc = er_store_resolve(cfg->store_url, &e->ops, &rest, err);
@@ -787,6 +859,12 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
         rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
         goto fail;
     }
+    er_waits_cbs wcbs = {.read = wait_read, .answer = wait_answer, .arg = e};
+    if (er_waits_new(base, e->cfg.max_waiters > 0 ? (size_t)e->cfg.max_waiters : 0, &wcbs,
+                     &e->waits) < 0) {
+        rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+        goto fail;
+    }
     /* the writer opens first: it creates and migrates the schema */
     rc = worker_start(e, &e->writer, true, err);
     if (rc < 0)
@@ -795,7 +873,10 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
     if (rc < 0)
         goto fail;
     if (e->ops->listener_open) {
-        er_notify_cbs cbs = {.ready = remote_ready, .all = remote_all, .arg = &e->writer};
+        er_notify_cbs cbs = {.ready = remote_ready,
+                             .finished = remote_finished,
+                             .all = remote_all,
+                             .arg = &e->writer};
         rc = er_notify_start(e->ops, e->store_url, &cbs, &e->notify, err);
         if (rc < 0)
             goto fail;
@@ -823,8 +904,26 @@ static bool take(er_engine *e, er_req *req)
     return true;
 }
 
+/* A GET_JOB that waits: registered before its first read, or (past
+ * max_waiters) read once and refused unless finished; once waits stopped,
+ * answered at once. */
+static void submit_wait(er_engine *e, er_req *req)
+{
+    if (er_waits_stopped(e->waits)) {
+        req->wait_ms = 0;
+        return;
+    }
+    int rc = er_waits_add(e->waits, req);
+    if (rc == ER_EUNAVAIL)
+        req->wait_over = true;
+    else if (rc < 0)
+        req->wait_ms = 0; /* out of memory: as a plain read */
+}
+
 void er_engine_submit(er_engine *e, er_req *req)
 {
+    if (req->type == ER_REQ_GET_JOB && req->wait_ms > 0)
+        submit_wait(e, req);
     if (refuse_dispatch_fetch(e, req)) {
         atomic_fetch_add(&e->pending, 1); /* finish() counts it out */
         finish(e, req);
@@ -845,6 +944,8 @@ void er_engine_submit_from(er_engine *e, er_req *req)
 void er_engine_abandon(er_engine *e, er_req *req)
 {
     atomic_store(&req->abandoned, true);
+    if (req->type == ER_REQ_GET_JOB)
+        er_waits_abandon(e->waits, req);
     if (req->type != ER_REQ_FETCH)
         return;
     /* a parked fetch is answered by the writer's next pass */
@@ -859,8 +960,14 @@ bool er_engine_ready(const er_engine *e)
     return e && e->ready && !atomic_load(&e->draining);
 }
 
+void er_engine_stop_waits(er_engine *e)
+{
+    er_waits_stop(e->waits);
+}
+
 void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg)
 {
+    er_waits_stop(e->waits); /* answered through the reader, which still runs */
     e->on_drained = on_drained;
     e->drained_arg = arg;
     atomic_store(&e->draining, true);
@@ -879,6 +986,7 @@ void er_engine_free(er_engine *e)
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
     er_otlp_stop(e->otlp); /* after the writer: reaps may still add spans */
+    er_waits_free(e->waits); /* before the done list: reads answered late are in it */
     if (e->ops && e->ops->release_idle)
         e->ops->release_idle();
     /* requests answered after the loop stopped are dropped */
@@ -914,6 +1022,13 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     out->dead = e->dead;
     out->parked_fetches = atomic_load(&e->parked);
     out->waiting_fetches = atomic_load(&e->waiting);
+    if (e->waits) {
+        er_waits_stats ws;
+        er_waits_get_stats(e->waits, &ws);
+        out->parked_waits = ws.parked;
+        out->waiting_waits = ws.waiting;
+    }
+    out->refused_waits = e->refused_waits;
     out->maintenance_leader = atomic_load(&e->leader);
 }
 

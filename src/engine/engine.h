@@ -9,6 +9,9 @@
  * retention) and holds long-poll fetches that found nothing: when a later
  * transaction makes jobs ready on one of their queues, it leases them in
  * that same transaction, so the enqueue and the pickup share one commit.
+ * Reads that wait for a job to finish (GET_JOB with wait_ms) are held on
+ * the loop side (waits.h) and read again when a commit, here or on another
+ * node, finished their job.
  */
 #ifndef ER_ENGINE_ENGINE_H
 #define ER_ENGINE_ENGINE_H
@@ -37,7 +40,13 @@ typedef struct er_engine_config {
     int64_t retention_ms;         /* retention period, default 10000 */
     size_t metrics_max_queues;    /* queues with their own metrics, default 1000 */
     const char *otlp_endpoint;    /* export spans there (engine/otlp.h); NULL: none */
+    /* GET_JOB waits (wait_ms > 0) registered at once: 0 means
+     * ER_MAX_WAITERS_DEFAULT, < 0 none (a wait that would park is refused) */
+    int max_waiters;
 } er_engine_config;
+
+#define ER_MAX_WAITERS_DEFAULT 10000
+#define ER_MAX_WAITERS_MAX 1000000
 /* store.dedup_window_ms is the dedup window of tombstones (store.h); 0 keeps
  * none. */
 
@@ -46,7 +55,7 @@ typedef enum er_req_type {
     ER_REQ_FETCH,        /* in: acks (optional), fetch params; out: ack results, jobs */
     ER_REQ_ACKS,         /* in: acks; out: per-ack results */
     ER_REQ_HEARTBEAT,    /* in: id, token, extend_ms, progress; out: expires_at */
-    ER_REQ_GET_JOB,      /* in: id; out: job */
+    ER_REQ_GET_JOB,      /* in: id, wait_ms; out: job, wait_refused */
     ER_REQ_CANCEL,       /* in: id; out: job */
     ER_REQ_LIST_JOBS,    /* in: queue, state, limit, cursor; out: jobs, next_cursor */
     ER_REQ_LIST_QUEUES,  /* out: queues */
@@ -102,6 +111,8 @@ struct er_req {
     er_fetch_args fetch;       /* FETCH: a valid request (er_fetch_validate) */
     int max;                   /* LIST_*: page size */
     char *id;                  /* HEARTBEAT, GET_JOB, CANCEL, REDRIVE, DELETE_DEAD */
+    int64_t wait_ms;           /* GET_JOB: 0..ER_WAIT_MAX_MS, how long to wait for the job to
+                                  finish (completed, dead or cancelled); 0 answers at once */
     char *token;               /* HEARTBEAT */
     int64_t extend_ms;         /* HEARTBEAT: 0 = the queue's lease_ms */
     char *progress;            /* HEARTBEAT: JSON text or NULL */
@@ -140,6 +151,8 @@ struct er_req {
     int64_t updated_at;        /* out: GET_CURSOR, PUT_CURSOR */
     er_lease_list leases;      /* out: LIST_LEASES (a page; no owner tokens) */
     er_cursor_list cursors;    /* out: LIST_CURSORS (a page) */
+    bool wait_refused;         /* out: GET_JOB with ER_EUNAVAIL: the job is not finished and
+                                  max_waiters waits are registered (retry later) */
 
     /* engine-private */
     er_req *next;
@@ -148,7 +161,19 @@ struct er_req {
     int64_t ready_at;          /* FETCH: when a limit in time lets a named queue give
                                   again (ms, INT64_MAX: none; er_fetch_params) */
     bool acks_applied;         /* FETCH: acks are applied on the first pass only */
-    _Atomic bool abandoned;    /* FETCH: nobody waits for the answer (er_engine_abandon) */
+    _Atomic bool abandoned;    /* FETCH, GET_JOB: nobody waits for the answer
+                                  (er_engine_abandon) */
+    /* GET_JOB with wait_ms (waits.c) */
+    bool wait_reg;             /* registered with the engine's waits */
+    bool wait_over;            /* not registered (max_waiters): one read, and a 503
+                                  unless the job is finished */
+    int wstate;                /* reading, parked or woken (under the waits' mutex) */
+    bool wrecheck, wexpired;   /* read again / the wait ran out (under the mutex) */
+    bool warmed;               /* its deadline timer is set */
+    uint32_t wkey;             /* er_wait_key(id) */
+    er_req *wnext, *wwoken;    /* hash chain; woken list */
+    struct event *wtimer;      /* its deadline (loop thread) */
+    void *wowner;              /* the er_waits */
 };
 
 /* A zeroed request of `type`; NULL on ENOMEM. */
@@ -182,17 +207,23 @@ void er_engine_submit_from(er_engine *e, er_req *req);
 
 /* Tells the engine nobody waits for req's answer any more (its client went
  * away): a fetch leases nothing more and stops waiting; outcomes it carries
- * are still applied, and req->done still runs. Loop thread; req is still
- * the engine's. */
+ * are still applied; a wait for a job's outcome stops waiting (it frees its
+ * place under max_waiters). req->done still runs, never inside this call.
+ * Loop thread; req is still the engine's. */
 void er_engine_abandon(er_engine *e, er_req *req);
+
+/* Answers every GET_JOB wait now (after one more read: the job as it is)
+ * and answers later ones at once, as with wait_ms 0: the first step of a
+ * shutdown (er_engine_drain does it too). Loop thread. */
+void er_engine_stop_waits(er_engine *e);
 
 /* True once the store is open and the threads are running, false while
  * draining. */
 bool er_engine_ready(const er_engine *e);
 
-/* Stops taking requests, answers parked long-polls with empty results,
- * lets the writer finish its queue and current commit, then calls
- * on_drained(arg) on the loop thread. */
+/* Stops taking requests, answers parked long-polls with empty results and
+ * waits with their jobs as they are, lets the writer finish its queue and
+ * current commit, then calls on_drained(arg) on the loop thread. */
 void er_engine_drain(er_engine *e, void (*on_drained)(void *arg), void *arg);
 
 /* Joins the threads, closes the store, frees the engine. Call after
@@ -224,6 +255,9 @@ typedef struct er_engine_stats {
     uint64_t enqueued, fetched, completed, failed, released, promoted, reaped, dead;
     uint64_t parked_fetches;   /* long-polls parked so far */
     uint64_t waiting_fetches;  /* long-polls parked now */
+    uint64_t parked_waits;     /* GET_JOB waits that found their job unfinished and waited */
+    uint64_t waiting_waits;    /* GET_JOB waits registered now */
+    uint64_t refused_waits;    /* GET_JOB waits refused (max_waiters) */
     bool maintenance_leader; /* this node runs promotion, reaping, retention */
 } er_engine_stats;
 

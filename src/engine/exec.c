@@ -281,8 +281,11 @@ static int exec_completes(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64
             .info = &a->info};
     }
     int rc = x->ops->complete_many(x->store, items, j - i, now, &req->err);
-    for (size_t k = i; rc == 0 && k < j; k++)
+    for (size_t k = i; rc == 0 && k < j; k++) {
         req->acks[k].rc = items[k - i].rc;
+        if (items[k - i].rc == 0)
+            er_keys_add(&x->done, req->acks[k].id);
+    }
     free(items);
     return rc;
 }
@@ -325,6 +328,9 @@ static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
             return rc;
         }
         a->rc = rc;
+        if (rc == 0 && (a->kind == ER_ACK_COMPLETE ||
+                        (a->kind == ER_ACK_FAIL && a->outcome.state == ER_STATE_DEAD)))
+            er_keys_add(&x->done, a->id);
         if (rc == 0 && a->kind == ER_ACK_RELEASE) {
             er_job tmp;
             er_job_init(&tmp);
@@ -463,6 +469,8 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
         break;
     case ER_REQ_CANCEL:
         rc = x->ops->cancel(x->store, req->id, now, &req->job, &req->err);
+        if (rc == 0)
+            er_keys_add(&x->done, req->id);
         break;
     case ER_REQ_PUT_QUEUE:
         rc = exec_put_queue(x, req);
@@ -543,11 +551,15 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
     wake_names(&x->wake, names, n, count > 0 ? count : 1);
     names = NULL;
     n = 0;
+    size_t had = x->reaped_jobs.len;
     rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &x->reaped_jobs, &err);
     if (rc < 0)
         return rc;
     x->reaped += count;
     wake_names(&x->wake, names, n, count > 0 ? count : 1);
+    for (size_t i = had; i < x->reaped_jobs.len; i++)
+        if (x->reaped_jobs.items[i].state == ER_STATE_DEAD)
+            er_keys_add(&x->done, x->reaped_jobs.items[i].id);
     if (with_retention) {
         rc = x->ops->retention(x->store, now, MAINT_LIMIT, &count, &err);
         if (rc < 0)

@@ -10,6 +10,7 @@
 
 #include "core/job_spec.h"
 #include "engine/engine.h"
+#include "engine/waits.h"
 
 /* Queues that got ready jobs in a transaction, with how many, so parked
  * fetchers on them can be woken. */
@@ -30,6 +31,8 @@ typedef struct er_exec_ctx {
     er_rand rand;
     er_job_defaults server_defaults;
     er_wake wake;              /* filled by writes in the current transaction */
+    er_keys done;              /* jobs the current transaction finished (completed, dead,
+                                  cancelled), for waits on their outcome */
     int promoted, reaped;      /* by maintenance in the current transaction */
     er_job_list reaped_jobs;   /* the jobs reaped, as the store returned them */
     struct er_cron_event *cron_ev; /* the jobs cron ticks enqueued (engine/qmetrics.h) */

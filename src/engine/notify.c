@@ -75,7 +75,7 @@ static void *notify_main(void *arg)
             break;
         er_error err;
         er_error_clear(&err);
-        if (w > 0 && ops->listener_poll(l, n->cbs.ready, n->cbs.arg, &err) < 0) {
+        if (w > 0 && ops->listener_poll(l, n->cbs.ready, n->cbs.finished, n->cbs.arg, &err) < 0) {
             ER_LOG(ER_LOG_WARN, NULL, "cross-node wake-ups: connection lost (reconnecting): %s",
                    err.message);
             warned = true;

@@ -2,7 +2,8 @@
  *
  * Wake-ups from other nodes: a thread that holds a store's listener
  * (store.h's optional listener ops) and reports each queue another node (or
- * an application's SQL enqueue) made ready. It reconnects with backoff when
+ * an application's SQL enqueue) made ready, and the jobs another node
+ * finished. It reconnects with backoff when
  * its connection drops and then reports that any queue may be ready, since
  * wake-ups sent meanwhile are lost. It knows no store. Internal to
  * src/engine.
@@ -18,7 +19,11 @@ typedef struct er_notify er_notify;
 typedef struct er_notify_cbs {
     /* A queue got ready jobs (borrowed name, valid during the call). */
     void (*ready)(const char *queue, void *arg);
-    /* The listen connection was (re)established: any queue may be ready. */
+    /* Jobs finished on another node (store.h's er_store_finished_fn: n 0
+     * means any job may have). */
+    void (*finished)(const uint32_t *keys, size_t n, void *arg);
+    /* The listen connection was (re)established: any queue may be ready,
+     * any job may have finished. */
     void (*all)(void *arg);
     void *arg;
 } er_notify_cbs;

@@ -216,6 +216,11 @@ int er_name_set_add(er_name_set *ns, const char *name)
     for (size_t i = 0; i < ns->n; i++)
         if (strcmp(ns->v[i], name) == 0)
             return 0;
+    return er_name_set_push(ns, name);
+}
+
+int er_name_set_push(er_name_set *ns, const char *name)
+{
     if (ER_GROW(&ns->v, &ns->cap, ns->n + 1, ER_LIST_MAX) < 0)
         return ER_ENOMEM;
     if (!(ns->v[ns->n] = strdup(name)))

@@ -183,9 +183,16 @@ typedef struct er_complete_item {
  * kind that has one. */
 typedef struct er_store_listener er_store_listener;
 
+/* The most job keys ops->finished carries for one transaction; past it the
+ * transaction announces "any job may have finished" instead. */
+#define ER_STORE_FINISHED_MAX 7992
+
 /* Called once per wake-up with the queue that got ready jobs (borrowed,
  * valid during the call). */
 typedef void (*er_store_ready_fn)(const char *queue, void *arg);
+/* Called with the keys of jobs another server finished (ops->finished;
+ * borrowed, valid during the call); n 0 means any job may have finished. */
+typedef void (*er_store_finished_fn)(const uint32_t *keys, size_t n, void *arg);
 
 typedef struct er_store_ops {
     const char *name; /* "sqlite", "postgres" */
@@ -408,11 +415,13 @@ typedef struct er_store_ops {
     int (*checkpoint)(er_store *s, er_error *err);
 
     /* ---- wake-ups from other servers ----
-     * Optional, all four NULL when a store has none (SQLite: one server,
-     * whose own commits are the only news of ready jobs). A store shared by
-     * several servers tells each one when another (or an application's
-     * SQL) made jobs ready, so long-polling fetchers wake at once. The
-     * store owns the protocol (PostgreSQL: LISTEN on "<schema>_ready" on a
+     * Optional, all five NULL when a store has none (SQLite: one server,
+     * whose own commits are the only news of ready and finished jobs). A
+     * store shared by several servers tells each one when another (or an
+     * application's SQL) made jobs ready, so long-polling fetchers wake at
+     * once, and when another finished jobs (finished(), below), so requests
+     * waiting for their outcome are answered. The store owns the protocol
+     * (PostgreSQL: LISTEN on "<schema>_ready" and "<schema>_done" on a
      * connection outside the pool); the caller owns the thread, the wait
      * and the reconnect policy. A listener is used by one thread at a time
      * and is independent of every er_store. */
@@ -426,14 +435,24 @@ typedef struct er_store_ops {
     /* The descriptor to wait on for reading before listener_poll (borrowed:
      * valid until listener_close; do not read or close it). */
     int (*listener_fd)(const er_store_listener *l);
-    /* Reads what arrived, without blocking, and calls fn(queue, arg) on
-     * this thread for each wake-up. ER_EUNAVAIL when the connection broke:
-     * close the listener, open another, and treat every queue as possibly
-     * ready, since wake-ups sent meanwhile are lost. */
-    int (*listener_poll)(er_store_listener *l, er_store_ready_fn fn, void *arg,
-                         er_error *err);
+    /* Reads what arrived, without blocking, and calls on this thread
+     * fn(queue, arg) for each wake-up and done(keys, n, arg) (when done is
+     * not NULL) for each ops->finished another transaction committed.
+     * ER_EUNAVAIL when the connection broke: close the listener, open
+     * another, and treat every queue as possibly ready and every job as
+     * possibly finished, since wake-ups sent meanwhile are lost. */
+    int (*listener_poll)(er_store_listener *l, er_store_ready_fn fn, er_store_finished_fn done,
+                         void *arg, er_error *err);
     /* Closes the connection and frees l. NULL-safe. */
     void (*listener_close)(er_store_listener *l);
+    /* Announces to every listener that the jobs of `keys` (n 32-bit keys of
+     * their ids, the engine's er_wait_key; copied; NULL: any job may have)
+     * finished in the open transaction: delivered to listener_poll's done
+     * after the commit, never when it rolls back. Costs no round trip of its own (PostgreSQL
+     * sends it with COMMIT, at most ER_STORE_FINISHED_MAX keys a
+     * transaction; past that one "any job may have finished"). Optional,
+     * with the listener ops. Returns 0 or ER_ENOMEM. */
+    int (*finished)(er_store *s, const uint32_t *keys, size_t n, er_error *err);
 
     /* Optional, NULL when a store keeps nothing between connections:
      * releases what the store keeps process-wide (PostgreSQL: the idle
@@ -477,6 +496,9 @@ typedef struct er_name_set {
 
 /* Adds a copy of name unless present; 0 or ER_ENOMEM. */
 int er_name_set_add(er_name_set *ns, const char *name);
+/* Adds a copy of name without looking for it first (names known to be
+ * distinct, e.g. job ids); 0 or ER_ENOMEM. */
+int er_name_set_push(er_name_set *ns, const char *name);
 void er_name_set_free(er_name_set *ns);
 /* Moves the names to the out-parameters (owned by the caller then), or frees
  * them when either is NULL. */

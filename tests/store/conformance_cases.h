@@ -808,7 +808,8 @@ Test(conformance, reap_requeues_expired_leases_then_kills_past_max_stalled)
     cr_assert_eq(OPS->reap(S, exp2, 100, &n, NULL, NULL, &reaped, &err), 0);
     cr_assert_eq(n, 1);
     cr_assert_eq(reaped.len, 1);
-    cr_assert_eq(reaped.items[0].state, ER_STATE_DEAD);
+    cr_assert_eq(reaped.items[0].state, ER_STATE_DEAD, "the jobs that went dead are reported");
+    cr_assert_str_eq(reaped.items[0].id, "s");
     er_job_list_fini(&reaped);
     cr_assert_eq(OPS->get_job(S, "s", &g, &err), 0);
     cr_assert_eq(g.state, ER_STATE_DEAD);

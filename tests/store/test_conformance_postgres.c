@@ -270,14 +270,14 @@ static int listen_wait(er_store_listener *l, int timeout_ms, seen *s)
 {
     er_error err = {0};
     int before = s->n;
-    cr_assert_eq(OPS->listener_poll(l, on_ready, s, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->listener_poll(l, on_ready, NULL, s, &err), 0, "%s", err.message);
     if (s->n > before)
         return s->n - before;
     struct pollfd p = {.fd = OPS->listener_fd(l), .events = POLLIN};
     int rc = poll(&p, 1, timeout_ms);
     cr_assert_geq(rc, 0);
     if (rc > 0)
-        cr_assert_eq(OPS->listener_poll(l, on_ready, s, &err), 0, "%s", err.message);
+        cr_assert_eq(OPS->listener_poll(l, on_ready, NULL, s, &err), 0, "%s", err.message);
     return s->n - before;
 }
 
@@ -340,6 +340,104 @@ Test(postgres, listeners_are_notified_when_jobs_become_ready_at_commit)
     OPS->rollback(S);
     cr_assert_eq(listen_wait(l, 200, &s), 0);
     cr_assert_eq(s.n, 0);
+    OPS->listener_close(l);
+}
+
+/* ---- finished jobs (ops->finished, "<schema>_done") ---- */
+
+typedef struct done_seen {
+    uint32_t keys[2048];
+    size_t n;  /* keys delivered */
+    int calls; /* done callbacks */
+    int any;   /* of them "any job may have finished" (n 0) */
+} done_seen;
+
+static void on_done(const uint32_t *keys, size_t n, void *arg)
+{
+    done_seen *d = arg;
+    d->calls++;
+    if (n == 0)
+        d->any++;
+    for (size_t i = 0; i < n && d->n < 2048; i++)
+        d->keys[d->n++] = keys[i];
+}
+
+static void on_ready_ignored(const char *queue, void *arg)
+{
+    (void)queue;
+    (void)arg;
+}
+
+/* Polls until `calls` done callbacks arrived, or ~timeout_ms passed. */
+static void done_wait(er_store_listener *l, done_seen *d, int calls, int timeout_ms)
+{
+    er_error err = {0};
+    for (int waited = 0; d->calls < calls && waited < timeout_ms; waited += 20) {
+        struct pollfd p = {.fd = OPS->listener_fd(l), .events = POLLIN};
+        cr_assert_geq(poll(&p, 1, 20), 0);
+        cr_assert_eq(OPS->listener_poll(l, on_ready_ignored, on_done, d, &err), 0, "%s",
+                     err.message);
+    }
+}
+
+Test(postgres, finished_keys_reach_listeners_at_commit_and_never_on_rollback)
+{
+    er_store_listener *l;
+    er_error err = {0};
+    cr_assert_not_null(OPS->finished);
+    cr_assert_eq(OPS->listener_open(g_url, &l, &err), 0, "%s", err.message);
+    done_seen *d = calloc(1, sizeof *d);
+
+    uint32_t two[] = {1, 0xdeadbeefu};
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->finished(S, two, 2, &err), 0);
+    done_wait(l, d, 1, 200);
+    cr_assert_eq(d->calls, 0, "delivered before the commit");
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    done_wait(l, d, 1, 2000);
+    cr_assert_eq(d->calls, 1);
+    cr_assert_eq(d->n, 2);
+    cr_assert_eq(d->keys[0], 1u);
+    cr_assert_eq(d->keys[1], 0xdeadbeefu);
+
+    /* rolled back: nothing */
+    memset(d, 0, sizeof *d);
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->finished(S, two, 2, &err), 0);
+    OPS->rollback(S);
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->commit(S, &err), 0); /* an empty commit after it announces nothing */
+    done_wait(l, d, 1, 300);
+    cr_assert_eq(d->calls, 0);
+
+    /* 1500 keys: two notifications, every key once, in order */
+    uint32_t *many = malloc((ER_STORE_FINISHED_MAX + 1) * sizeof *many);
+    for (uint32_t i = 0; i <= ER_STORE_FINISHED_MAX; i++)
+        many[i] = i * 2654435761u;
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->finished(S, many, 1000, &err), 0);
+    cr_assert_eq(OPS->finished(S, many + 1000, 500, &err), 0);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    done_wait(l, d, 2, 2000);
+    cr_assert_eq(d->calls, 2);
+    cr_assert_eq(d->n, 1500);
+    for (size_t i = 0; i < 1500; i++)
+        cr_assert_eq(d->keys[i], many[i]);
+
+    /* past ER_STORE_FINISHED_MAX, and keys NULL: one "any job" */
+    memset(d, 0, sizeof *d);
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->finished(S, many, ER_STORE_FINISHED_MAX + 1, &err), 0);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->finished(S, NULL, 0, &err), 0);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    done_wait(l, d, 2, 2000);
+    cr_assert_eq(d->calls, 2);
+    cr_assert_eq(d->any, 2);
+    cr_assert_eq(d->n, 0);
+    free(many);
+    free(d);
     OPS->listener_close(l);
 }
 

@@ -94,6 +94,18 @@ Test(state, finished_states_are_final)
             cr_assert_eq(er_state_next(fin[i], (er_event)e), -1);
 }
 
+Test(state, finished_means_no_event_leaves_the_state)
+{
+    for (int s = 0; s < 6; s++) {
+        bool final = true;
+        for (int e = 0; e < 8; e++)
+            final = final && expected[s][e] == -1;
+        cr_assert_eq(er_state_finished((er_state)s), final, "%s", er_state_name((er_state)s));
+    }
+    cr_assert(er_state_finished(S_COM) && er_state_finished(S_DEA) && er_state_finished(S_CAN));
+    cr_assert(!er_state_finished((er_state)6));
+}
+
 Test(state, retry_goes_back_to_scheduled_and_kill_to_dead)
 {
     cr_assert_eq(er_state_next(S_ACT, ER_EV_RETRY), S_SCH);

@@ -352,8 +352,9 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
 }
 
 /* evhttp reads nothing while a request waits for its reply, so it cannot
- * see a client hang up; a parked long-poll watches for that itself
- * (EV_CLOSED: epoll's EPOLLRDHUP), so the engine stops leasing jobs for it. */
+ * see a client hang up; a parked long-poll (a fetch, or a wait for a job's
+ * outcome) watches for that itself (EV_CLOSED: epoll's EPOLLRDHUP), so the
+ * engine stops leasing jobs for it, or frees its place among the waits. */
 static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -410,7 +411,8 @@ void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish)
     struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
     if (evcon) {
         evhttp_connection_set_closecb(evcon, on_conn_close, c);
-        if (r->type == ER_REQ_FETCH && r->fetch.wait_ms > 0)
+        if ((r->type == ER_REQ_FETCH && r->fetch.wait_ms > 0) ||
+            (r->type == ER_REQ_GET_JOB && r->wait_ms > 0))
             watch_hangup(c, evcon);
     }
     er_engine_submit(c->s->engine, r);

@@ -323,6 +323,14 @@ void er_route_metrics(er_hctx *c)
            st.parked_fetches);
     metric(b, "errand_fetches_waiting", "gauge", "Long-poll fetches waiting for jobs now.",
            st.waiting_fetches);
+    metric(b, "errand_job_waits_parked_total", "counter",
+           "GET /v1/jobs/{id}?wait_ms requests that found their job unfinished and waited.",
+           st.parked_waits);
+    metric(b, "errand_job_waits_waiting", "gauge",
+           "Requests waiting for a job's outcome now (at most --max-waiters).", st.waiting_waits);
+    metric(b, "errand_job_waits_refused_total", "counter",
+           "Waits for a job's outcome refused with 503: --max-waiters were waiting.",
+           st.refused_waits);
     metric(b, "errand_maintenance_leader", "gauge",
            "1 while this node runs promotion, reaping and retention (one node per store).",
            st.maintenance_leader);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
  * Job endpoints: enqueue (single and bulk), fetch (with piggy-backed acks),
- * heartbeat, complete/fail/release, batched acks, get and cancel. Each
+ * heartbeat, complete/fail/release, batched acks, get (waiting for the
+ * job's outcome with ?wait_ms) and cancel. Each
  * handler validates the whole request into an engine request before it is
  * submitted (a rejected request never reaches the engine) and formats the
  * engine's answer; the rules themselves live in src/core and the stores.
@@ -544,6 +545,8 @@ bad:
 static void finish_job(er_hctx *c, er_req *r)
 {
     if (r->rc) {
+        if (r->wait_refused) /* too many waits now: soon there may be room */
+            evhttp_add_header(evhttp_request_get_output_headers(c->req), "Retry-After", "1");
         er_http_reply_req_error(c, r);
         return;
     }
@@ -565,9 +568,41 @@ bad:
     reject(c, r, NULL, &err);
 }
 
+typedef struct get_query {
+    int wait_ms;
+    er_error *err;
+} get_query;
+
+/* ?wait_ms=N: decimal digits only, 0..ER_WAIT_MAX_MS; no other parameter. */
+static int get_job_param(void *arg, const char *k, const char *v)
+{
+    get_query *q = arg;
+    if (strcmp(k, "wait_ms") != 0)
+        return er_query_unknown(k, q->err);
+    if (strspn(v, "0123456789") != strlen(v) ||
+        er_query_int("wait_ms", v, 0, ER_WAIT_MAX_MS, &q->wait_ms, q->err) < 0)
+        return er_error_set(q->err, ER_EINVAL, "wait_ms", "wait_ms must be an integer 0..%d",
+                            ER_WAIT_MAX_MS);
+    return 0;
+}
+
 void er_route_get_job(er_hctx *c)
 {
-    submit_by_id(c, ER_REQ_GET_JOB, finish_job);
+    er_error err = {0};
+    get_query q = {.err = &err};
+    if (er_query_foreach(c->query, get_job_param, &q, &err) < 0) {
+        er_http_reply_error(c, &err);
+        return;
+    }
+    er_req *r = new_req(c, ER_REQ_GET_JOB, NULL);
+    if (!r)
+        return;
+    r->wait_ms = q.wait_ms;
+    if (dup_str(&r->id, c->param, &err) < 0) {
+        reject(c, r, NULL, &err);
+        return;
+    }
+    er_http_submit(c, r, finish_job);
 }
 
 void er_route_cancel_job(er_hctx *c)

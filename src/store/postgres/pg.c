@@ -235,6 +235,7 @@ static void pg_close(er_store *s)
     er_pg_fq_clear(s);
     free(s->fq);
     free(s->qc);
+    free(s->done);
     free(s);
 }
 
@@ -423,5 +424,6 @@ const er_store_ops er_postgres_ops = {
     .listener_fd = er_pg_listener_fd,
     .listener_poll = er_pg_listener_poll,
     .listener_close = er_pg_listener_close,
+    .finished = er_pg_finished,
     .release_idle = er_postgres_pool_drain,
 };

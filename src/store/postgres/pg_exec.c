@@ -207,6 +207,61 @@ void er_pg_tx_caches_clear(er_store *s)
     free(s->notified);
     s->notified = NULL;
     s->nnotified = 0;
+    s->ndone = 0;
+    s->done_all = false;
+}
+
+/* a NOTIFY payload must be shorter than 8000 bytes */
+_Static_assert(ER_PG_DONE_PER_NOTIFY * 8 < 8000, "a _done payload must fit one NOTIFY");
+_Static_assert(ER_STORE_FINISHED_MAX == 8 * ER_PG_DONE_PER_NOTIFY, "8 NOTIFYs a transaction");
+
+int er_pg_finished(er_store *s, const uint32_t *keys, size_t n, er_error *err)
+{
+    if (s->done_all || (keys && n == 0))
+        return 0;
+    if (!keys || s->ndone + n > ER_STORE_FINISHED_MAX) {
+        s->done_all = true; /* one "*" says it in fewer bytes */
+        s->ndone = 0;
+        return 0;
+    }
+    if (ER_GROW(&s->done, &s->capdone, s->ndone + n, ER_STORE_FINISHED_MAX) < 0)
+        return er_pg_nomem(err);
+    memcpy(s->done + s->ndone, keys, n * sizeof *keys);
+    s->ndone += n;
+    return 0;
+}
+
+/* The COMMIT of the open transaction, after the NOTIFYs of the jobs it
+ * finished: one simple query, so announcing them costs no round trip.
+ * The payload is hex digits (or "*"), safe in a literal as it is. NULL on
+ * ENOMEM. */
+static char *commit_sql(const er_store *s)
+{
+    static const char head[] = "SELECT pg_notify(current_schema() || '_done', '";
+    static const char tail[] = "');";
+    size_t nnotify =
+        s->done_all ? 1 : (s->ndone + ER_PG_DONE_PER_NOTIFY - 1) / ER_PG_DONE_PER_NOTIFY;
+    size_t cap = nnotify * (sizeof head + sizeof tail) + s->ndone * 8 + 16;
+    char *sql = malloc(cap), *p = sql;
+    if (!sql)
+        return NULL;
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < nnotify; i++) {
+        memcpy(p, head, sizeof head - 1);
+        p += sizeof head - 1;
+        if (s->done_all) {
+            *p++ = '*';
+        } else {
+            size_t end = (i + 1) * ER_PG_DONE_PER_NOTIFY;
+            for (size_t k = i * ER_PG_DONE_PER_NOTIFY; k < s->ndone && k < end; k++)
+                for (int sh = 28; sh >= 0; sh -= 4)
+                    *p++ = hex[(s->done[k] >> sh) & 15];
+        }
+        memcpy(p, tail, sizeof tail - 1);
+        p += sizeof tail - 1;
+    }
+    memcpy(p, "COMMIT", 7);
+    return sql;
 }
 
 int er_pg_begin(er_store *s, er_error *err)
@@ -235,7 +290,12 @@ int er_pg_commit(er_store *s, er_error *err)
 {
     if (!s->in_tx)
         return er_error_set(err, ER_EINTERNAL, "", "store: no transaction is open");
-    PGresult *r = PQexec(s->c->pg, "COMMIT");
+    char *sql = s->ndone || s->done_all ? commit_sql(s) : NULL;
+    if ((s->ndone || s->done_all) && !sql)
+        return er_pg_nomem(err);
+    /* with NOTIFYs first, the last result is COMMIT's */
+    PGresult *r = PQexec(s->c->pg, sql ? sql : "COMMIT");
+    free(sql);
     int rc = er_pg_check(s, r, "commit", err);
     /* COMMIT of a failed transaction answers ROLLBACK */
     if (rc == 0 && strcmp(PQcmdStatus(r), "COMMIT") != 0)

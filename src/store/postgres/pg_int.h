@@ -150,6 +150,9 @@ struct er_store {
     size_t nqc;
     char **notified; /* queues notified in this transaction */
     size_t nnotified;
+    uint32_t *done;  /* keys of jobs finished in this transaction (ops->finished) */
+    size_t ndone, capdone;
+    bool done_all;   /* more than ER_STORE_FINISHED_MAX: announce "any job" */
     er_pg_fq *fq;    /* per-queue fetch state, at most FQ_MAX (pg_fetch.c) */
     size_t nfq, capfq, npol;
 };
@@ -199,8 +202,16 @@ int64_t er_pg_now(const er_store *s, int64_t now);
 int er_pg_begin(er_store *s, er_error *err);
 int er_pg_commit(er_store *s, er_error *err);
 void er_pg_rollback(er_store *s);
-/* Empties the transaction-scoped caches (settings, queues notified). */
+/* Empties the transaction-scoped caches (settings, queues notified, jobs
+ * finished). */
 void er_pg_tx_caches_clear(er_store *s);
+/* ops->finished: records keys for the NOTIFY that er_pg_commit sends. */
+int er_pg_finished(er_store *s, const uint32_t *keys, size_t n, er_error *err);
+/* The payload of a "<schema>_done" notification: ER_PG_DONE_PER_NOTIFY
+ * keys, each 8 lowercase hex digits, or "*" (any job may have finished).
+ * A server of every version that shares the schema reads it, so changing
+ * it needs a new channel name. */
+#define ER_PG_DONE_PER_NOTIFY 999
 /* Opens a transaction unless one is open (*own says whether this call did);
  * op_end commits an owned one on rc == 0 and rolls it back otherwise. */
 int er_pg_op_begin(er_store *s, bool *own, er_error *err);
@@ -329,7 +340,8 @@ int er_pg_url_parts(const char *url, char **conninfo, char schema[ER_PG_SCHEMA_M
 /* Wake-up listeners (pg_listen.c), store.h's listener ops. */
 int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err);
 int er_pg_listener_fd(const er_store_listener *l);
-int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, void *arg, er_error *err);
+int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, er_store_finished_fn done,
+                        void *arg, er_error *err);
 void er_pg_listener_close(er_store_listener *l);
 
 #endif

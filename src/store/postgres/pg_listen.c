@@ -2,8 +2,10 @@
  *
  * The LISTEN side of the PostgreSQL store's wake-ups: a dedicated
  * connection (outside the pool) that listens on "<schema>_ready" and hands
- * each notification's queue to a callback: store.h's listener ops.
- * Non-blocking: the owner waits on its socket, then polls.
+ * each notification's queue to a callback, and on "<schema>_done" (the
+ * keys of finished jobs er_pg_commit announces, for requests waiting for a
+ * job's outcome): store.h's listener ops. Non-blocking: the owner waits on
+ * its socket, then polls.
  */
 #include "store/postgres/pg_int.h"
 
@@ -13,6 +15,7 @@
 
 struct er_store_listener {
     PGconn *pg;
+    char done[80]; /* the "<schema>_done" channel */
 };
 
 /* The libpq URL and schema of a store URL (errand's options removed). */
@@ -69,20 +72,30 @@ int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err)
         PQfinish(pg);
         return rc;
     }
-    char channel[80];
+    char channel[80], done[80];
     snprintf(channel, sizeof channel, "%s_ready", schema);
-    char *ident = PQescapeIdentifier(pg, channel, strlen(channel));
-    char sql[128];
-    snprintf(sql, sizeof sql, "LISTEN %s", ident ? ident : "\"errand_ready\"");
-    PQfreemem(ident);
-    PGresult *r = PQexec(pg, sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        rc = conn_error(pg, "listen", err);
+    snprintf(done, sizeof done, "%s_done", schema);
+    /* "_ready" last: the session's query in pg_stat_activity stays
+     * `LISTEN "<schema>_ready"`, by which operators (and tests) find it */
+    const char *names[2] = {done, channel};
+    for (int i = 0; i < 2; i++) {
+        char *ident = PQescapeIdentifier(pg, names[i], strlen(names[i]));
+        if (!ident) {
+            PQfinish(pg);
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        }
+        char sql[128];
+        snprintf(sql, sizeof sql, "LISTEN %s", ident);
+        PQfreemem(ident);
+        PGresult *r = PQexec(pg, sql);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            rc = conn_error(pg, "listen", err);
+            PQclear(r);
+            PQfinish(pg);
+            return rc;
+        }
         PQclear(r);
-        PQfinish(pg);
-        return rc;
     }
-    PQclear(r);
     if (PQsetnonblocking(pg, 1) != 0) {
         rc = conn_error(pg, "listen", err);
         PQfinish(pg);
@@ -94,6 +107,7 @@ int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     }
     l->pg = pg;
+    snprintf(l->done, sizeof l->done, "%s", done);
     *out = l;
     return 0;
 }
@@ -103,14 +117,45 @@ int er_pg_listener_fd(const er_store_listener *l)
     return PQsocket(l->pg);
 }
 
-int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, void *arg, er_error *err)
+/* Calls done with the keys of a "<schema>_done" payload (er_pg_commit's);
+ * "*", or anything else it cannot read, means any job may have finished. */
+static void done_keys(const char *payload, er_store_finished_fn done, void *arg)
+{
+    uint32_t keys[ER_PG_DONE_PER_NOTIFY];
+    size_t len = strlen(payload), n = 0;
+    if (len % 8 || len / 8 > ER_PG_DONE_PER_NOTIFY || len == 0) {
+        done(NULL, 0, arg);
+        return;
+    }
+    for (size_t i = 0; i < len; i += 8) {
+        uint32_t k = 0;
+        for (size_t j = i; j < i + 8; j++) {
+            char c = payload[j];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) {
+                done(NULL, 0, arg);
+                return;
+            }
+            k = k << 4 | (uint32_t)d;
+        }
+        keys[n++] = k;
+    }
+    done(keys, n, arg);
+}
+
+int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, er_store_finished_fn done,
+                        void *arg, er_error *err)
 {
     if (!PQconsumeInput(l->pg) || PQstatus(l->pg) != CONNECTION_OK)
         return conn_error(l->pg, "listen", err);
     PGnotify *nt;
     while ((nt = PQnotifies(l->pg))) {
-        if (fn)
+        if (strcmp(nt->relname, l->done) == 0) {
+            if (done)
+                done_keys(nt->extra ? nt->extra : "", done, arg);
+        } else if (fn) {
             fn(nt->extra ? nt->extra : "", arg);
+        }
         PQfreemem(nt);
     }
     return 0;
