@@ -251,7 +251,7 @@ class AuthStartupTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "access.log")
             with Server(args=["--token", "admin:" + ADMIN, "--access-log", path]) as s:
-                self.assertEqual(s.get("/v1/queues?limit=5", token=ADMIN)[0], 200)
+                self.assertEqual(s.get("/v1/queues?history=0", token=ADMIN)[0], 200)
                 self.assertEqual(s.get("/v1/queues", token=None)[0], 401)
                 self.assertEqual(s.request("HEAD", "/healthz", token=None)[0], 200)
 
@@ -261,7 +261,7 @@ class AuthStartupTest(unittest.TestCase):
                 wait_until(lambda: len(lines()) >= 3, timeout=5, what="three lines flushed")
                 got = lines()
                 self.assertEqual([(l["method"], l["path"], l["status"]) for l in got[:3]],
-                                 [("GET", "/v1/queues?limit=5", 200), ("GET", "/v1/queues", 401),
+                                 [("GET", "/v1/queues?history=0", 200), ("GET", "/v1/queues", 401),
                                   ("HEAD", "/healthz", 200)])
                 self.assertTrue(got[0]["peer"].startswith("127.0.0.1:"))
                 self.assertGreater(got[0]["bytes"], 0)
