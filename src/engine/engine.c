@@ -18,6 +18,7 @@
 #include "engine/qmetrics.h"
 #include "engine/waits.h"
 #include "util/clock.h"
+#include "util/jsonw.h"
 #include "util/log.h"
 
 #include <event2/event.h>
@@ -197,28 +198,70 @@ static bool maintenance_leader(worker *w)
     return leader;
 }
 
+/* Logs a line about one attempt of a job with the fields of its story:
+ * job_id, queue, name, attempt, trace_id (when it has one), duration_ms
+ * (since the lease) and age_ms (since it became due), then `key`: `val`
+ * (a string) and `key2`: `n` (a number) when given. Values are escaped. */
+static void log_attempt(int level, const char *id, const er_ack_info *in, int64_t now,
+                        const char *key, const char *val, const char *key2, int64_t n,
+                        const char *msg)
+{
+    if (level < er_log_level)
+        return;
+    er_jsonw w;
+    er_jsonw_init(&w, 4096);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "job_id");
+    er_jsonw_str(&w, id);
+    er_jsonw_key(&w, "queue");
+    er_jsonw_str(&w, in->queue);
+    er_jsonw_key(&w, "name");
+    er_jsonw_str(&w, in->name);
+    er_jsonw_key(&w, "attempt");
+    er_jsonw_int(&w, in->attempt);
+    if (in->trace_id[0]) {
+        er_jsonw_key(&w, "trace_id");
+        er_jsonw_str(&w, in->trace_id);
+    }
+    if (in->started_at > 0) {
+        er_jsonw_key(&w, "duration_ms");
+        er_jsonw_int(&w, now - in->started_at);
+    }
+    if (in->run_at > 0) {
+        er_jsonw_key(&w, "age_ms");
+        er_jsonw_int(&w, now - in->run_at);
+    }
+    if (key) {
+        er_jsonw_key(&w, key);
+        er_jsonw_str(&w, val);
+    }
+    if (key2) {
+        er_jsonw_key(&w, key2);
+        er_jsonw_int(&w, n);
+    }
+    er_jsonw_end_object(&w);
+    if (!w.failed && w.out.len >= 2) {
+        w.out.data[w.out.len - 1] = '\0'; /* the members, without the braces */
+        er_log_write(level, w.out.data + 1, "%s", msg);
+    }
+    er_jsonw_fini(&w);
+}
+
 /* One line per expired lease, and per job it sent to the dead letters. */
 static void log_reaped(er_otlp *otlp, const er_job_list *l, int64_t now)
 {
     for (size_t i = 0; i < l->len; i++) {
         const er_job *j = &l->items[i];
-        if (otlp) {
-            er_ack_info info;
-            er_ack_info_set(&info, j->queue, j->name, j->trace_id, j->attempts, j->run_at,
-                            j->started_at);
+        er_ack_info info;
+        er_ack_info_set(&info, j->queue, j->name, j->trace_id, j->attempts, j->run_at,
+                        j->started_at);
+        if (otlp)
             er_otlp_attempt(otlp, j->id, &info, now, "lease_expired", true);
-        }
-        char extra[700];
-        snprintf(extra, sizeof extra,
-                 "\"job_id\":\"%s\",\"queue\":\"%s\",\"name\":\"%s\",\"attempt\":%d,"
-                 "\"stalled\":%d,\"worker_id\":\"%s\",\"expired_ms\":%lld",
-                 j->id, j->queue, j->name, j->attempts, j->stalled + 1,
-                 j->lease_owner ? j->lease_owner : "",
-                 (long long)(now - j->lease_expires_at));
-        if (j->state == ER_STATE_DEAD)
-            ER_LOG(ER_LOG_WARN, extra, "job dead: lease expired and max_stalled reached");
-        else
-            ER_LOG(ER_LOG_WARN, extra, "lease expired: job back to waiting");
+        bool dead = j->state == ER_STATE_DEAD;
+        log_attempt(ER_LOG_WARN, j->id, &info, now, "worker_id",
+                    j->lease_owner ? j->lease_owner : "", "stalled", j->stalled + 1,
+                    dead ? "job dead: lease expired and max_stalled reached"
+                         : "lease expired: job back to waiting");
     }
 }
 
@@ -642,12 +685,10 @@ static void count_acks(er_engine *e, const er_req *r, int64_t now)
             q->c[dead ? dead_reason(&a->failure) : ER_QM_RETRIED]++;
         }
         if (dead) {
-            char extra[600];
-            snprintf(extra, sizeof extra,
-                     "\"job_id\":\"%s\",\"queue\":\"%s\",\"attempt\":%d,\"error_class\":\"%s\"",
-                     a->id, a->info.queue, a->outcome.attempts,
-                     er_error_class_name(a->failure.cls));
-            ER_LOG(ER_LOG_WARN, extra, "job dead: %s", dead_reason_text(dead_reason(&a->failure)));
+            char msg[64];
+            snprintf(msg, sizeof msg, "job dead: %s", dead_reason_text(dead_reason(&a->failure)));
+            log_attempt(ER_LOG_WARN, a->id, &a->info, now, "error_class",
+                        er_error_class_name(a->failure.cls), NULL, 0, msg);
         }
     }
 }

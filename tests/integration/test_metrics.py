@@ -201,6 +201,25 @@ class MetricsTest(unittest.TestCase):
         except AssertionError:
             return None  # the queue has no series before its first tick
 
+    def test_dead_job_log_line_tells_its_story_escaped(self):
+        s, q, jid = self.s, "metrics-log", 'odd"id\\x'
+        mark = s.log_mark()
+        st, b, _ = s.enqueue(q, {"name": "charge", "id": jid, "trace_id": "order-7"})
+        self.assertEqual(st, 201, b)
+        j = self.fetch_one(q)
+        self.assertEqual(j["id"], jid)
+        self.assertEqual(s.fail(j["id"], j["lease_token"],
+                                {"class": "permanent", "message": "card declined"})[0], 200)
+        rec = wait_until(lambda: next((r for r in s.log_records(mark)
+                                       if r.get("msg") == "job dead: permanent failure"), None),
+                         timeout=10, what="the dead job's log line")
+        self.assertEqual(rec["job_id"], jid)
+        self.assertEqual((rec["queue"], rec["name"], rec["attempt"], rec["trace_id"]),
+                         (q, "charge", 1, "order-7"))
+        self.assertEqual(rec["error_class"], "permanent")
+        self.assertGreaterEqual(rec["duration_ms"], 0)
+        self.assertGreaterEqual(rec["age_ms"], rec["duration_ms"])
+
     def test_histogram_buckets_are_cumulative(self):
         smp, types = parse(self.scrape())
         self.assertEqual(types.get("errand_job_wait_seconds"), "histogram")
