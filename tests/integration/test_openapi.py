@@ -55,11 +55,11 @@ ROUTES_C = os.path.join(REPO_ROOT, "src", "server", "http", "http_dispatch.c")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Integration modules whose responses are recorded and validated: fast ones
-# (about 90 s one after another in a Debug build; run four at a time) that
+# (about 100 s one after another in a Debug build; run four at a time) that
 # between them reach every operation, errors included. Longest first.
 RECORDED = ["test_dispatch", "test_api", "test_sched", "test_tombstones", "test_auth",
             "test_worker_outcomes", "test_leases", "test_bad_input", "test_cursors",
-            "test_longpoll"]
+            "test_wait", "test_longpoll", "test_roles", "test_lists"]
 PARALLEL = 4
 MODULE_TIMEOUT_S = 400
 
@@ -456,6 +456,33 @@ class DocumentTest(unittest.TestCase):
                                           {"name": "n", "priority": 1001}))
         self.assertIsNone(schema_error({"$ref": "#/components/schemas/JobSpec"},
                                        {"name": "n", "priority": None, "payload": None}))
+        # a viewer's job and scheduler: redacted members are null, and only they
+        job = {"id": "j", "queue": "q", "name": "n", "payload": None, "state": "completed",
+               "priority": 0, "group": None, "run_at": "2026-01-01T00:00:00.000Z",
+               "max_attempts": 3, "backoff": {"type": "fixed", "delay_ms": 0,
+                                              "max_delay_ms": 0, "jitter": 0},
+               "timeout_ms": 1000, "trace_id": None, "idempotency_key": "j", "attempts": 1,
+               "started": 1, "stalled": 0, "lease_owner": None, "lease_expires_at": None,
+               "last_error": None, "result": None, "progress": None,
+               "created_at": "2026-01-01T00:00:00.000Z",
+               "updated_at": "2026-01-01T00:00:00.000Z", "started_at": None,
+               "finished_at": None, "redriven_at": None, "redrive_count": 0,
+               "redacted": ["payload", "result"]}
+        self.assertIsNone(schema_error({"$ref": "#/components/schemas/Job"}, job))
+        for bad in ({"payload": {"p": 1}}, {"result": 1}, {"redacted": ["payload"]},
+                    {"redacted": ["payload", "progress"]}):
+            self.assertIsNotNone(schema_error({"$ref": "#/components/schemas/Job"},
+                                              dict(job, **bad)), bad)
+        sched = {"cron": "0 3 * * *", "tz": "UTC", "queue": "q", "name": "n", "payload": None,
+                 "missed": "skip", "max_catchup": 24, "key": "k",
+                 "created_at": "2026-01-01T00:00:00.000Z",
+                 "updated_at": "2026-01-01T00:00:00.000Z", "last_tick": None,
+                 "next_run_at": None, "next_runs": [], "redacted": ["payload"]}
+        self.assertIsNone(schema_error({"$ref": "#/components/schemas/Scheduler"}, sched))
+        self.assertIsNotNone(schema_error({"$ref": "#/components/schemas/Scheduler"},
+                                          dict(sched, payload={})))
+        del sched["redacted"]
+        self.assertIsNotNone(schema_error({"$ref": "#/components/schemas/Scheduler"}, sched))
 
 
 class RoutesTest(unittest.TestCase):
@@ -611,13 +638,16 @@ def own_calls(t):
     """A 2xx of every operation, whatever the recorded modules reach (one
     that failed or was cut short must not hide a route), and reply shapes
     they may not produce: every policy setting set, acks of each kind, a
-    duplicate trigger, a held lease's conflict, a released lease. Recorded
+    duplicate trigger, a held lease's conflict, a released lease, a wait
+    for an outcome that ends at once, pages of the lease and cursor lists,
+    and what a viewer is shown (redacted jobs and schedulers). Recorded
     to own.jsonl by the caller; each status is asserted, so a call that
     stops working shows here."""
+    def ok(st, b, want=200):
+        t.assertEqual(st, want, b)
+        return b
+
     with Server() as s:
-        def ok(st, b, want=200):
-            t.assertEqual(st, want, b)
-            return b
         ok(*s.get("/healthz")[:2])
         ok(*s.get("/readyz")[:2])
         # a dead letter, redriven and deleted
@@ -662,6 +692,10 @@ def own_calls(t):
                                                  jobs[2]["lease_token"], "release": {}}]})
         ok(st, b)
         ok(*s.get("/v1/jobs/" + qpath(jobs[0]["id"]))[:2])
+        # a wait that ends at once: the job is finished; wait_ms=0 never waits
+        b = ok(*s.get("/v1/jobs/%s?wait_ms=5000" % qpath(jobs[0]["id"]))[:2])
+        t.assertEqual(b["job"]["state"], "completed")
+        ok(*s.get("/v1/jobs/%s?wait_ms=0" % qpath(jobs[1]["id"]))[:2])
         ok(*s.get("/v1/queues")[:2])
         ok(*s.enqueue(q, {"name": "n", "id": "oa-4"})[:2], want=201)
         ok(*s.enqueue(q, {"name": "n", "id": "oa-5"})[:2], want=201)
@@ -694,8 +728,43 @@ def own_calls(t):
         ok(*s.request("PUT", "/v1/cursors/oa-c", body={"value": 2, "expected": {"at": 0}})[:2],
            want=409)
         ok(*s.get("/v1/cursors/oa-c")[:2])
+        # the lists of leases (held, done, free) and cursors, a page and the next
+        ok(*s.post("/v1/leases", {"type": "t", "code": "c", "run_key": "3"})[:2])
+        b = ok(*s.get("/v1/leases?limit=2")[:2])
+        t.assertEqual(len(b["leases"]), 2)
+        t.assertEqual({x["state"] for x in ok(*s.get("/v1/leases?cursor=")[:2])["leases"]},
+                      {"held", "done", "free"})
+        ok(*s.get("/v1/leases?limit=2&cursor=" + b["next_cursor"])[:2])
+        ok(*s.request("PUT", "/v1/cursors/oa-d", body={"value": [1, "x"]})[:2])
+        b = ok(*s.get("/v1/cursors?limit=1")[:2])
+        ok(*s.get("/v1/cursors?cursor=" + b["next_cursor"])[:2])
         ok(*s.get("/metrics")[:2])
         ok(*s.request("HEAD", "/v1/queues")[:2])
+    # what a viewer is shown: jobs, dead letters and schedulers without payloads
+    admin, viewer = "a" * 27 + "admin", "v" * 26 + "viewer"
+    with Server(args=["--token", "admin:" + admin, "--token", "viewer@oa:" + viewer],
+                token=admin) as s:
+        q = "openapi-viewer"
+        ok(*s.enqueue(q, {"name": "n", "id": "oa-v1", "payload": {"p": 1}})[:2], want=201)
+        ok(*s.enqueue(q, {"name": "n", "id": "oa-v2", "max_attempts": 1})[:2], want=201)
+        for job in s.fetch_jobs(q, max=2):
+            if job["id"] == "oa-v1":
+                ok(*s.complete(job["id"], job["lease_token"], result={"r": 1})[:2])
+            else:
+                ok(*s.fail(job["id"], job["lease_token"], {"class": "permanent"})[:2])
+        ok(*s.request("PUT", "/v1/schedulers/oa-vs", body={
+            "cron": "0 3 * * *", "queue": q, "name": "tick", "payload": {"p": 2}})[:2], want=201)
+        b = ok(*s.get("/v1/jobs/oa-v1?wait_ms=0", token=viewer)[:2])
+        t.assertEqual((b["job"]["payload"], b["job"]["result"], b["job"]["redacted"]),
+                      (None, None, ["payload", "result"]))
+        ok(*s.get("/v1/queues/%s/jobs?state=completed" % q, token=viewer)[:2])
+        ok(*s.get("/v1/dead?queue=" + q, token=viewer)[:2])
+        b = ok(*s.get("/v1/schedulers/oa-vs", token=viewer)[:2])
+        t.assertEqual((b["scheduler"]["payload"], b["scheduler"]["redacted"]), (None, ["payload"]))
+        ok(*s.get("/v1/schedulers", token=viewer)[:2])
+        ok(*s.get("/v1/leases", token=viewer)[:2])
+        ok(*s.get("/v1/cursors", token=viewer)[:2])
+        ok(*s.get("/v1/jobs/oa-v1", token=admin)[:2])
 
 
 if __name__ == "__main__":
