@@ -1071,6 +1071,7 @@ void er_engine_get_stats(const er_engine *e, er_engine_stats *out)
     }
     out->refused_waits = e->refused_waits;
     out->maintenance_leader = atomic_load(&e->leader);
+    out->store_connections = e->ops && e->ops->connections ? e->ops->connections() : -1;
 }
 
 er_qmetrics *er_engine_qmetrics(er_engine *e)

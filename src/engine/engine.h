@@ -259,6 +259,7 @@ typedef struct er_engine_stats {
     uint64_t waiting_waits;    /* GET_JOB waits registered now */
     uint64_t refused_waits;    /* GET_JOB waits refused (max_waiters) */
     bool maintenance_leader; /* this node runs promotion, reaping, retention */
+    int64_t store_connections; /* held to the store now; -1 when the store does not say */
 } er_engine_stats;
 
 void er_engine_get_stats(const er_engine *e, er_engine_stats *out);

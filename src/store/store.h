@@ -460,6 +460,10 @@ typedef struct er_store_ops {
      * not affected; they close with their stores. Thread-safe; for
      * shutdown and tests. */
     void (*release_idle)(void);
+
+    /* Optional: the connections this process holds to the store now (open
+     * stores, pooled idle ones and wake-up listeners), for /metrics. */
+    int64_t (*connections)(void);
 } er_store_ops;
 
 extern const er_store_ops er_sqlite_ops;

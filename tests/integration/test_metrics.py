@@ -143,6 +143,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(value(smp, "errand_job_run_seconds_count", queue=q), 1)
         self.assertEqual(value(smp, "errand_job_run_seconds_bucket", queue=q, le="+Inf"), 1)
         self.assertGreater(value(smp, "errand_store_commit_seconds_count"), 0)
+        self.assertEqual(value(smp, "errand_store_connections"), 2, "the writer and the reader")
         # the logs tell the story of m4 and of each dead job, with the reason
         recs = s.log_records(mark)
         expired = [r for r in recs if r.get("job_id") == "m4"]
@@ -300,6 +301,8 @@ class PgLeaderGaugesTest(PgNodes, unittest.TestCase):
         self.assertFalse(any(n.startswith("errand_queue_") for (n, _) in follower))
         total = sum(value(g[2], "errand_jobs_enqueued_total", queue="pgm") for g in got)
         self.assertEqual(total, 2)
+        for g in got:  # writer, reader and the wake-up listener, at least
+            self.assertGreaterEqual(value(g[2], "errand_store_connections"), 3)
 
 
 class TextLogTest(unittest.TestCase):

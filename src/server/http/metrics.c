@@ -331,6 +331,10 @@ void er_route_metrics(er_hctx *c)
     metric(b, "errand_job_waits_refused_total", "counter",
            "Waits for a job's outcome refused with 503: --max-waiters were waiting.",
            st.refused_waits);
+    if (st.store_connections >= 0)
+        metric(b, "errand_store_connections", "gauge",
+               "Connections this process holds to the store (open, pooled idle, listeners).",
+               (uint64_t)st.store_connections);
     metric(b, "errand_maintenance_leader", "gauge",
            "1 while this node runs promotion, reaping and retention (one node per store).",
            st.maintenance_leader);

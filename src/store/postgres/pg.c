@@ -351,6 +351,16 @@ static int pg_maintenance_lease(er_store *s, bool *leader, er_error *err)
     return rc < 0 && !*leader ? rc : 0;
 }
 
+static int64_t pg_connections(void)
+{
+    pthread_mutex_lock(&g_mu);
+    int64_t n = 0;
+    for (er_pg_pool *pl = g_pools; pl; pl = pl->next)
+        n += pl->open;
+    pthread_mutex_unlock(&g_mu);
+    return n + er_pg_listeners_open();
+}
+
 void er_postgres_pool_drain(void)
 {
     pthread_mutex_lock(&g_mu);
@@ -426,4 +436,5 @@ const er_store_ops er_postgres_ops = {
     .listener_close = er_pg_listener_close,
     .finished = er_pg_finished,
     .release_idle = er_postgres_pool_drain,
+    .connections = pg_connections,
 };

@@ -343,5 +343,7 @@ int er_pg_listener_fd(const er_store_listener *l);
 int er_pg_listener_poll(er_store_listener *l, er_store_ready_fn fn, er_store_finished_fn done,
                         void *arg, er_error *err);
 void er_pg_listener_close(er_store_listener *l);
+/* Listener connections open in this process. */
+int64_t er_pg_listeners_open(void);
 
 #endif

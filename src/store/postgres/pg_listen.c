@@ -9,6 +9,7 @@
  */
 #include "store/postgres/pg_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,8 @@ static int conn_error(PGconn *pg, const char *what, er_error *err)
         n--;
     return er_error_set(err, ER_EUNAVAIL, "store", "store: %s: %.*s", what, n, m);
 }
+
+static _Atomic int64_t g_listeners; /* listener connections open in this process */
 
 int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err)
 {
@@ -107,6 +110,7 @@ int er_pg_listener_open(const char *url, er_store_listener **out, er_error *err)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     }
     l->pg = pg;
+    atomic_fetch_add(&g_listeners, 1);
     snprintf(l->done, sizeof l->done, "%s", done);
     *out = l;
     return 0;
@@ -167,4 +171,10 @@ void er_pg_listener_close(er_store_listener *l)
         return;
     PQfinish(l->pg);
     free(l);
+    atomic_fetch_sub(&g_listeners, 1);
+}
+
+int64_t er_pg_listeners_open(void)
+{
+    return atomic_load(&g_listeners);
 }

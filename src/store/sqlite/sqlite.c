@@ -11,6 +11,7 @@
 #include "store/sqlite/sqlite_int.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,8 @@ static int migrate(er_store *s, er_error *err)
     return rc;
 }
 
+static _Atomic int64_t g_open; /* SQLite connections open in this process */
+
 static void sq_close(er_store *s)
 {
     if (!s)
@@ -159,8 +162,15 @@ static void sq_close(er_store *s)
     free(s->qc);
     er_sqlite_rr_clear(s);
     free(s->rr);
+    if (s->db)
+        atomic_fetch_sub(&g_open, 1);
     sqlite3_close(s->db); /* rolls back an open transaction */
     free(s);
+}
+
+static int64_t sq_connections(void)
+{
+    return atomic_load(&g_open);
 }
 
 static void global_init_once(void)
@@ -188,6 +198,8 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
                 SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(url, &s->db, flags, NULL);
+    if (s->db)
+        atomic_fetch_add(&g_open, 1);
     if (rc != SQLITE_OK) {
         rc = s->db ? er_sqlite_error(s->db, rc, "open", err)
                    : er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -260,6 +272,7 @@ const er_store_ops er_sqlite_ops = {
     .name = "sqlite",
     .open = sq_open,
     .close = sq_close,
+    .connections = sq_connections,
     .begin = er_sqlite_begin,
     .commit = er_sqlite_commit,
     .rollback = er_sqlite_rollback,
