@@ -57,6 +57,13 @@ static const er_setting serve_settings[] = {
     {"dedup-window", ER_SET_DURATION, "30d", 0, ER_DEDUP_WINDOW_MAX_MS, NULL,
      "how long a job id a client gave stays a duplicate after retention deleted its job "
      "(up to 3650d; 0 remembers none)"},
+    {"ui-host", ER_SET_STRING, NULL, 0, 0, NULL,
+     "comma-separated host names the dashboard answers to beside the listen address (a session "
+     "cookie, or a login, with any other Host is refused)"},
+    {"ui-session-idle-s", ER_SET_INT, "43200", 60, 2592000, NULL,
+     "seconds a dashboard session may go unused before it ends (60..2592000)"},
+    {"audit-retention-s", ER_SET_INT, "7776000", 3600, 315360000, NULL,
+     "seconds audit log rows are kept before maintenance deletes them (3600..315360000)"},
     {"outbox-db", ER_SET_STRING, NULL, 0, 0, NULL,
      "the application's PostgreSQL database whose outbox_events this server relays "
      "(postgres://...; needs --outbox-routes; docs/outbox.md)"},
@@ -325,6 +332,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
+        .audit_retention_ms = er_settings_get(&st, "audit-retention-s")->num * 1000,
     };
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
         char shown[384];
@@ -369,6 +377,8 @@ int er_cli_serve(int argc, char **argv, char **envp)
     er_server_config scfg = {
         .outbox = c.outbox,
         .access_log = er_settings_get(&st, "access-log")->text,
+        .ui_hosts = er_settings_get(&st, "ui-host")->text,
+        .ui_session_idle_ms = er_settings_get(&st, "ui-session-idle-s")->num * 1000,
         .listen = er_settings_get(&st, "listen")->text,
         .tokens = tokens,
         .ntokens = ntokens,

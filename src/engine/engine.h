@@ -35,7 +35,10 @@ typedef struct er_engine_config {
     int max_batch;                /* requests per group commit, default 512 */
     int64_t maintenance_ms;       /* timer period for promote/reap, default 50 */
     int64_t retention_ms;         /* retention period, default 10000 */
+    int64_t audit_retention_ms;   /* audit rows older than this are deleted; default 90 days */
 } er_engine_config;
+
+#define ER_AUDIT_RETENTION_DEFAULT_MS (90LL * 86400000)
 /* store.dedup_window_ms is the dedup window of tombstones (store.h); 0 keeps
  * none. */
 
@@ -68,6 +71,12 @@ typedef enum er_req_type {
     ER_REQ_GET_CURSOR,       /* in: id (name); out: value, updated_at */
     ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: updated_at
                                 (on ER_ECONFLICT: value, the current one) */
+    /* dashboard sessions and the audit log (exec_ui.c) */
+    ER_REQ_SESSION_PUT,      /* in: id (the hash), session */
+    ER_REQ_SESSION_TOUCH,    /* in: id (the hash), extend_ms (idle limit); out: session */
+    ER_REQ_SESSION_DELETE,   /* in: id (the hash) */
+    ER_REQ_AUDIT_ADD,        /* in: audit (only) */
+    ER_REQ_AUDIT_LIST,       /* in: max, cursor (seq before, decimal); out: audits, next_cursor */
 } er_req_type;
 
 typedef struct er_req er_req;
@@ -134,6 +143,12 @@ struct er_req {
     char *value;               /* out: GET_CURSOR the value; PUT_CURSOR on ER_ECONFLICT the
                                   current one (NULL: none). JSON text, owned */
     int64_t updated_at;        /* out: GET_CURSOR, PUT_CURSOR */
+
+    /* dashboard sessions and the audit log (exec_ui.c) */
+    er_session session;        /* SESSION_PUT in, SESSION_TOUCH out */
+    er_audit *audit;           /* any write: when set, appended in the same transaction once
+                                  the request succeeded (rc 0); owned */
+    er_audit_list audits;      /* out: AUDIT_LIST */
 
     /* engine-private */
     er_req *next;

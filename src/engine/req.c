@@ -58,5 +58,10 @@ void er_req_free(er_req *req)
     free(req->value);
     free(req->change);
     free(req->settings);
+    if (req->audit) {
+        er_audit_fini(req->audit);
+        free(req->audit);
+    }
+    er_audit_list_fini(&req->audits);
     free(req);
 }

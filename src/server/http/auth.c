@@ -65,11 +65,22 @@ static int ct_equal(const char *given, size_t glen, const char stored[128])
     return diff == 0;
 }
 
-static bool role_allows(er_role role, er_access access)
+const char *er_http_role_name(er_role role)
+{
+    switch (role) {
+    case ER_ROLE_PRODUCER: return "producer";
+    case ER_ROLE_WORKER: return "worker";
+    case ER_ROLE_ADMIN: return "admin";
+    }
+    return "none";
+}
+
+bool er_http_role_allows(er_role role, er_access access)
 {
     switch (access) {
     case ER_ACCESS_OPEN:
     case ER_ACCESS_READ:
+    case ER_ACCESS_UI:
         return true;
     case ER_ACCESS_PRODUCE:
         return role == ER_ROLE_PRODUCER || role == ER_ROLE_ADMIN;
@@ -81,9 +92,24 @@ static bool role_allows(er_role role, er_access access)
     return false;
 }
 
-int er_http_authorize(const er_server *s, const char *authorization, er_access access,
-                      er_error *err)
+er_role er_http_token_role(const er_server *s, const char *tok, size_t len)
 {
+    er_role role = 0;
+    if (len > 0 && len < 128) {
+        /* Every configured token is compared, match or not. */
+        for (size_t i = 0; i < s->ntokens; i++) {
+            int eq = ct_equal(tok, len, s->tokens[i].token);
+            role = eq && !role ? s->tokens[i].role : role;
+        }
+    }
+    return role;
+}
+
+int er_http_authorize(const er_server *s, const char *authorization, er_access access,
+                      er_role *role_out, er_error *err)
+{
+    if (role_out)
+        *role_out = ER_ROLE_ADMIN;
     if (access == ER_ACCESS_OPEN || s->ntokens == 0)
         return 0;
     if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
@@ -95,17 +121,12 @@ int er_http_authorize(const er_server *s, const char *authorization, er_access a
     size_t len = strlen(tok);
     while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
         len--;
-    er_role role = 0;
-    if (len > 0 && len < 128) {
-        /* Every configured token is compared, match or not. */
-        for (size_t i = 0; i < s->ntokens; i++) {
-            int eq = ct_equal(tok, len, s->tokens[i].token);
-            role = eq && !role ? s->tokens[i].role : role;
-        }
-    }
+    er_role role = er_http_token_role(s, tok, len);
     if (!role)
         return er_error_set(err, ER_EAUTH, "authorization", "unknown token");
-    if (!role_allows(role, access))
+    if (role_out)
+        *role_out = role;
+    if (!er_http_role_allows(role, access))
         return er_error_set(err, ER_EPERM, "authorization",
                             "this token's role may not call this endpoint");
     return 0;

@@ -37,7 +37,12 @@ typedef struct er_server_config {
     int max_connections;
     er_outbox *outbox;         /* the outbox relay, for /readyz and /metrics; NULL: none */
     const char *access_log;    /* a file to append one JSON line a request to; NULL: off */
+    const char *ui_hosts;      /* comma-separated Host names the dashboard answers to beside
+                                  the listen address; NULL: none */
+    int64_t ui_session_idle_ms; /* a dashboard session ends after this long unused; 0: 12 h */
 } er_server_config;
+
+#define ER_UI_SESSION_IDLE_DEFAULT_MS (12LL * 3600000)
 
 typedef struct er_server er_server;
 

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The SQLite store's dashboard sessions and audit log (store.h): row work
+ * only. Sessions are keyed by the hash of their id, which the frontend
+ * computes; idle expiry is judged against the caller's `now`. Every call
+ * runs inside the caller's transaction (the engine's writer) or alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/sqlite/sqlite_int.h"
+
+static void col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static char *col_dup(sqlite3_stmt *st, int i, bool *oom)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    if (!t)
+        return NULL;
+    char *d = strdup((const char *)t);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+int er_sqlite_session_put(er_store *s, const char *hash, const er_session *in, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_SESSION_PUT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, in->role);
+    sqlite3_bind_text(st, 3, in->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, in->csrf, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, in->created_at);
+    sqlite3_bind_int64(st, 6, in->expires_at);
+    return er_sqlite_run(s, st, err);
+}
+
+int er_sqlite_session_touch(er_store *s, const char *hash, int64_t now, int64_t idle_ms,
+                            er_session *out, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_SESSION_TOUCH, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, now);
+    sqlite3_bind_int64(st, 3, now + idle_ms);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        memset(out, 0, sizeof *out);
+        out->role = sqlite3_column_int(st, 0);
+        col_copy(st, 1, out->name, sizeof out->name);
+        col_copy(st, 2, out->csrf, sizeof out->csrf);
+        out->created_at = sqlite3_column_int64(st, 3);
+        out->expires_at = sqlite3_column_int64(st, 4);
+        rc = 0;
+    } else if (step == SQLITE_DONE) {
+        rc = er_error_set(err, ER_ENOTFOUND, "session", "no such session, or it expired");
+    } else {
+        rc = er_sqlite_error(s->db, step, "session", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int er_sqlite_session_delete(er_store *s, const char *hash, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_SESSION_DELETE, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    return er_sqlite_run(s, st, err);
+}
+
+int er_sqlite_audit_add(er_store *s, er_audit *a, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_AUDIT_ADD, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, a->at);
+    sqlite3_bind_text(st, 2, a->who ? a->who : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, a->action ? a->action : "", -1, SQLITE_STATIC);
+    if (a->target)
+        sqlite3_bind_text(st, 4, a->target, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 4);
+    sqlite3_bind_int64(st, 5, a->count);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        a->seq = sqlite3_column_int64(st, 0);
+        rc = 0;
+    } else {
+        rc = er_sqlite_error(s->db, step == SQLITE_DONE ? SQLITE_ERROR : step, "audit", err);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int er_sqlite_audit_list(er_store *s, int64_t before, int limit, er_audit_list *out,
+                         er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_AUDIT_LIST, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, before);
+    sqlite3_bind_int(st, 2, limit);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        er_audit *a = er_audit_list_push(out);
+        bool oom = !a;
+        if (a) {
+            a->seq = sqlite3_column_int64(st, 0);
+            a->at = sqlite3_column_int64(st, 1);
+            a->who = col_dup(st, 2, &oom);
+            a->action = col_dup(st, 3, &oom);
+            a->target = col_dup(st, 4, &oom);
+            a->count = sqlite3_column_int64(st, 5);
+        }
+        if (oom) {
+            sqlite3_reset(st);
+            return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+        }
+    }
+    rc = step == SQLITE_DONE ? 0 : er_sqlite_error(s->db, step, "audit", err);
+    sqlite3_reset(st);
+    return rc;
+}
+
+int er_sqlite_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
+                       er_error *err)
+{
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_SESSION_SWEEP, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int(st, 2, limit);
+    rc = er_sqlite_run(s, st, err);
+    if (rc < 0)
+        return rc;
+    *n += sqlite3_changes(s->db);
+    rc = er_sqlite_prep(s, ER_SQ_AUDIT_SWEEP, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, audit_before);
+    sqlite3_bind_int(st, 2, limit);
+    rc = er_sqlite_run(s, st, err);
+    if (rc == 0)
+        *n += sqlite3_changes(s->db);
+    return rc;
+}
