@@ -193,6 +193,8 @@ function jobRows(jobs, dead) {
             if (ok) act(api('DELETE', '/v1/dead/' + enc(jb.id)), 'Deleted ' + jb.id);
           });
         }, 'danger')];
+      actions[0].setAttribute('data-action', 'redrive');
+      actions[2].setAttribute('data-action', 'delete');
     }
     return el('tr', {'data-job': jb.id},
       el('td', null, link(jb.id, '/job/' + enc(jb.id))),
@@ -249,9 +251,12 @@ function viewJob(id) {
           if (ok) act(api('DELETE', '/v1/jobs/' + enc(jb.id)), 'Cancelled ' + jb.id);
         });
       }, 'danger');
+      cancel.setAttribute('data-action', 'cancel');
     }
     var deadActions = null;
-    if (isAdmin() && jb.state === 'dead') deadActions = jobRows([jb], true)[0].lastChild.childNodes;
+    if (isAdmin() && jb.state === 'dead') {
+      deadActions = Array.prototype.slice.call(jobRows([jb], true)[0].lastChild.childNodes);
+    }
     return [el('h1', null, 'Job ', jb.id),
       el('dl', {class: 'facts', id: 'job-facts'}, facts.map(function (f) {
         return [el('dt', null, f[0]), el('dd', null, String(f[1]))];
@@ -268,7 +273,7 @@ function viewJob(id) {
       el('dl', {class: 'facts', id: 'job-timeline'}, timeline.map(function (t) {
         return [el('dt', null, t[0]), el('dd', null, orDash(t[1]))];
       })),
-      el('p', null, cancel, deadActions ? Array.prototype.slice.call(deadActions) : null)];
+      el('p', {id: 'job-actions'}, cancel, deadActions)];
   });
 }
 
@@ -333,10 +338,10 @@ function parseHash() {
   return {parts: parts, cursor: cursor};
 }
 
-var rendering = false;
+// Each render has a number; a slower earlier one never overwrites a later.
+var renderGen = 0;
 
 function render() {
-  if (rendering) return;
   var r = parseHash(), p = r.parts, view;
   switch (p[0]) {
     case 'queue': view = viewQueue(p[1], STATES.indexOf(p[2]) >= 0 ? p[2] : 'waiting', r.cursor); break;
@@ -349,14 +354,15 @@ function render() {
   document.querySelectorAll('#nav a').forEach(function (a) {
     a.classList.toggle('active', a.getAttribute('data-view') === (p[0] === 'queue' ? 'queues' : p[0]));
   });
-  rendering = true;
+  var gen = ++renderGen;
   view.then(function (nodes) {
+    if (gen !== renderGen) return;
     var main = document.getElementById('main');
     main.replaceChildren();
     add(main, nodes);
-    main.setAttribute('data-loaded', String(Date.now()));
-  }).catch(function (e) { status(e.message); })
-    .then(function () { rendering = false; });
+    main.setAttribute('data-loaded', String(gen));
+    main.setAttribute('data-view', location.hash || '#/queues');
+  }).catch(function (e) { if (gen === renderGen) status(e.message); });
 }
 
 // Live updates every few seconds while the tab is visible; none while hidden.
