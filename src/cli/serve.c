@@ -30,16 +30,18 @@ static const er_setting serve_settings[] = {
      "store URL: sqlite:PATH (embedded, default) or "
      "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
     {"token", ER_SET_LIST, NULL, 0, 0, NULL,
-     "ROLE:TOKEN, repeatable (roles producer, worker, admin); ERRAND_TOKENS takes a comma list"},
+     "ROLE:TOKEN or ROLE@NAME:TOKEN, repeatable (roles producer, worker, admin, viewer; NAME "
+     "1..64 of A-Z a-z 0-9 . _ - shows in the access log); ERRAND_TOKENS takes a comma list"},
     {"token-file", ER_SET_STRING, NULL, 0, 0, NULL,
-     "file of ROLE:TOKEN lines (blank lines and # comments skipped), beside any --token; keeps "
-     "tokens out of the process's command line"},
+     "file of ROLE:TOKEN or ROLE@NAME:TOKEN lines (blank lines and # comments skipped), beside "
+     "any --token; keeps tokens out of the process's command line"},
     {"config", ER_SET_STRING, NULL, 0, 0, NULL, "config file of 'name = value' lines"},
     {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
      "full fsyncs every commit; normal may lose the last commits on power loss"},
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
     {"access-log", ER_SET_STRING, NULL, 0, 0, NULL,
-     "file to append one JSON line a request to (time, peer, method, path, status, bytes, ms); "
+     "file to append one JSON line a request to (time, peer, method, path, role, token name, "
+     "status, bytes, ms); "
      "off when unset"},
     {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL, "largest request body"},
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
@@ -284,7 +286,8 @@ int er_cli_serve(int argc, char **argv, char **envp)
     }
     for (size_t i = 0; i < tv->nlist; i++, ntokens++) {
         if (er_token_parse(tv->list[i], &tokens[i], &err) < 0) {
-            fprintf(stderr, "errand serve: --token: %s\n", err.message);
+            /* the position, never the spec: it holds the token */
+            fprintf(stderr, "errand serve: --token #%zu: %s\n", i + 1, err.message);
             free(tokens);
             er_settings_fini(&st);
             return 2;

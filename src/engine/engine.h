@@ -71,6 +71,8 @@ typedef enum er_req_type {
     ER_REQ_GET_CURSOR,       /* in: id (name); out: value, updated_at */
     ER_REQ_PUT_CURSOR,       /* in: id, text (value), expected, has_expected; out: updated_at
                                 (on ER_ECONFLICT: value, the current one) */
+    ER_REQ_LIST_LEASES,      /* in: cursor (last key seen), max; out: leases, next_cursor */
+    ER_REQ_LIST_CURSORS,     /* in: cursor (last name seen), max; out: cursors, next_cursor */
     /* dashboard sessions and the audit log (exec_ui.c) */
     ER_REQ_SESSION_PUT,      /* in: id (the hash), session */
     ER_REQ_SESSION_TOUCH,    /* in: id (the hash), extend_ms (idle limit); out: session */
@@ -143,6 +145,8 @@ struct er_req {
     char *value;               /* out: GET_CURSOR the value; PUT_CURSOR on ER_ECONFLICT the
                                   current one (NULL: none). JSON text, owned */
     int64_t updated_at;        /* out: GET_CURSOR, PUT_CURSOR */
+    er_lease_list leases;      /* out: LIST_LEASES (a page; no owner tokens) */
+    er_cursor_list cursors;    /* out: LIST_CURSORS (a page) */
 
     /* dashboard sessions and the audit log (exec_ui.c) */
     er_session session;        /* SESSION_PUT in, SESSION_TOUCH out */

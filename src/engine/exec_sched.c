@@ -124,6 +124,8 @@ bool er_sched_req_is_read(const er_req *req)
     case ER_REQ_GET_SCHEDULER:
     case ER_REQ_LIST_SCHEDULERS:
     case ER_REQ_GET_CURSOR:
+    case ER_REQ_LIST_LEASES:
+    case ER_REQ_LIST_CURSORS:
         return true;
     default:
         return false;
@@ -170,6 +172,12 @@ static bool supported(er_exec_ctx *x, er_req *req)
     case ER_REQ_GET_CURSOR:
     case ER_REQ_PUT_CURSOR:
         ok = o->cursor_get && o->cursor_cas;
+        break;
+    case ER_REQ_LIST_LEASES:
+        ok = o->lease_list != NULL;
+        break;
+    case ER_REQ_LIST_CURSORS:
+        ok = o->cursor_list != NULL;
         break;
     default:
         ok = o->scheduler_put && o->scheduler_get && o->scheduler_list &&
@@ -314,6 +322,17 @@ int er_exec_sched_write(er_exec_ctx *x, er_req *req, int64_t now)
 
 /* ---- reads ---- */
 
+/* The cursor of the next page of a list by key: the last key of a full
+ * page (a page of exactly the last rows costs one more, empty, page). */
+static int page_next(er_req *req, size_t len, const char *last_key)
+{
+    if (len == 0 || (int)len != req->max)
+        return 0;
+    if (!(req->next_cursor = strdup(last_key)))
+        return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    return 0;
+}
+
 static int list_schedulers(er_exec_ctx *x, er_req *req)
 {
     er_sched_list l = {0};
@@ -321,16 +340,32 @@ static int list_schedulers(er_exec_ctx *x, er_req *req)
     /* e.g. a zone file that vanished: still listed, with the reason */
     for (size_t i = 0; rc == 0 && i < l.len; i++)
         rc = add_view(x, req, &l.items[i], true);
-    if (rc == 0 && (int)l.len == req->max && l.len > 0 &&
-        !(req->next_cursor = strdup(req->scheds[req->nscheds - 1].row.key)))
-        rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    if (rc == 0 && l.len > 0)
+        rc = page_next(req, l.len, req->scheds[req->nscheds - 1].row.key);
     er_sched_list_fini(&l);
+    return rc;
+}
+
+static int list_leases(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    er_lease_list *l = &req->leases;
+    int rc = x->ops->lease_list(x->store, req->cursor, req->max, now, l, &req->err);
+    if (rc == 0 && l->len > 0)
+        rc = page_next(req, l->len, l->items[l->len - 1].lease.idempotency_key);
+    return rc;
+}
+
+static int list_cursors(er_exec_ctx *x, er_req *req)
+{
+    er_cursor_list *l = &req->cursors;
+    int rc = x->ops->cursor_list(x->store, req->cursor, req->max, l, &req->err);
+    if (rc == 0 && l->len > 0)
+        rc = page_next(req, l->len, l->items[l->len - 1].name);
     return rc;
 }
 
 void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now)
 {
-    (void)now;
     er_error_clear(&req->err);
     req->rc = 0;
     if (!supported(x, req))
@@ -349,6 +384,12 @@ void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now)
         break;
     case ER_REQ_GET_CURSOR:
         rc = x->ops->cursor_get(x->store, req->id, &req->value, &req->updated_at, &req->err);
+        break;
+    case ER_REQ_LIST_LEASES:
+        rc = list_leases(x, req, now);
+        break;
+    case ER_REQ_LIST_CURSORS:
+        rc = list_cursors(x, req);
         break;
     default:
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "not a read request");

@@ -56,6 +56,8 @@ void er_req_free(er_req *req)
         er_sched_view_fini(&req->scheds[i]);
     free(req->scheds);
     free(req->value);
+    er_lease_list_fini(&req->leases);
+    er_cursor_list_fini(&req->cursors);
     free(req->change);
     free(req->settings);
     if (req->audit) {

@@ -174,6 +174,61 @@ er_sched_row *er_sched_list_push(er_sched_list *l)
     return r;
 }
 
+void er_lease_list_truncate(er_lease_list *l, size_t len)
+{
+    while (l->len > len) {
+        er_lease_row *r = &l->items[--l->len];
+        free(r->type);
+        free(r->code);
+        free(r->run_key);
+    }
+}
+
+void er_lease_list_fini(er_lease_list *l)
+{
+    if (!l)
+        return;
+    er_lease_list_truncate(l, 0);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+er_lease_row *er_lease_list_push(er_lease_list *l)
+{
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return NULL;
+    er_lease_row *r = &l->items[l->len++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+void er_cursor_list_truncate(er_cursor_list *l, size_t len)
+{
+    while (l->len > len) {
+        er_cursor_row *r = &l->items[--l->len];
+        free(r->name);
+        free(r->value);
+    }
+}
+
+void er_cursor_list_fini(er_cursor_list *l)
+{
+    if (!l)
+        return;
+    er_cursor_list_truncate(l, 0);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+er_cursor_row *er_cursor_list_push(er_cursor_list *l)
+{
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return NULL;
+    er_cursor_row *r = &l->items[l->len++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
 int er_name_set_add(er_name_set *ns, const char *name)
 {
     for (size_t i = 0; i < ns->n; i++)

@@ -81,7 +81,7 @@ int er_tombstone_list_add(er_tombstone_list *l, size_t index, const char *queue,
  * the token's role; name the token's name ("" when it has none). */
 typedef struct er_session {
     int role;
-    char name[64];
+    char name[65];       /* up to 64 characters (a token name) */
     char csrf[65];       /* the CSRF token, hex */
     int64_t created_at;
     int64_t expires_at;  /* idle expiry: the last use plus the idle limit */
@@ -161,6 +161,44 @@ void er_sched_row_fini(er_sched_row *r);
 void er_sched_list_fini(er_sched_list *l);
 /* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
 er_sched_row *er_sched_list_push(er_sched_list *l);
+
+/* A run-once lease as a list shows it (ops->lease_list). */
+typedef struct er_lease_row {
+    er_lease lease;               /* owner_token always "": a secret, never listed */
+    char *type, *code, *run_key;  /* owned: the parts its key derives from */
+    int64_t created_at, updated_at;
+} er_lease_row;
+
+/* A growable list of leases; free with er_lease_list_fini. */
+typedef struct er_lease_list {
+    er_lease_row *items;
+    size_t len, cap;
+} er_lease_list;
+
+void er_lease_list_fini(er_lease_list *l);
+/* Frees the rows from index len on (len <= l->len); keeps the array. */
+void er_lease_list_truncate(er_lease_list *l, size_t len);
+/* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
+er_lease_row *er_lease_list_push(er_lease_list *l);
+
+/* A cursor as a list shows it (ops->cursor_list). */
+typedef struct er_cursor_row {
+    char *name;  /* owned */
+    char *value; /* owned: JSON text */
+    int64_t updated_at;
+} er_cursor_row;
+
+/* A growable list of cursors; free with er_cursor_list_fini. */
+typedef struct er_cursor_list {
+    er_cursor_row *items;
+    size_t len, cap;
+} er_cursor_list;
+
+void er_cursor_list_fini(er_cursor_list *l);
+/* Frees the rows from index len on (len <= l->len); keeps the array. */
+void er_cursor_list_truncate(er_cursor_list *l, size_t len);
+/* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
+er_cursor_row *er_cursor_list_push(er_cursor_list *l);
 
 /* One outcome for ops->complete_many. */
 typedef struct er_complete_item {
@@ -367,6 +405,17 @@ typedef struct er_store_ops {
      * unconditionally. */
     int (*cursor_cas)(er_store *s, const char *name, bool check, const char *expected,
                       const char *value, int64_t now, char **current, er_error *err);
+
+    /* Lists for inspection (GET /v1/leases, GET /v1/cursors). Optional:
+     * NULL answers "not supported by this store". Up to `limit` rows whose
+     * key (name) is > after (NULL or "": from the start), in byte order of
+     * the key, appended to *out; on failure *out is as it was. A lease's
+     * state is as of the store's clock (held but expired shows free, as
+     * er_lease_state_at says); its owner token is never read. */
+    int (*lease_list)(er_store *s, const char *after, int limit, int64_t now,
+                      er_lease_list *out, er_error *err);
+    int (*cursor_list)(er_store *s, const char *after, int limit, er_cursor_list *out,
+                       er_error *err);
 
     /* Maintenance leadership among servers sharing one store. Optional:
      * NULL means this process is always the leader (SQLite). Sets *leader

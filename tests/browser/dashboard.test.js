@@ -15,10 +15,11 @@ const { chromium } = require('playwright-core');
 
 const BASE = process.env.ERRAND_URL;
 const ADMIN = process.env.ERRAND_ADMIN_TOKEN;
+const VIEWER = process.env.ERRAND_VIEWER_TOKEN;
 const SHOTS = process.env.ERRAND_SCREENSHOTS || '';
 const CHROMIUM = process.env.ERRAND_CHROMIUM || '/usr/bin/chromium';
-if (!BASE || !ADMIN) {
-  console.error('set ERRAND_URL and ERRAND_ADMIN_TOKEN');
+if (!BASE || !ADMIN || !VIEWER) {
+  console.error('set ERRAND_URL, ERRAND_ADMIN_TOKEN and ERRAND_VIEWER_TOKEN');
   process.exit(2);
 }
 
@@ -63,6 +64,9 @@ async function seed() {
   await ok('PUT', '/v1/schedulers/nightly-report', {
     cron: '0 3 * * *', tz: 'Asia/Ho_Chi_Minh', queue: 'reports', name: 'nightly', payload: {},
   });
+  const lease = await ok('POST', '/v1/leases', { type: 'report', code: 'nightly', run_key: '2026-11-30', ttl_ms: 600000 });
+  assert.ok(lease.owner_token);
+  await ok('PUT', '/v1/cursors/billing-sync', { value: { offset: 1234 } });
   await ok('PUT', '/v1/schedulers/ny-digest', {
     cron: '30 8 * * 1-5', tz: 'America/New_York', queue: 'emails', name: 'digest', payload: {},
   });
@@ -236,6 +240,15 @@ async function main() {
       await shot(page, 'schedulers');
     });
 
+    await check('leases and cursors pages', async () => {
+      await show(page, '#/leases', '#leases tbody tr');
+      const t = await page.textContent('#leases');
+      assert.match(t, /nightly/);
+      assert.match(t, /2026-11-30/);
+      await show(page, '#/cursors', '#cursors tr[data-cursor="billing-sync"]');
+      assert.match(await page.textContent('#cursors'), /1234/);
+    });
+
     await check('the audit page lists the actions taken', async () => {
       await show(page, '#/audit', '#audit tbody tr');
       const t = await page.textContent('#audit');
@@ -279,6 +292,24 @@ async function main() {
       assert.strictEqual(r.status(), 401);
     });
     await ctx.close();
+
+    await check('a viewer session sees no payload and no admin buttons', async () => {
+      const vctx = await browser.newContext();
+      const vpage = await vctx.newPage();
+      await vpage.goto(BASE + '/ui/login');
+      await vpage.fill('#token', VIEWER);
+      await Promise.all([vpage.waitForURL(BASE + '/ui/'), vpage.click('#login-submit')]);
+      await vpage.waitForSelector('#queues tr[data-queue="emails"]');
+      assert.match(await vpage.textContent('#who'), /viewer/);
+      assert.strictEqual(await vpage.$$eval('#queues button', b => b.length), 0);
+      await show(vpage, '#/job/xss-1', '#job-payload-hidden');
+      assert.strictEqual(await vpage.$('#job-payload'), null);
+      const body = await vpage.textContent('main');
+      assert.ok(!body.includes('window.__xss = "script"'), 'the payload reached the viewer');
+      await show(vpage, '#/dead', '#dead tr[data-job="xss-1"]');
+      assert.strictEqual(await vpage.$$eval('#dead button', b => b.length), 0);
+      await vctx.close();
+    });
   } finally {
     await browser.close();
   }

@@ -44,7 +44,7 @@ static void check_job(const json_t *obj, er_rand *r)
         abort();
     if (job.state != ER_STATE_SCHEDULED && job.state != ER_STATE_WAITING)
         abort();
-    json_t *out = er_http_job_to_json(&job);
+    json_t *out = er_http_job_to_json(&job, ER_ROLE_ADMIN);
     if (out) {
         char *text = json_dumps(out, JSON_COMPACT);
         free(text);

@@ -4,7 +4,8 @@
 # worker and admin tokens refuses missing and unknown tokens (401) and
 # calls outside a role (403) without touching the store; /healthz stays
 # open. Also the start-up rules: a non-loopback address without tokens and
-# a malformed --token spec make `errand serve` exit non-zero with a message.
+# a malformed --token spec (also a bad ROLE@NAME name) make `errand serve`
+# exit non-zero with a message naming the token's position, never the token.
 
 import json
 import os
@@ -293,6 +294,42 @@ class AuthStartupTest(unittest.TestCase):
 
     def test_token_spec_bad_chars_exits_nonzero(self):
         self.bad_token("admin:" + "x" * 20 + " !@#$%")
+
+    # Named tokens, ROLE@NAME:TOKEN (test_roles.py has the good ones).
+    NAMED = "A" * 20 + "named-admin"
+    BAD_SPECS = [
+        ("empty name", "admin@:" + NAMED, "token name (after @) must be 1..64"),
+        ("65-char name", "admin@" + "n" * 65 + ":" + NAMED, "token name (after @) must be 1..64"),
+        ("bad char", "admin@ali ce:" + NAMED, "token name may only contain"),
+        ("slash in name", "admin@a/b:" + NAMED, "token name may only contain"),
+        ("@ without name or token", "admin@", "token must be ROLE:TOKEN or ROLE@NAME:TOKEN"),
+        ("unknown role", "root@ops:" + NAMED, "role must be"),
+        ("unknown role, plain", "reader:" + NAMED, "role must be"),
+        ("empty role", "@ops:" + NAMED, "role must be"),
+        ("short token", "admin@ops:short", "token must be 16..127"),
+    ]
+
+    def test_bad_named_specs_are_refused_naming_the_position_not_the_token(self):
+        for why, spec, msg in self.BAD_SPECS:
+            with self.subTest(why), tempfile.TemporaryDirectory() as d:
+                rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                           "sqlite:" + os.path.join(d, "e.db"),
+                                           "--token", "admin:" + ADMIN, "--token", spec])
+                self.assertEqual(rc, 2, "%s: %r" % (why, err))
+                self.assertIn("--token #2: " + msg, err)
+                for secret in (self.NAMED, ADMIN, "ali ce", "n" * 65):
+                    self.assertNotIn(secret, err)
+
+    def test_bad_named_specs_in_a_token_file_are_refused_naming_the_line(self):
+        for why, spec, msg in self.BAD_SPECS:
+            with self.subTest(why), tempfile.TemporaryDirectory() as d:
+                path = self.token_file(d, "admin:%s\n\n%s\n" % (ADMIN, spec))
+                rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                           "sqlite:" + os.path.join(d, "e.db"),
+                                           "--token-file", path])
+                self.assertEqual(rc, 2, "%s: %r" % (why, err))
+                self.assertIn("line 3: " + msg, err)
+                self.assertNotIn(self.NAMED, err)
 
     def test_server_does_not_start_with_bad_token_even_via_server_class(self):
         with self.assertRaises(StartError):

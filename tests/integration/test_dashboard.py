@@ -5,7 +5,8 @@
 # playwright-core driving Debian's /usr/bin/chromium) against a real server
 # with tokens: login, live counts, pause, job detail, a hostile payload
 # shown as text, dead-letter redrive with confirmation, schedulers in their
-# zones, the audit page, refused forged POSTs and pages without a session.
+# zones, leases and cursors, the audit page, refused forged POSTs and pages
+# without a session, and a viewer's session that sees no payload.
 # It fails (never skips) when chromium, node or the npm package is missing;
 # the package is installed with `npm ci` when tests/browser/node_modules is
 # absent. ERRAND_SCREENSHOTS=DIR saves PNGs of the main pages
@@ -22,6 +23,7 @@ from harness import REPO_ROOT, Server  # noqa: E402
 
 BROWSER_DIR = os.path.join(REPO_ROOT, "tests", "browser")
 ADMIN = "dashboard-admin-token-0123456789"
+VIEWER = "dashboard-viewer-token-0123456789"
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -45,9 +47,11 @@ class Dashboard(unittest.TestCase):
         self.assertTrue(os.access(CHROMIUM, os.X_OK),
                         CHROMIUM + " is missing: install Debian's chromium (scripts/deps)")
         ensure_node_modules()
-        with Server(args=["--token", "admin:" + ADMIN], token=ADMIN) as s:
+        with Server(args=["--token", "admin@ops:" + ADMIN, "--token", "viewer@watch:" + VIEWER],
+                    token=ADMIN) as s:
             env = dict(os.environ, ERRAND_URL="http://127.0.0.1:%d" % s.port,
-                       ERRAND_ADMIN_TOKEN=ADMIN, ERRAND_CHROMIUM=CHROMIUM)
+                       ERRAND_ADMIN_TOKEN=ADMIN, ERRAND_VIEWER_TOKEN=VIEWER,
+                       ERRAND_CHROMIUM=CHROMIUM)
             r = subprocess.run([node, os.path.join(BROWSER_DIR, "dashboard.test.js")],
                                cwd=BROWSER_DIR, env=env, capture_output=True, text=True,
                                timeout=300)

@@ -21,6 +21,8 @@ from harness import PG_SKIP, PG_SKIP_WHY, PgNodes, Server, error_of  # noqa: E40
 
 ADMIN = "admin-token-0123456789abcdef"
 WORKER = "worker-token-0123456789abcdef"
+ALICE = "alice-admin-token-0123456789"
+VIEWER = "viewer-token-0123456789abcdef"
 FORM = "application/x-www-form-urlencoded"
 
 
@@ -55,7 +57,8 @@ def session_of(s, token):
 class Sessions(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.s = Server(args=["--token", "admin:" + ADMIN, "--token", "worker:" + WORKER],
+        cls.s = Server(args=["--token", "admin:" + ADMIN, "--token", "worker:" + WORKER,
+                             "--token", "admin@alice:" + ALICE, "--token", "viewer@vic:" + VIEWER],
                        token=ADMIN).start()
 
     @classmethod
@@ -136,6 +139,28 @@ class Sessions(unittest.TestCase):
         st, body, _ = self.call("POST", "/v1/queues/sess-w/pause", sid, csrf=csrf)
         self.assertEqual(st, 403, body)
         st, body, _ = self.call("GET", "/v1/audit", sid)
+        self.assertEqual(st, 403, body)
+
+    def test_a_session_carries_its_tokens_name_into_the_audit_log(self):
+        sid, csrf = session_of(self.s, ALICE)
+        st, info, _ = self.call("GET", "/ui/session", sid)
+        self.assertEqual((info["role"], info["name"]), ("admin", "alice"))
+        st, body, _ = self.call("POST", "/v1/queues/alice-q/pause", sid, csrf=csrf)
+        self.assertEqual(st, 200, body)
+        st, body, _ = self.s.get("/v1/audit?limit=1000")
+        mine = [(e["who"], e["action"]) for e in body["entries"] if e["target"] == "alice-q"]
+        self.assertEqual(mine, [("admin@alice", "queue.pause")])
+        logins = [e["who"] for e in body["entries"] if e["action"] == "ui.login"]
+        self.assertIn("admin@alice", logins)
+
+    def test_a_viewer_session_sees_no_payload_and_changes_nothing(self):
+        self.s.enqueue("view-q", {"name": "n", "payload": {"secret": 1}, "id": "view-1"})
+        sid, csrf = session_of(self.s, VIEWER)
+        st, body, _ = self.call("GET", "/v1/jobs/view-1", sid)
+        self.assertEqual(st, 200, body)
+        self.assertIsNone(body["job"]["payload"])
+        self.assertIn("payload", body["job"]["redacted"])
+        st, body, _ = self.call("POST", "/v1/queues/view-q/pause", sid, csrf=csrf)
         self.assertEqual(st, 403, body)
 
     def test_without_a_session_pages_redirect_and_the_api_refuses(self):

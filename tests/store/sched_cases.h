@@ -383,4 +383,105 @@ Test(sched, cursor_compare_and_set)
     cr_assert_eq(OPS->cursor_get(S, "other", &v, &at, &err), ER_ENOTFOUND);
 }
 
+/* ---- lists for inspection ---- */
+
+Test(sched, lease_list_pages_in_key_order_states_at_now_and_never_a_token)
+{
+    er_error err = {0};
+    cr_assert_not_null(OPS->lease_list, "store %s has no lease_list", OPS->name);
+    er_lease got[7];
+    for (int i = 0; i < 7; i++) {
+        char rk[8];
+        snprintf(rk, sizeof rk, "r%d", i);
+        got[i] = acquire(rk, i == 6 ? 1000 : 60000, T0, 0);
+    }
+    er_lease out;
+    cr_assert_eq(OPS->lease_complete(S, got[0].owner_token, T0 + 1, &out, &err), 0);
+    cr_assert_eq(OPS->lease_release(S, got[1].owner_token, T0 + 1, &out, &err), 0);
+    int64_t now = T0 + 5000; /* got[6] expired at T0 + 1000 */
+    er_lease_list l = {0};
+    const char *after = NULL;
+    char last[ER_LEASE_KEY_SIZE] = "";
+    int pages = 0;
+    for (;;) {
+        size_t before = l.len;
+        cr_assert_eq(OPS->lease_list(S, after, 3, now, &l, &err), 0, "%s", err.message);
+        size_t n = l.len - before;
+        cr_assert_leq(n, 3);
+        if (n == 0)
+            break;
+        pages++;
+        snprintf(last, sizeof last, "%s", l.items[l.len - 1].lease.idempotency_key);
+        after = last;
+        if (n < 3)
+            break;
+    }
+    cr_assert_eq(pages, 3);
+    cr_assert_eq(l.len, 7);
+    int seen = 0;
+    for (size_t i = 0; i < l.len; i++) {
+        const er_lease_row *r = &l.items[i];
+        if (i > 0)
+            cr_assert_lt(strcmp(l.items[i - 1].lease.idempotency_key, r->lease.idempotency_key),
+                         0, "byte order");
+        cr_assert_str_eq(r->lease.owner_token, "", "never the owner token");
+        cr_assert_str_eq(r->type, "schedule");
+        cr_assert_str_eq(r->code, "billing");
+        cr_assert_eq(r->created_at, T0);
+        int k = atoi(r->run_key + 1);
+        cr_assert_str_eq(r->lease.idempotency_key, got[k].idempotency_key);
+        cr_assert_eq(r->lease.fence, 1);
+        seen |= 1 << k;
+        er_lease_state want = k == 0 ? ER_LEASE_DONE : k == 1 || k == 6 ? ER_LEASE_FREE
+                                                                          : ER_LEASE_HELD;
+        cr_assert_eq(r->lease.state, want, "lease %d: state %d", k, r->lease.state);
+        if (k == 0) {
+            cr_assert_eq(r->lease.completed_at, T0 + 1);
+            cr_assert_eq(r->updated_at, T0 + 1);
+        }
+        if (k == 2)
+            cr_assert_eq(r->lease.expires_at, T0 + 60000);
+    }
+    cr_assert_eq(seen, 0x7f);
+    er_lease_list_fini(&l);
+    /* past the last key: nothing; "" is from the start */
+    cr_assert_eq(OPS->lease_list(S, "ik_g", 10, now, &l, &err), 0);
+    cr_assert_eq(l.len, 0);
+    cr_assert_eq(OPS->lease_list(S, "", 1, now, &l, &err), 0);
+    cr_assert_eq(l.len, 1);
+    er_lease_list_fini(&l);
+}
+
+Test(sched, cursor_list_pages_in_byte_order_with_values)
+{
+    er_error err = {0};
+    cr_assert_not_null(OPS->cursor_list, "store %s has no cursor_list", OPS->name);
+    const char *names[] = {"b", "B", "_x", "a.1", "a-1", "Z", "rollup:2026"};
+    for (int i = 0; i < 7; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "{\"pos\":%d}", i);
+        cr_assert_eq(OPS->cursor_cas(S, names[i], false, NULL, v, T0 + i, NULL, &err), 0);
+    }
+    const char *want[] = {"B", "Z", "_x", "a-1", "a.1", "b", "rollup:2026"};
+    er_cursor_list l = {0};
+    cr_assert_eq(OPS->cursor_list(S, NULL, 4, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(l.len, 4);
+    cr_assert_eq(OPS->cursor_list(S, l.items[3].name, 4, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(l.len, 7, "the second page appends the last three");
+    for (size_t i = 0; i < 7; i++) {
+        cr_assert_str_eq(l.items[i].name, want[i]);
+        int k = 0;
+        while (strcmp(names[k], want[i]) != 0)
+            k++;
+        char v[32];
+        snprintf(v, sizeof v, "{\"pos\":%d}", k);
+        cr_assert_str_eq(l.items[i].value, v);
+        cr_assert_eq(l.items[i].updated_at, T0 + k);
+    }
+    er_cursor_list_fini(&l);
+    cr_assert_eq(OPS->cursor_list(S, "rollup:2026", 4, &l, &err), 0);
+    cr_assert_eq(l.len, 0);
+    er_cursor_list_fini(&l);
+}
+
 #endif

@@ -54,7 +54,7 @@ Test(job, to_json_shows_the_api_fields)
     job.lease_token = strdup("secret");
     job.last_error = strdup("{\"class\":\"transient\",\"message\":\"boom\"}");
     job.attempts = 2;
-    json_t *o = er_http_job_to_json(&job);
+    json_t *o = er_http_job_to_json(&job, ER_ROLE_ADMIN);
     cr_assert_not_null(o);
     cr_assert_str_eq(json_string_value(json_object_get(o, "id")), "j1");
     cr_assert_str_eq(json_string_value(json_object_get(o, "queue")), "default");
@@ -91,6 +91,43 @@ Test(job, to_json_shows_the_api_fields)
     json_decref(o);
 }
 
+Test(job, a_viewer_sees_no_payload_or_result_and_is_told_so)
+{
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"j1\",\"payload\":{\"secret\":1}}"), 0);
+    job.result = strdup("{\"answer\":42}");
+    job.last_error = strdup("{\"class\":\"transient\",\"message\":\"boom\"}");
+    job.progress = strdup("50");
+    json_t *o = er_http_job_to_json(&job, ER_ROLE_VIEWER);
+    cr_assert_not_null(o);
+    cr_assert(json_is_null(json_object_get(o, "payload")));
+    cr_assert(json_is_null(json_object_get(o, "result")));
+    json_t *red = json_object_get(o, "redacted");
+    cr_assert_eq(json_array_size(red), 2);
+    cr_assert_str_eq(json_string_value(json_array_get(red, 0)), "payload");
+    cr_assert_str_eq(json_string_value(json_array_get(red, 1)), "result");
+    /* the rest is shown: state, errors, progress, metadata */
+    cr_assert_str_eq(json_string_value(json_object_get(o, "id")), "j1");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "state")), "waiting");
+    json_t *le = json_object_get(o, "last_error");
+    cr_assert_str_eq(json_string_value(json_object_get(le, "message")), "boom");
+    cr_assert_eq(json_integer_value(json_object_get(o, "progress")), 50);
+    char *text = json_dumps(o, JSON_COMPACT);
+    cr_assert_null(strstr(text, "secret"));
+    cr_assert_null(strstr(text, "answer"));
+    free(text);
+    json_decref(o);
+    er_role full[] = {ER_ROLE_NONE, ER_ROLE_PRODUCER, ER_ROLE_WORKER, ER_ROLE_ADMIN};
+    for (size_t i = 0; i < sizeof full / sizeof full[0]; i++) {
+        o = er_http_job_to_json(&job, full[i]);
+        cr_assert_eq(json_integer_value(json_object_get(json_object_get(o, "payload"), "secret")),
+                     1, "role %d", (int)full[i]);
+        cr_assert_eq(json_integer_value(json_object_get(json_object_get(o, "result"), "answer")),
+                     42, "role %d", (int)full[i]);
+        cr_assert_null(json_object_get(o, "redacted"), "role %d", (int)full[i]);
+        json_decref(o);
+    }
+}
+
 Test(job, to_json_shows_scalar_payloads_and_results)
 {
     cr_assert_eq(enq("{\"name\":\"n\",\"payload\":\"hi\"}"), 0);
@@ -99,7 +136,7 @@ Test(job, to_json_shows_scalar_payloads_and_results)
     job.lease_owner = strdup("w");
     job.lease_expires_at = T0 + 60000;
     job.group = strdup("g");
-    json_t *o = er_http_job_to_json(&job);
+    json_t *o = er_http_job_to_json(&job, ER_ROLE_ADMIN);
     cr_assert_str_eq(json_string_value(json_object_get(o, "payload")), "hi");
     cr_assert(json_is_true(json_array_get(json_object_get(o, "result"), 0)));
     cr_assert_eq(json_integer_value(json_object_get(o, "progress")), 50);
@@ -503,7 +540,7 @@ static void same_as_reference(const er_job *j, size_t max)
     er_jsonw_int(&a, 7);
     er_jsonw_int(&b, 7);
     ref_write_json(j, &a);
-    er_http_job_write_json(j, &b);
+    er_http_job_write_json(j, ER_ROLE_NONE, &b);
     er_jsonw_end_array(&a);
     er_jsonw_end_array(&b);
     cr_assert_eq(a.failed, b.failed, "cap %zu", max);

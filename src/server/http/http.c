@@ -60,6 +60,7 @@ er_hctx *er_http_ctx_get(er_server *s)
     c->who[0] = '\0';
     c->by_session = false;
     c->sid_hash[0] = '\0';
+    c->caller = (er_caller){ER_ROLE_NONE, ""};
     c->next_free = NULL;
     return c;
 }

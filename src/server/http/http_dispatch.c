@@ -56,12 +56,14 @@ const er_route er_routes[] = {
      "scheduler.delete"},
     {EVHTTP_REQ_POST, "/v1/schedulers/{key}/trigger", ER_ACCESS_ADMIN, er_route_trigger_scheduler,
      0, "scheduler.trigger"},
+    {EVHTTP_REQ_GET, "/v1/leases", ER_ACCESS_READ, er_route_list_leases, 0, NULL},
     {EVHTTP_REQ_POST, "/v1/leases", ER_ACCESS_WORK, er_route_lease_acquire, 0, NULL},
     {EVHTTP_REQ_POST, "/v1/leases/renew", ER_ACCESS_WORK, er_route_lease_op, ER_REQ_LEASE_RENEW, NULL},
     {EVHTTP_REQ_POST, "/v1/leases/complete", ER_ACCESS_WORK, er_route_lease_op,
      ER_REQ_LEASE_COMPLETE, NULL},
     {EVHTTP_REQ_POST, "/v1/leases/release", ER_ACCESS_WORK, er_route_lease_op,
      ER_REQ_LEASE_RELEASE, NULL},
+    {EVHTTP_REQ_GET, "/v1/cursors", ER_ACCESS_READ, er_route_list_cursors, 0, NULL},
     {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0, NULL},
     {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0, NULL},
     {EVHTTP_REQ_GET, "/v1/audit", ER_ACCESS_ADMIN, er_route_list_audit, 0, NULL},
@@ -239,13 +241,11 @@ static void on_session(er_hctx *c, er_req *r)
     c->by_session = true;
     c->session = r->session;
     snprintf(c->sid_hash, sizeof c->sid_hash, "%s", r->id);
-    if (s->ntokens == 0)
-        snprintf(c->who, sizeof c->who, "open");
-    else if (c->session.name[0])
-        snprintf(c->who, sizeof c->who, "%s:%s", er_http_role_name((er_role)c->session.role),
-                 c->session.name);
-    else
-        snprintf(c->who, sizeof c->who, "%s", er_http_role_name((er_role)c->session.role));
+    if (s->ntokens > 0) { /* a session carries its token's role and name */
+        c->caller.role = (er_role)c->session.role;
+        c->caller.name = c->session.name;
+    }
+    er_http_set_who(c);
     if (s->ntokens > 0 && !er_http_role_allows((er_role)c->session.role, rt->access)) {
         er_http_fail(c, ER_EPERM, "session", "this session's role may not call this endpoint");
         return;
@@ -288,13 +288,12 @@ static void authorize(er_hctx *c, const er_route *rt)
             return;
         }
         er_error err = {0};
-        er_role role = 0;
-        if (er_http_authorize(s, authz, rt->access, &role, &err) < 0) {
+        if (er_http_authorize(s, authz, rt->access, &c->caller, &err) < 0) {
             log_auth_failure(s, req, rt, &err);
             er_http_reply_error(c, &err);
             return;
         }
-        snprintf(c->who, sizeof c->who, "%s", er_http_role_name(role));
+        er_http_set_who(c);
         run_route(c);
         return;
     }

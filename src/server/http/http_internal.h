@@ -32,7 +32,7 @@ struct evhttp_bound_socket;
 /* Who may call a route. */
 typedef enum er_access {
     ER_ACCESS_OPEN,    /* no auth (health probes) */
-    ER_ACCESS_READ,    /* any role */
+    ER_ACCESS_READ,    /* any role, viewer included */
     ER_ACCESS_PRODUCE, /* producer or admin */
     ER_ACCESS_WORK,    /* worker or admin */
     ER_ACCESS_ADMIN,   /* admin */
@@ -75,14 +75,19 @@ struct er_hctx {
     bool parked;                /* waiting for the engine */
     bool sending;               /* reply handed to libevent, not yet written */
     int64_t started_ms;         /* monotonic, when the request arrived (access log) */
+    /* Who made the request, set by dispatch before the handler runs (and
+     * before a 403): role and token name. {ER_ROLE_NONE, ""} until then,
+     * for a refused (401) token, an open route, or when no tokens are
+     * configured. Handlers read it, never change it. */
+    er_caller caller;
     /* the matched route's path parameter, raw (borrowed from the request's URI) */
     const char *pv, *pname;
     size_t pl;
-    /* who is calling, once authorized (audit rows): "admin", "open", ... */
+    /* who is calling as audit rows name it: "admin", "admin:NAME", "open" */
     char who[80];
     bool by_session;            /* authorized by a dashboard session cookie */
     char sid_hash[65];          /* by_session: the session's hash */
-    er_session session;         /* by_session: the session */
+    er_session session;         /* by_session: the session (caller.name points into it) */
     er_hctx *next_free;
 };
 
@@ -239,25 +244,27 @@ void er_route_put_scheduler(er_hctx *c);
 void er_route_get_scheduler(er_hctx *c);
 void er_route_delete_scheduler(er_hctx *c);
 void er_route_trigger_scheduler(er_hctx *c);
+void er_route_list_leases(er_hctx *c);
 void er_route_lease_acquire(er_hctx *c);
 void er_route_lease_op(er_hctx *c); /* flags: ER_REQ_LEASE_RENEW / _COMPLETE / _RELEASE */
+void er_route_list_cursors(er_hctx *c);
 void er_route_get_cursor(er_hctx *c);
 void er_route_put_cursor(er_hctx *c);
 
 /* ---- auth (auth.c) ---- */
 
 /* Checks the Authorization header against the configured tokens for the
- * access level; *role (may be NULL) gets the token's role. Returns 0,
+ * access level. Sets *who to the matching token's role and name (borrowed
+ * from s->tokens), also on ER_EPERM; to {ER_ROLE_NONE, ""} when no token is
+ * checked (an open route, no tokens configured) or none matched. Returns 0,
  * ER_EAUTH or ER_EPERM with *err. */
 int er_http_authorize(const er_server *s, const char *authorization, er_access access,
-                      er_role *role, er_error *err);
-/* The role of a configured token given as len bytes (compared in constant
- * time with every token), 0 when none. */
-er_role er_http_token_role(const er_server *s, const char *tok, size_t len);
+                      er_caller *who, er_error *err);
+/* The configured token given as len bytes (compared in constant time with
+ * every token; borrowed from s), NULL when none. */
+const er_token *er_http_token_find(const er_server *s, const char *tok, size_t len);
 /* Whether `role` may call a route of `access`. */
 bool er_http_role_allows(er_role role, er_access access);
-/* "producer", "worker", "admin". */
-const char *er_http_role_name(er_role role);
 
 /* ---- the dashboard (routes_ui.c) ---- */
 
@@ -272,6 +279,9 @@ bool er_ui_cookie(struct evhttp_request *req, char sid[65]);
 void er_ui_hash(const char *sid, char out[65]);
 /* Sends 303 to `location` (a path of this server). */
 void er_ui_redirect(er_hctx *c, const char *location);
+/* Sets c->who from c->caller: "ROLE@NAME", "ROLE" for an unnamed token,
+ * "open" when no tokens are configured. */
+void er_http_set_who(er_hctx *c);
 /* A new audit row for this caller (who from c), action and target copied;
  * NULL on ENOMEM. */
 er_audit *er_http_audit_new(const er_hctx *c, const char *action, const char *target,

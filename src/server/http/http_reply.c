@@ -118,8 +118,9 @@ static const char *date_header(er_server *s)
 
 /* The request stays in flight until its reply is written (or the connection
  * fails), so a graceful shutdown does not exit with replies still queued. */
-/* One JSON line a request: time, peer, method, path (with its query),
- * status, body bytes, milliseconds. Loop thread. */
+/* One JSON line a request: time, peer, method, path (with its query), the
+ * caller's role and token name when known, status, body bytes,
+ * milliseconds. Loop thread. */
 static void access_line(er_hctx *c, int status, size_t bytes)
 {
     struct evhttp_request *req = c->req;
@@ -135,6 +136,11 @@ static void access_line(er_hctx *c, int status, size_t bytes)
     er_buf_addf(&b, "{\"ts\":\"%s\",\"peer\":\"%s:%u\",\"method\":\"%s\",\"path\":", ts,
                 peer ? peer : "?", (unsigned)port, er_http_method_name(evhttp_request_get_command(req)));
     er_json_str(&b, evhttp_request_get_uri(req));
+    /* who: the role and name of the token that matched, never the token */
+    if (c->caller.role != ER_ROLE_NONE)
+        er_buf_addf(&b, ",\"role\":\"%s\"", er_role_name(c->caller.role));
+    if (c->caller.name[0])
+        er_buf_addf(&b, ",\"token\":\"%s\"", c->caller.name); /* [A-Za-z0-9._-] only */
     er_buf_addf(&b, ",\"status\":%d,\"bytes\":%zu,\"ms\":%lld}\n", status, bytes,
                 (long long)(er_mono_ms() - c->started_ms));
     if (!b.err)

@@ -3,7 +3,9 @@
  * The HTTP API's job JSON: the enqueue request read from a jansson object
  * into an er_job_spec (the job options also for a scheduler's "job"), and
  * the job and lease views written with the JSON writer (the hot replies
- * build no jansson tree). The rules are core's (er_job_validate).
+ * build no jansson tree). The rules are core's (er_job_validate). What a
+ * caller's role may see of a job (a viewer: no payload, no result) is
+ * decided here, once, for every reply that shows a job.
  */
 #include "server/http/job_json.h"
 #include "server/http/spec_json.h"
@@ -78,16 +80,26 @@ static size_t text_len(const char *s)
     return s ? strlen(s) : 0;
 }
 
+bool er_http_role_sees_payloads(er_role role)
+{
+    return role != ER_ROLE_VIEWER;
+}
+
 /* Stored texts (payload, last_error, result, progress) are JSON that the
  * server serialized itself, so they are embedded as they are. Keys are
  * pre-made literals (ER_JSONW_K): this is the enqueue reply. */
-void er_http_job_write_json(const er_job *job, er_jsonw *w)
+void er_http_job_write_json(const er_job *job, er_role who, er_jsonw *w)
 {
+    bool full = er_http_role_sees_payloads(who);
     er_jsonw_begin_object(w);
     er_jsonw_kstr(w, ER_JSONW_K("id"), job->id);
     er_jsonw_kstr(w, ER_JSONW_K("queue"), job->queue);
     er_jsonw_kstr(w, ER_JSONW_K("name"), job->name);
-    er_jsonw_kraw(w, ER_JSONW_K("payload"), job->payload, job->payload ? job->payload_len : 0);
+    if (full)
+        er_jsonw_kraw(w, ER_JSONW_K("payload"), job->payload,
+                      job->payload ? job->payload_len : 0);
+    else
+        er_jsonw_kraw(w, ER_JSONW_K("payload"), NULL, 0);
     er_jsonw_kstr(w, ER_JSONW_K("state"), er_state_name(job->state));
     er_jsonw_kint(w, ER_JSONW_K("priority"), job->priority);
     er_jsonw_kstr(w, ER_JSONW_K("group"), job->group);
@@ -108,7 +120,8 @@ void er_http_job_write_json(const er_job *job, er_jsonw *w)
     er_jsonw_kstr(w, ER_JSONW_K("lease_owner"), job->lease_owner);
     er_jsonw_ktime(w, ER_JSONW_K("lease_expires_at"), job->lease_expires_at);
     er_jsonw_kraw(w, ER_JSONW_K("last_error"), job->last_error, text_len(job->last_error));
-    er_jsonw_kraw(w, ER_JSONW_K("result"), job->result, text_len(job->result));
+    er_jsonw_kraw(w, ER_JSONW_K("result"), full ? job->result : NULL,
+                  full ? text_len(job->result) : 0);
     er_jsonw_kraw(w, ER_JSONW_K("progress"), job->progress, text_len(job->progress));
     er_jsonw_ktime(w, ER_JSONW_K("created_at"), job->created_at);
     er_jsonw_ktime(w, ER_JSONW_K("updated_at"), job->updated_at);
@@ -116,6 +129,10 @@ void er_http_job_write_json(const er_job *job, er_jsonw *w)
     er_jsonw_ktime(w, ER_JSONW_K("finished_at"), job->finished_at);
     er_jsonw_ktime(w, ER_JSONW_K("redriven_at"), job->redriven_at);
     er_jsonw_kint(w, ER_JSONW_K("redrive_count"), job->redrive_count);
+    if (!full) {
+        static const char redacted[] = "[\"payload\",\"result\"]";
+        er_jsonw_kraw(w, ER_JSONW_K("redacted"), redacted, sizeof redacted - 1);
+    }
     er_jsonw_end_object(w);
 }
 
@@ -154,11 +171,11 @@ void er_http_job_write_lease_json(const er_job *job, er_jsonw *w)
     er_jsonw_end_object(w);
 }
 
-json_t *er_http_job_to_json(const er_job *job)
+json_t *er_http_job_to_json(const er_job *job, er_role who)
 {
     er_jsonw w;
     er_jsonw_init(&w, (size_t)1 << 30);
-    er_http_job_write_json(job, &w);
+    er_http_job_write_json(job, who, &w);
     json_t *o = w.failed ? NULL : json_loadb(w.out.data, w.out.len, 0, NULL);
     er_jsonw_fini(&w);
     return o;

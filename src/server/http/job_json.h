@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "core/job_spec.h"
+#include "server/http/server.h"
 #include "util/jsonw.h"
 
 /* Fills *spec from one request object. The spec's slices point into obj
@@ -47,11 +48,20 @@ bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue,
  * when unset (<= 0) or never (INT64_MAX). New reference; NULL on ENOMEM. */
 json_t *er_http_time_json(int64_t ms);
 
-/* The job object API.md shows (times as RFC 3339). */
-void er_http_job_write_json(const er_job *job, er_jsonw *w);
+/* Whether a caller of this role is shown what jobs carry (payload,
+ * result; a scheduler's payload): every role but the viewer. The one rule
+ * every writer of a job or a payload follows. */
+bool er_http_role_sees_payloads(er_role role);
+
+/* The job object API.md shows (times as RFC 3339), as the caller `who`
+ * (c->caller.role) may see it: for a role that does not see payloads,
+ * "payload" and "result" are null and the object ends with
+ * "redacted": ["payload", "result"]; otherwise there is no "redacted". */
+void er_http_job_write_json(const er_job *job, er_role who, er_jsonw *w);
 /* The lease view a fetch returns: id, queue, name, payload, attempt,
  * max_attempts, started, lease_token, lease_expires_at, idempotency_key,
- * trace_id, group, priority, timeout_ms, created_at. */
+ * trace_id, group, priority, timeout_ms, created_at. Worker routes only
+ * (a viewer cannot fetch), so never redacted. */
 void er_http_job_write_lease_json(const er_job *job, er_jsonw *w);
 /* A tombstone as an enqueue reply shows it: {"id" (only when id is not
  * NULL), "queue", "state", "finished_at"}. */
@@ -61,6 +71,6 @@ void er_http_tombstone_write_json(const char *id, const char *queue, er_state st
 json_t *er_http_tombstone_to_json(const char *id, const char *queue, er_state state,
                                   int64_t finished_at);
 /* er_http_job_write_json as a jansson object (new reference; NULL on ENOMEM). */
-json_t *er_http_job_to_json(const er_job *job);
+json_t *er_http_job_to_json(const er_job *job, er_role who);
 
 #endif

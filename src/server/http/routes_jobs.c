@@ -67,7 +67,7 @@ static void finish_enqueue_one(er_hctx *c, er_req *r)
     if (r->tombs.len)
         er_jsonw_null(&w); /* deleted by retention; its id is remembered */
     else
-        er_http_job_write_json(job, &w);
+        er_http_job_write_json(job, c->caller.role, &w);
     if (dup) {
         er_jsonw_key(&w, "duplicate");
         er_jsonw_bool(&w, true);
@@ -521,7 +521,8 @@ static void finish_job(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 200, json_pack("{s:o}", "job", er_http_job_to_json(&r->job)));
+    er_http_reply_json(c, 200,
+                       json_pack("{s:o}", "job", er_http_job_to_json(&r->job, c->caller.role)));
 }
 
 static void submit_by_id(er_hctx *c, er_req_type type, er_finish_fn finish)

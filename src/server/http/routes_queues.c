@@ -232,7 +232,8 @@ static void finish_page(er_hctx *c, er_req *r)
     }
     json_t *jobs = json_array();
     for (size_t i = 0; jobs && i < r->list.len; i++) {
-        if (json_array_append_new(jobs, er_http_job_to_json(&r->list.items[i])) != 0) {
+        json_t *j = er_http_job_to_json(&r->list.items[i], c->caller.role);
+        if (json_array_append_new(jobs, j) != 0) {
             json_decref(jobs);
             jobs = NULL;
         }
@@ -289,7 +290,8 @@ static void finish_redrive(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_http_reply_json(c, 201, json_pack("{s:o}", "job", er_http_job_to_json(&r->job)));
+    er_http_reply_json(c, 201,
+                       json_pack("{s:o}", "job", er_http_job_to_json(&r->job, c->caller.role)));
 }
 
 static void finish_delete_dead(er_hctx *c, er_req *r)

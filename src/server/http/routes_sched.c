@@ -62,6 +62,14 @@ static void reply_error_with(er_hctx *c, er_req *r, json_t *body)
     er_http_reply_json(c, er_error_http_status(err.code), body);
 }
 
+/* {key: [items], "next_cursor"}: items (taken; NULL on ENOMEM) a page of
+ * request r. */
+static void reply_page(er_hctx *c, er_req *r, const char *key, json_t *items)
+{
+    json_t *next = r->next_cursor ? json_string(r->next_cursor) : json_null();
+    er_http_reply_json(c, 200, json_pack("{s:o,s:o}", key, items, "next_cursor", next));
+}
+
 /* {"scheduler": ...}: PUT (201 for a new key) and GET. */
 static void finish_sched(er_hctx *c, er_req *r)
 {
@@ -70,7 +78,7 @@ static void finish_sched(er_hctx *c, er_req *r)
         return;
     }
     const er_sched_view *v = &r->scheds[0];
-    json_t *o = er_http_sched_to_json(&v->row, &v->sc);
+    json_t *o = er_http_sched_to_json(&v->row, &v->sc, c->caller.role);
     er_http_reply_json(c, r->created ? 201 : 200, json_pack("{s:o}", "scheduler", o));
 }
 
@@ -85,15 +93,14 @@ static void finish_list(er_hctx *c, er_req *r)
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < r->nscheds; i++) {
         const er_sched_view *v = &r->scheds[i];
-        json_t *o = v->rc == 0 ? er_http_sched_to_json(&v->row, &v->sc)
+        json_t *o = v->rc == 0 ? er_http_sched_to_json(&v->row, &v->sc, c->caller.role)
                                : json_pack("{s:s,s:s}", "key", v->row.key, "error", v->err.message);
         if (!o || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             arr = NULL;
         }
     }
-    json_t *next = r->next_cursor ? json_string(r->next_cursor) : json_null();
-    er_http_reply_json(c, 200, json_pack("{s:o,s:o}", "schedulers", arr, "next_cursor", next));
+    reply_page(c, r, "schedulers", arr);
 }
 
 static void finish_ok(er_hctx *c, er_req *r)
@@ -188,8 +195,10 @@ void er_route_cron_next(er_hctx *c)
     er_http_reply_json(c, 200, json_pack("{s:o,s:s}", "next", arr, "tz", er_tz_name(tz)));
 }
 
-/* ---- schedulers ---- */
+/* ---- lists by key: schedulers, leases, cursors ---- */
 
+/* ?limit=1..1000 (default 100) & cursor=the last key of the previous page
+ * (opaque to clients: the next_cursor a page gave). */
 typedef struct list_query {
     int limit;
     char cursor[ER_NAME_MAX + 1];
@@ -211,7 +220,7 @@ static int list_param(void *arg, const char *k, const char *v)
     return 0;
 }
 
-void er_route_list_schedulers(er_hctx *c)
+static void submit_list(er_hctx *c, er_req_type type, er_finish_fn finish)
 {
     er_error err = {0};
     list_query q = {.limit = LIST_LIMIT_DEFAULT, .err = &err};
@@ -219,11 +228,16 @@ void er_route_list_schedulers(er_hctx *c)
         er_http_reply_error(c, &err);
         return;
     }
-    er_req *r = new_req(c, ER_REQ_LIST_SCHEDULERS);
+    er_req *r = new_req(c, type);
     if (!r || set(c, r, &r->cursor, q.cursor[0] ? q.cursor : NULL) < 0)
         return;
     r->max = q.limit;
-    er_http_submit(c, r, finish_list);
+    er_http_submit(c, r, finish);
+}
+
+void er_route_list_schedulers(er_hctx *c)
+{
+    submit_list(c, ER_REQ_LIST_SCHEDULERS, finish_list);
 }
 
 void er_route_put_scheduler(er_hctx *c)
@@ -278,7 +292,7 @@ static void finish_trigger(er_hctx *c, er_req *r)
     if (r->tombs.len)
         er_jsonw_null(&w); /* the tick's job was deleted by retention */
     else
-        er_http_job_write_json(&r->job, &w);
+        er_http_job_write_json(&r->job, c->caller.role, &w);
     er_jsonw_key(&w, "duplicate");
     er_jsonw_bool(&w, !r->created);
     if (r->tombs.len) {
@@ -323,6 +337,47 @@ static void finish_lease(er_hctx *c, er_req *r)
         return;
     }
     er_http_reply_json(c, 200, lease_json(&r->lease, r->type == ER_REQ_LEASE_ACQUIRE));
+}
+
+/* A lease as GET /v1/leases shows it: lease_json's members (never the
+ * owner token) and the parts of its key, its times, completed_at when done. */
+static json_t *lease_row_json(const er_lease_row *row)
+{
+    json_t *o = lease_json(&row->lease, false);
+    int bad = !o || json_object_set_new(o, "type", json_string(row->type)) != 0 ||
+              json_object_set_new(o, "code", json_string(row->code)) != 0 ||
+              json_object_set_new(o, "run_key", json_string(row->run_key)) != 0 ||
+              json_object_set_new(o, "created_at", er_http_time_json(row->created_at)) != 0 ||
+              json_object_set_new(o, "updated_at", er_http_time_json(row->updated_at)) != 0 ||
+              (row->lease.state == ER_LEASE_DONE &&
+               json_object_set_new(o, "completed_at",
+                                   er_http_time_json(row->lease.completed_at)) != 0);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static void finish_list_leases(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < r->leases.len; i++) {
+        if (json_array_append_new(arr, lease_row_json(&r->leases.items[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    reply_page(c, r, "leases", arr);
+}
+
+void er_route_list_leases(er_hctx *c)
+{
+    submit_list(c, ER_REQ_LIST_LEASES, finish_list_leases);
 }
 
 static int ttl_of(const json_t *body, int64_t *ttl, er_error *err)
@@ -433,6 +488,32 @@ static void finish_cursor(er_hctx *c, er_req *r)
 void er_route_get_cursor(er_hctx *c)
 {
     submit_param(c, ER_REQ_GET_CURSOR, finish_cursor);
+}
+
+/* A cursor's value is an application's position (how far a job got), not
+ * what a job carries, so every role sees it, a viewer too. */
+static void finish_list_cursors(er_hctx *c, er_req *r)
+{
+    if (r->rc) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < r->cursors.len; i++) {
+        const er_cursor_row *row = &r->cursors.items[i];
+        json_t *o = json_pack("{s:s,s:o,s:o}", "name", row->name, "value", value_json(row->value),
+                              "updated_at", er_http_time_json(row->updated_at));
+        if (json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    reply_page(c, r, "cursors", arr);
+}
+
+void er_route_list_cursors(er_hctx *c)
+{
+    submit_list(c, ER_REQ_LIST_CURSORS, finish_list_cursors);
 }
 
 /* Canonical text of a cursor value: compact, sorted keys. */

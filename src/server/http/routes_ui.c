@@ -136,6 +136,16 @@ void er_ui_redirect(er_hctx *c, const char *location)
     er_http_reply_text(c, 303, "text/plain; charset=utf-8", "", 0);
 }
 
+void er_http_set_who(er_hctx *c)
+{
+    if (c->s->ntokens == 0 || c->caller.role == ER_ROLE_NONE)
+        snprintf(c->who, sizeof c->who, "open");
+    else if (c->caller.name[0])
+        snprintf(c->who, sizeof c->who, "%s@%s", er_role_name(c->caller.role), c->caller.name);
+    else
+        snprintf(c->who, sizeof c->who, "%s", er_role_name(c->caller.role));
+}
+
 er_audit *er_http_audit_new(const er_hctx *c, const char *action, const char *target,
                             int64_t count)
 {
@@ -235,7 +245,7 @@ static void set_cookie(er_hctx *c, const char *sid)
 static void session_json(er_hctx *c, const er_session *ss, bool created)
 {
     json_t *o = json_pack("{s:s, s:s?, s:s, s:b, s:I}", "role",
-                          er_http_role_name((er_role)ss->role), "name",
+                          er_role_name((er_role)ss->role), "name",
                           ss->name[0] ? ss->name : NULL, "csrf_token", ss->csrf, "open",
                           c->s->ntokens == 0, "idle_s", (json_int_t)(c->s->ui_idle_ms / 1000));
     security_headers(c, "no-store");
@@ -260,10 +270,10 @@ static void on_session_created(er_hctx *c, er_req *r)
     er_ui_redirect(c, "/ui/");
 }
 
-/* Creates a session of role/name for c and replies through
- * on_session_created (flags 1: the JSON of GET /ui/session, else the
- * redirect of a login). */
-static void create_session(er_hctx *c, er_role role, const char *who, int json)
+/* Creates a session for token t (NULL: no tokens configured, an "open"
+ * admin session) and replies through on_session_created (json 1: the JSON
+ * of GET /ui/session, else the redirect of a login). */
+static void create_session(er_hctx *c, const er_token *t, int json)
 {
     er_req *r = er_req_new(ER_REQ_SESSION_PUT);
     char hash[65];
@@ -275,11 +285,16 @@ static void create_session(er_hctx *c, er_role role, const char *who, int json)
         return;
     }
     int64_t now = er_now_ms();
-    r->session.role = (int)role;
+    r->session.role = (int)(t ? t->role : ER_ROLE_ADMIN);
+    snprintf(r->session.name, sizeof r->session.name, "%s", t ? t->name : "");
     secret(r->session.csrf);
     r->session.created_at = now;
     r->session.expires_at = now + c->s->ui_idle_ms;
-    snprintf(c->who, sizeof c->who, "%s", who);
+    if (t) {
+        c->caller.role = t->role;
+        c->caller.name = t->name;
+    }
+    er_http_set_who(c);
     if (er_http_audit(c, r, "ui.login", NULL) < 0) {
         er_req_free(r);
         er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
@@ -371,9 +386,9 @@ void er_route_ui_login(er_hctx *c)
                      "%s", rc < 0 ? err.message : "the form takes one field, token");
         return;
     }
-    er_role role = s->ntokens == 0 ? ER_ROLE_ADMIN : er_http_token_role(s, f.tok, f.tlen);
+    const er_token *t = s->ntokens == 0 ? NULL : er_http_token_find(s, f.tok, f.tlen);
     explicit_bzero(&f, sizeof f);
-    if (!role) {
+    if (s->ntokens > 0 && !t) {
         er_req *r = er_req_new(ER_REQ_AUDIT_ADD);
         snprintf(c->who, sizeof c->who, "unknown");
         if (!r || er_http_audit(c, r, "ui.login_failed", NULL) < 0) {
@@ -384,7 +399,7 @@ void er_route_ui_login(er_hctx *c)
         er_http_submit(c, r, on_login_failed);
         return;
     }
-    create_session(c, role, s->ntokens == 0 ? "open" : er_http_role_name(role), 0);
+    create_session(c, t, 0);
 }
 
 static void on_logout(er_hctx *c, er_req *r)
@@ -424,7 +439,7 @@ void er_route_ui_session(er_hctx *c)
             er_http_fail(c, ER_EPERM, "host", "Host must name this server");
             return;
         }
-        create_session(c, ER_ROLE_ADMIN, "open", 1);
+        create_session(c, NULL, 1);
         return;
     }
     er_http_fail(c, ER_EAUTH, "session", "no session; log in at /ui/login");

@@ -103,9 +103,10 @@ static json_t *job_json(const er_scheduler *sc)
     return j;
 }
 
-json_t *er_http_sched_to_json(const er_sched_row *row, const er_scheduler *sc)
+json_t *er_http_sched_to_json(const er_sched_row *row, const er_scheduler *sc, er_role who)
 {
-    json_t *payload = json_loads(sc->payload, 0, NULL);
+    bool full = er_http_role_sees_payloads(who);
+    json_t *payload = full ? json_loads(sc->payload, 0, NULL) : json_null();
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:O,s:s,s:i}", "cron", sc->cron_text, "tz", sc->tz_name,
                           "queue", sc->queue, "name", sc->name, "payload", payload, "missed",
                           er_missed_name(sc->missed), "max_catchup", sc->max_catchup);
@@ -123,7 +124,8 @@ json_t *er_http_sched_to_json(const er_sched_row *row, const er_scheduler *sc)
           json_object_set_new(o, "created_at", er_http_time_json(row->created_at)) != 0 ||
           json_object_set_new(o, "updated_at", er_http_time_json(row->updated_at)) != 0 ||
           json_object_set_new(o, "last_tick", er_http_time_json(row->last_tick)) != 0 ||
-          json_object_set_new(o, "next_run_at", er_http_time_json(row->next_run_at)) != 0;
+          json_object_set_new(o, "next_run_at", er_http_time_json(row->next_run_at)) != 0 ||
+          (!full && json_object_set_new(o, "redacted", json_pack("[s]", "payload")) != 0);
     if (bad || json_object_set_new(o, "next_runs", runs) != 0) {
         if (bad)
             json_decref(runs);

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "core/scheduler.h"
+#include "server/http/server.h"
 #include "store/store.h"
 #include "util/err.h"
 
@@ -27,8 +28,10 @@ int er_http_sched_spec_from_json(const json_t *obj, er_sched_spec *spec, er_erro
 
 /* {"cron", "tz", "queue", "name", "payload", "missed", "max_catchup",
  * "job"?, "key", "created_at", "updated_at", "last_tick", "next_run_at",
- * "next_runs": [local times in the zone]}. row, sc: borrowed; sc->tz must
- * be set. Returns a new reference, or NULL on ENOMEM. */
-json_t *er_http_sched_to_json(const er_sched_row *row, const er_scheduler *sc);
+ * "next_runs": [local times in the zone]}, as the caller `who` may see it
+ * (er_http_role_sees_payloads): else "payload" is null and the object has
+ * "redacted": ["payload"]. row, sc: borrowed; sc->tz must be set. Returns
+ * a new reference, or NULL on ENOMEM. */
+json_t *er_http_sched_to_json(const er_sched_row *row, const er_scheduler *sc, er_role who);
 
 #endif

@@ -17,16 +17,40 @@
 
 struct event_base;
 
-typedef enum er_role { ER_ROLE_PRODUCER = 1, ER_ROLE_WORKER = 2, ER_ROLE_ADMIN = 3 } er_role;
+/* ER_ROLE_NONE: nobody authenticated (no tokens configured, or an open
+ * route); such a caller is let through and sees everything. */
+typedef enum er_role {
+    ER_ROLE_NONE = 0,
+    ER_ROLE_PRODUCER = 1,
+    ER_ROLE_WORKER = 2,
+    ER_ROLE_ADMIN = 3,
+    ER_ROLE_VIEWER = 4, /* every read; job payloads and results shown as null */
+} er_role;
+
+#define ER_TOKEN_NAME_MAX 64 /* a token's name: 1..64 chars of [A-Za-z0-9._-] */
 
 typedef struct er_token {
     er_role role;
+    char name[ER_TOKEN_NAME_MAX + 1]; /* "" for an unnamed token */
     char token[128];
 } er_token;
 
-/* Parses "ROLE:TOKEN" (role producer|worker|admin, token 16..127 chars of
- * [A-Za-z0-9._~+/=-]). Returns 0 or ER_EINVAL with *err. */
+/* Who made a request: the role and name of the token that matched. */
+typedef struct er_caller {
+    er_role role;     /* ER_ROLE_NONE when no token was checked */
+    const char *name; /* borrowed from the server's tokens (valid for the
+                         server's life); "" when unnamed or unauthenticated,
+                         never NULL */
+} er_caller;
+
+/* Parses "ROLE:TOKEN" or "ROLE@NAME:TOKEN" (role producer|worker|admin|viewer,
+ * NAME 1..64 chars of [A-Za-z0-9._-], token 16..127 chars of
+ * [A-Za-z0-9._~+/=-]). Returns 0 or ER_EINVAL with *err, whose message
+ * never holds any part of the spec. */
 int er_token_parse(const char *spec, er_token *out, er_error *err);
+
+/* "producer", "worker", "admin", "viewer"; "" for ER_ROLE_NONE. Static text. */
+const char *er_role_name(er_role role);
 
 typedef struct er_server_config {
     const char *listen;        /* "HOST:PORT"; port 0 picks a free port */

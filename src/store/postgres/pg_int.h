@@ -81,6 +81,8 @@ enum {
     ER_PG_CURSOR_GET,
     ER_PG_CURSOR_CAS,
     ER_PG_QUEUE_UNTHROTTLE,
+    ER_PG_LEASE_LIST,
+    ER_PG_CURSOR_LIST,
     ER_PG_SESSION_PUT,
     ER_PG_SESSION_TOUCH,
     ER_PG_SESSION_DELETE,
@@ -332,6 +334,10 @@ int er_pg_cursor_get(er_store *s, const char *name, char **value, int64_t *updat
                      er_error *err);
 int er_pg_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
                      const char *value, int64_t now, char **current, er_error *err);
+int er_pg_lease_list(er_store *s, const char *after, int limit, int64_t now, er_lease_list *out,
+                     er_error *err);
+int er_pg_cursor_list(er_store *s, const char *after, int limit, er_cursor_list *out,
+                      er_error *err);
 /* A store URL's libpq part (*conninfo, malloc'd: the URL without errand's
  * options) and its schema (default "errand"); ER_EINVAL for a bad option. */
 #define ER_PG_SCHEMA_MAX 57

@@ -383,3 +383,69 @@ int er_pg_cursor_cas(er_store *s, const char *name, bool check, const char *expe
         *current = cur;
     return end < 0 ? end : rc;
 }
+
+/* ---- lists for inspection ---- */
+
+int er_pg_lease_list(er_store *s, const char *after, int limit, int64_t now, er_lease_list *out,
+                     er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err); /* the store clock is read at BEGIN */
+    if (rc < 0)
+        return rc;
+    now = er_pg_now(s, now);
+    er_pg_params p = {0};
+    er_pg_p_str(&p, after ? after : "");
+    p_limit(&p, limit);
+    PGresult *r = NULL;
+    size_t base = out->len;
+    rc = er_pg_exec(s, ER_PG_LEASE_LIST, &p, &r, err);
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+        er_lease_row *row = er_lease_list_push(out);
+        if (!row) {
+            rc = nomem(err);
+            break;
+        }
+        er_lease_init(&row->lease, PQgetvalue(r, i, 0));
+        row->lease.state = (er_lease_state)er_pg_i64(r, i, 1);
+        row->lease.fence = er_pg_i64(r, i, 2);
+        row->lease.expires_at = er_pg_i64(r, i, 3);
+        row->lease.completed_at = er_pg_i64(r, i, 4);
+        row->lease.state = er_lease_state_at(&row->lease, now);
+        if ((dup_col(r, i, 5, &row->type) | dup_col(r, i, 6, &row->code) |
+             dup_col(r, i, 7, &row->run_key)) < 0)
+            rc = nomem(err);
+        row->created_at = er_pg_i64(r, i, 8);
+        row->updated_at = er_pg_i64(r, i, 9);
+    }
+    if (r)
+        PQclear(r);
+    rc = er_pg_op_end(s, own, rc, err);
+    if (rc < 0)
+        er_lease_list_truncate(out, base);
+    return rc;
+}
+
+int er_pg_cursor_list(er_store *s, const char *after, int limit, er_cursor_list *out,
+                      er_error *err)
+{
+    er_pg_params p = {0};
+    er_pg_p_str(&p, after ? after : "");
+    p_limit(&p, limit);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_CURSOR_LIST, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    size_t base = out->len;
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+        er_cursor_row *row = er_cursor_list_push(out);
+        if (!row || (dup_col(r, i, 0, &row->name) | dup_col(r, i, 1, &row->value)) < 0)
+            rc = nomem(err);
+        else
+            row->updated_at = er_pg_i64(r, i, 2);
+    }
+    PQclear(r);
+    if (rc < 0)
+        er_cursor_list_truncate(out, base);
+    return rc;
+}

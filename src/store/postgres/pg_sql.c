@@ -672,4 +672,13 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " updated_at = excluded.updated_at WHERE NOT $4::boolean RETURNING 1)"
         " SELECT (SELECT count(*) FROM up) + (SELECT count(*) FROM ins),"
         " (SELECT value FROM cursors WHERE name = $1::text)",
+    /* Inspection lists, never the owner token (a secret). Byte order
+     * (COLLATE "C", as SQLite and the schedulers' key) so pages agree
+     * across stores; these keys carry the database's collation, so the
+     * sort reads the table: fine for a dashboard's page of a small table. */
+    [ER_PG_LEASE_LIST] = "SELECT key, state, fence, expires_at, completed_at, type, code, run_key,"
+                         " created_at, updated_at FROM leases WHERE key COLLATE \"C\" > $1"
+                         " ORDER BY key COLLATE \"C\" LIMIT $2",
+    [ER_PG_CURSOR_LIST] = "SELECT name, value, updated_at FROM cursors"
+                          " WHERE name COLLATE \"C\" > $1 ORDER BY name COLLATE \"C\" LIMIT $2",
 };

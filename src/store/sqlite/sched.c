@@ -364,3 +364,76 @@ int er_sqlite_cursor_cas(er_store *s, const char *name, bool check, const char *
     }
     return rc;
 }
+
+/* ---- lists for inspection ---- */
+
+int er_sqlite_lease_list(er_store *s, const char *after, int limit, int64_t now,
+                         er_lease_list *out, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_LEASE_LIST, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, after ? after : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, limit);
+    size_t base = out->len;
+    int src = SQLITE_DONE;
+    while (rc == 0 && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        er_lease_row *r = er_lease_list_push(out);
+        if (!r) {
+            rc = oom(err);
+            break;
+        }
+        const unsigned char *key = sqlite3_column_text(st, 0);
+        bool bad = !key;
+        er_lease_init(&r->lease, key ? (const char *)key : "");
+        r->lease.state = (er_lease_state)sqlite3_column_int(st, 1);
+        r->lease.fence = sqlite3_column_int64(st, 2);
+        r->lease.expires_at = sqlite3_column_int64(st, 3);
+        r->lease.completed_at = sqlite3_column_int64(st, 4);
+        r->lease.state = er_lease_state_at(&r->lease, now);
+        r->type = col_text(st, 5, &bad);
+        r->code = col_text(st, 6, &bad);
+        r->run_key = col_text(st, 7, &bad);
+        r->created_at = sqlite3_column_int64(st, 8);
+        r->updated_at = sqlite3_column_int64(st, 9);
+        if (bad)
+            rc = oom(err);
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "list leases", err);
+    sqlite3_reset(st);
+    if (rc < 0)
+        er_lease_list_truncate(out, base);
+    return rc;
+}
+
+int er_sqlite_cursor_list(er_store *s, const char *after, int limit, er_cursor_list *out,
+                          er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_CURSOR_LIST, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, after ? after : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, limit);
+    size_t base = out->len;
+    int src = SQLITE_DONE;
+    while (rc == 0 && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        er_cursor_row *r = er_cursor_list_push(out);
+        bool bad = !r;
+        if (r) {
+            r->name = col_text(st, 0, &bad);
+            r->value = col_text(st, 1, &bad);
+            r->updated_at = sqlite3_column_int64(st, 2);
+        }
+        if (bad || !r->name || !r->value)
+            rc = oom(err);
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, src, "list cursors", err);
+    sqlite3_reset(st);
+    if (rc < 0)
+        er_cursor_list_truncate(out, base);
+    return rc;
+}

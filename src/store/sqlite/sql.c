@@ -386,4 +386,10 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_CURSOR_PUT] = "INSERT INTO cursors (name, value, updated_at) VALUES (?1, ?2, ?3)"
                          " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
                          " updated_at = excluded.updated_at",
+    /* inspection lists; never the owner token (a secret) */
+    [ER_SQ_LEASE_LIST] = "SELECT key, state, fence, expires_at, completed_at, type, code, run_key,"
+                         " created_at, updated_at FROM leases WHERE key > ?1 ORDER BY key"
+                         " LIMIT ?2",
+    [ER_SQ_CURSOR_LIST] = "SELECT name, value, updated_at FROM cursors WHERE name > ?1"
+                          " ORDER BY name LIMIT ?2",
 };

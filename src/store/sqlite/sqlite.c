@@ -304,5 +304,7 @@ const er_store_ops er_sqlite_ops = {
     .lease_release = er_sqlite_lease_release,
     .cursor_get = er_sqlite_cursor_get,
     .cursor_cas = er_sqlite_cursor_cas,
+    .lease_list = er_sqlite_lease_list,
+    .cursor_list = er_sqlite_cursor_list,
     .checkpoint = er_sqlite_checkpoint,
 };

@@ -96,6 +96,8 @@ enum {
     ER_SQ_LEASE_PUT,
     ER_SQ_CURSOR_GET,
     ER_SQ_CURSOR_PUT,
+    ER_SQ_LEASE_LIST,
+    ER_SQ_CURSOR_LIST,
     ER_SQ_SESSION_PUT,
     ER_SQ_SESSION_TOUCH,
     ER_SQ_SESSION_DELETE,
@@ -296,5 +298,9 @@ int er_sqlite_cursor_get(er_store *s, const char *name, char **value, int64_t *u
                          er_error *err);
 int er_sqlite_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
                          const char *value, int64_t now, char **current, er_error *err);
+int er_sqlite_lease_list(er_store *s, const char *after, int limit, int64_t now,
+                         er_lease_list *out, er_error *err);
+int er_sqlite_cursor_list(er_store *s, const char *after, int limit, er_cursor_list *out,
+                          er_error *err);
 
 #endif

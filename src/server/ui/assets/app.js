@@ -227,6 +227,11 @@ function viewQueue(queue, state, cursor) {
   });
 }
 
+// A viewer's jobs carry "redacted": ["payload", "result"] (api.md).
+function redacted(obj, field) {
+  return Array.isArray(obj.redacted) && obj.redacted.indexOf(field) >= 0;
+}
+
 function pretty(v) {
   if (v === null || v === undefined) return '—';
   try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); }
@@ -262,13 +267,14 @@ function viewJob(id) {
         return [el('dt', null, f[0]), el('dd', null, String(f[1]))];
       })),
       el('h3', null, 'Payload'),
-      'payload' in jb ? el('pre', {id: 'job-payload'}, pretty(jb.payload))
-        : el('p', {class: 'muted', id: 'job-payload-hidden'}, 'Payload hidden for your role.'),
+      redacted(jb, 'payload') ? el('p', {class: 'muted', id: 'job-payload-hidden'}, 'Payload withheld from your role.')
+        : el('pre', {id: 'job-payload'}, pretty(jb.payload)),
       el('h3', null, 'Last error'),
       err ? el('pre', {id: 'job-error'}, (err.class ? err.class + ': ' : '') + (err.message || '') +
         (err.detail !== undefined ? '\n' + pretty(err.detail) : ''))
         : el('p', {class: 'muted'}, 'None.'),
-      'result' in jb && jb.result !== null ? [el('h3', null, 'Result'), el('pre', null, pretty(jb.result))] : null,
+      !redacted(jb, 'result') && jb.result !== null && jb.result !== undefined
+        ? [el('h3', null, 'Result'), el('pre', {id: 'job-result'}, pretty(jb.result))] : null,
       el('h3', null, 'Timeline'),
       el('dl', {class: 'facts', id: 'job-timeline'}, timeline.map(function (t) {
         return [el('dt', null, t[0]), el('dd', null, orDash(t[1]))];
@@ -311,6 +317,41 @@ function viewSchedulers() {
   });
 }
 
+function viewLeases(cursor) {
+  return api('GET', '/v1/leases?limit=100' + (cursor ? '&cursor=' + enc(cursor) : '')).then(function (j) {
+    var rows = j.leases.map(function (l) {
+      return el('tr', {'data-lease': l.idempotency_key},
+        el('td', null, l.type), el('td', null, l.code), el('td', null, l.run_key),
+        el('td', null, l.state), el('td', {class: 'num'}, l.fence),
+        el('td', null, orDash(l.expires_at || l.completed_at)), el('td', null, l.updated_at));
+    });
+    return [el('h1', null, 'Run-once leases'),
+      rows.length ? el('table', {id: 'leases'},
+        el('thead', null, el('tr', null, el('th', null, 'Type'), el('th', null, 'Code'),
+          el('th', null, 'Run key'), el('th', null, 'State'), el('th', {class: 'num'}, 'Fence'),
+          el('th', null, 'Expires / completed'), el('th', null, 'Updated'))),
+        el('tbody', null, rows))
+        : el('p', {class: 'muted'}, 'No leases.'),
+      pager(j.next_cursor, '/leases')];
+  });
+}
+
+function viewCursors(cursor) {
+  return api('GET', '/v1/cursors?limit=100' + (cursor ? '&cursor=' + enc(cursor) : '')).then(function (j) {
+    var rows = j.cursors.map(function (c) {
+      return el('tr', {'data-cursor': c.name}, el('td', null, c.name),
+        el('td', null, el('pre', null, pretty(c.value))), el('td', null, c.updated_at));
+    });
+    return [el('h1', null, 'Cursors'),
+      rows.length ? el('table', {id: 'cursors'},
+        el('thead', null, el('tr', null, el('th', null, 'Name'), el('th', null, 'Value'),
+          el('th', null, 'Updated'))),
+        el('tbody', null, rows))
+        : el('p', {class: 'muted'}, 'No cursors.'),
+      pager(j.next_cursor, '/cursors')];
+  });
+}
+
 function viewAudit(cursor) {
   return api('GET', '/v1/audit?limit=100' + (cursor ? '&cursor=' + enc(cursor) : '')).then(function (j) {
     var rows = j.entries.map(function (a) {
@@ -348,6 +389,8 @@ function render() {
     case 'job': view = viewJob(p[1]); break;
     case 'dead': view = viewDead(r.cursor); break;
     case 'schedulers': view = viewSchedulers(); break;
+    case 'leases': view = viewLeases(r.cursor); break;
+    case 'cursors': view = viewCursors(r.cursor); break;
     case 'audit': view = viewAudit(r.cursor); break;
     default: p = ['queues']; view = viewQueues();
   }
