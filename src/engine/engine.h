@@ -79,9 +79,31 @@ typedef enum er_req_type {
     ER_REQ_SESSION_DELETE,   /* in: id (the hash) */
     ER_REQ_AUDIT_ADD,        /* in: audit (only) */
     ER_REQ_AUDIT_LIST,       /* in: max, cursor (seq before, decimal); out: audits, next_cursor */
+    ER_REQ_BULK,             /* in: bulk (ids, or a filter and after); out: bulk.done,
+                                bulk.after, bulk.more. One chunk of at most ER_BULK_CHUNK */
+    ER_REQ_BULK_COUNT,       /* in: bulk.filter; out: bulk.count */
 } er_req_type;
 
 typedef struct er_req er_req;
+
+/* A bulk action's chunk (exec_ui.c): redrive or delete dead letters, or
+ * cancel waiting or scheduled jobs, by ids or by a filter. */
+typedef enum er_bulk_action {
+    ER_BULK_REDRIVE = 1,
+    ER_BULK_DELETE = 2,
+    ER_BULK_CANCEL = 3,
+} er_bulk_action;
+
+typedef struct er_bulk {
+    er_bulk_action action;
+    char **ids;            /* in: the jobs (owned), at most ER_BULK_CHUNK; NULL: the filter */
+    size_t nids;
+    er_bulk_filter filter; /* in: its strings owned (freed with the request) */
+    int64_t after;         /* in: the seq after which this chunk starts; out: its last */
+    int64_t done;          /* out: jobs this chunk changed */
+    int64_t count;         /* out: BULK_COUNT */
+    bool more;             /* out: a filter chunk that was full: submit another */
+} er_bulk;
 
 /* A scheduler as a reply shows it (exec_sched.c). */
 typedef struct er_sched_view {
@@ -153,6 +175,7 @@ struct er_req {
     er_audit *audit;           /* any write: when set, appended in the same transaction once
                                   the request succeeded (rc 0); owned */
     er_audit_list audits;      /* out: AUDIT_LIST */
+    er_bulk bulk;              /* BULK, BULK_COUNT */
 
     /* engine-private */
     er_req *next;

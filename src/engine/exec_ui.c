@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
- * Engine requests of the dashboard: sessions (put, touch, delete) and the
- * audit log (add, list), the audit row an administrative request carries
+ * Engine requests of the dashboard: sessions (put, touch, delete), the
+ * audit log (add, list), bulk actions (one chunk a request, so the writer
+ * serves others between chunks; and their count), the audit row an administrative request carries
  * (written in the request's own transaction, after it succeeded), and the
  * retention sweep of expired sessions and old audit rows. A store without
  * these ops answers ER_EUNAVAIL. Writer or reader thread, as exec.c.
@@ -18,12 +19,79 @@
 
 bool er_ui_req_is_read(const er_req *req)
 {
-    return req->type == ER_REQ_AUDIT_LIST;
+    return req->type == ER_REQ_AUDIT_LIST || req->type == ER_REQ_BULK_COUNT;
+}
+
+/* One job of a bulk action; a job that is not (any more) in the state the
+ * action takes is skipped. Returns 0 or a storage error. */
+static int bulk_one(er_exec_ctx *x, er_req *req, const char *id, int64_t now)
+{
+    er_error e;
+    er_job job;
+    er_job_init(&job);
+    int rc;
+    switch (req->bulk.action) {
+    case ER_BULK_REDRIVE:
+        rc = x->ops->redrive(x->store, id, now, &job, &e);
+        if (rc == 0 && job.queue)
+            er_wake_add(&x->wake, job.queue, 1);
+        break;
+    case ER_BULK_DELETE:
+        rc = x->ops->delete_dead(x->store, id, &e);
+        break;
+    case ER_BULK_CANCEL:
+        rc = x->ops->cancel(x->store, id, now, &job, &e);
+        break;
+    default:
+        rc = er_error_set(&e, ER_EINVAL, "action", "unknown bulk action");
+        break;
+    }
+    er_job_fini(&job);
+    if (er_is_storage_error(rc)) {
+        req->err = e;
+        return rc;
+    }
+    req->bulk.done += rc == 0;
+    return 0;
+}
+
+/* One chunk: the given ids, or the next ER_BULK_CHUNK jobs of the filter
+ * after bulk.after, all in this transaction. */
+static int bulk_chunk(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    er_bulk *b = &req->bulk;
+    b->done = 0;
+    b->more = false;
+    if (b->ids) {
+        for (size_t i = 0; i < b->nids; i++) {
+            int rc = bulk_one(x, req, b->ids[i], now);
+            if (rc < 0)
+                return rc;
+        }
+    } else {
+        char **ids = NULL;
+        size_t n = 0;
+        int64_t last = b->after;
+        int rc = x->ops->bulk_ids(x->store, &b->filter, b->after, ER_BULK_CHUNK, &ids, &n, &last,
+                                  &req->err);
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            rc = bulk_one(x, req, ids[i], now);
+        for (size_t i = 0; i < n; i++)
+            free(ids[i]);
+        free(ids);
+        if (rc < 0)
+            return rc;
+        b->after = last;
+        b->more = n == ER_BULK_CHUNK;
+    }
+    if (req->audit)
+        req->audit->count = b->done;
+    return 0;
 }
 
 static bool supported(er_exec_ctx *x, er_req *req)
 {
-    if (x->ops->session_put && x->ops->audit_add)
+    if (x->ops->session_put && x->ops->audit_add && x->ops->bulk_ids)
         return true;
     er_error_set(&req->err, ER_EUNAVAIL, "", "sessions and audit are not supported by this store");
     return false;
@@ -45,6 +113,8 @@ int er_exec_ui_write(er_exec_ctx *x, er_req *req, int64_t now)
         return x->ops->session_delete(x->store, req->id, &req->err);
     case ER_REQ_AUDIT_ADD:
         return 0; /* the row itself is written by er_exec_audit */
+    case ER_REQ_BULK:
+        return bulk_chunk(x, req, now);
     default:
         return er_error_set(&req->err, ER_EINTERNAL, "", "not a dashboard request");
     }
@@ -72,6 +142,10 @@ void er_exec_ui_read(er_exec_ctx *x, er_req *req)
 {
     if (!supported(x, req)) {
         req->rc = ER_EUNAVAIL;
+        return;
+    }
+    if (req->type == ER_REQ_BULK_COUNT) {
+        req->rc = x->ops->bulk_count(x->store, &req->bulk.filter, &req->bulk.count, &req->err);
         return;
     }
     int64_t before = INT64_MAX;

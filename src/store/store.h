@@ -108,6 +108,17 @@ void er_audit_list_fini(er_audit_list *l);
 /* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
 er_audit *er_audit_list_push(er_audit_list *l);
 
+/* Which jobs a bulk action takes (docs/api.md, POST /v1/bulk). */
+typedef struct er_bulk_filter {
+    const char *queue;   /* NULL: every queue */
+    er_state state;
+    const char *name;    /* NULL: every job name */
+    bool not_redriven;   /* only dead letters never redriven */
+} er_bulk_filter;
+
+/* The most jobs one bulk chunk (one transaction) takes. */
+#define ER_BULK_CHUNK 1000
+
 /* The most session or audit rows one maintenance pass deletes. */
 #define ER_UI_SWEEP_LIMIT 5000
 
@@ -452,6 +463,13 @@ typedef struct er_store_ops {
      * newest), newest first, appended to *out. */
     int (*audit_list)(er_store *s, int64_t before, int limit, er_audit_list *out,
                       er_error *err);
+    /* Bulk actions: up to `limit` ids of jobs matching f with seq > after,
+     * in seq order, into *ids (returns owned: free each and the array) and
+     * *n; *last = the seq of the last one. */
+    int (*bulk_ids)(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
+                    size_t *n, int64_t *last, er_error *err);
+    /* How many jobs match f. */
+    int (*bulk_count)(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
     /* Maintenance: deletes up to `limit` sessions expired at `now` and up
      * to `limit` audit rows older than audit_before; *n = rows deleted. */
     int (*ui_sweep)(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,

@@ -61,6 +61,15 @@ async function seed() {
       error: { class: 'permanent', message: j.id === 'xss-1' ? HOSTILE_IMG : 'card expired' },
     });
   }
+  // three more dead letters for the bulk actions
+  for (const id of ['bulk-1', 'bulk-2', 'bulk-3']) {
+    await ok('POST', '/v1/queues/bulkq/jobs', { name: 'sync', payload: {}, id });
+  }
+  const g = await ok('POST', '/v1/fetch', { queues: ['bulkq'], worker_id: 'browser-test', max: 3 });
+  for (const j of g.jobs) {
+    await ok('POST', '/v1/jobs/' + j.id + '/fail', { lease_token: j.lease_token,
+      error: { class: 'permanent', message: 'upstream gone' } });
+  }
   await ok('PUT', '/v1/schedulers/nightly-report', {
     cron: '0 3 * * *', tz: 'Asia/Ho_Chi_Minh', queue: 'reports', name: 'nightly', payload: {},
   });
@@ -284,6 +293,47 @@ async function main() {
         return before === after;
       });
       assert.ok(hidden, 'the page refreshed while hidden');
+    });
+
+    await check('bulk: delete selected dead letters, redrive the rest by filter', async () => {
+      await show(page, '#/dead/bulkq', '#dead tr[data-job="bulk-3"]');
+      await page.check('#dead input[data-select="bulk-1"]');
+      await page.check('#dead input[data-select="bulk-2"]');
+      await page.waitForTimeout(3500); // a live refresh keeps the ticks
+      assert.ok(await page.isChecked('#dead input[data-select="bulk-1"]'));
+      await page.click('text=Delete selected');
+      await page.waitForSelector('#confirm:not([hidden])');
+      assert.match(await page.textContent('#confirm-text'), /2 selected/);
+      await shot(page, 'bulk');
+      await page.click('#confirm-yes');
+      await page.waitForFunction(() => !document.querySelector('#dead tr[data-job="bulk-1"]'), null, { timeout: 10000 });
+      assert.strictEqual((await api('GET', '/v1/jobs/bulk-2')).status, 404);
+      await page.click('text=Redrive every dead letter of queue bulkq');
+      await page.waitForSelector('#confirm:not([hidden])');
+      assert.match(await page.textContent('#confirm-text'), /1 job\(s\) match/);
+      await page.click('#confirm-yes');
+      let j;
+      for (let i = 0; i < 50; i++) {
+        j = await api('GET', '/v1/jobs/bulk-3-redrive-1');
+        if (j.status === 200) break;
+        await new Promise(r => setTimeout(r, 100));
+      }
+      assert.strictEqual(j.status, 200);
+    });
+
+    await check('bulk: cancel every waiting job of a queue, after a count', async () => {
+      const before = (await ok('GET', '/v1/queues/bulkq')).queue.counts.waiting;
+      assert.strictEqual(before, 1);
+      await show(page, '#/queue/bulkq/waiting', '#jobs tr[data-job="bulk-3-redrive-1"]');
+      await page.click('text=Cancel every waiting job of bulkq');
+      await page.waitForSelector('#confirm:not([hidden])');
+      assert.match(await page.textContent('#confirm-text'), /1 job\(s\) match/);
+      await page.click('#confirm-yes');
+      await page.waitForFunction(() => !document.querySelector('#jobs tr[data-job="bulk-3-redrive-1"]'), null, { timeout: 10000 });
+      assert.strictEqual((await ok('GET', '/v1/jobs/bulk-3-redrive-1')).job.state, 'cancelled');
+      const audit = await ok('GET', '/v1/audit?limit=50');
+      const acts = audit.entries.map(e => e.action + ':' + e.count);
+      assert.ok(acts.includes('bulk.delete:2') && acts.includes('bulk.redrive:1') && acts.includes('bulk.cancel:1'), acts.join(' '));
     });
 
     await check('log out ends the session', async () => {

@@ -67,6 +67,7 @@ const er_route er_routes[] = {
     {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0, NULL},
     {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0, NULL},
     {EVHTTP_REQ_GET, "/v1/audit", ER_ACCESS_ADMIN, er_route_list_audit, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/bulk", ER_ACCESS_ADMIN, er_route_bulk, 0, NULL},
     /* the dashboard (routes_ui.c) */
     {EVHTTP_REQ_GET, "/ui", ER_ACCESS_OPEN, er_route_ui_page, 0, NULL},
     {EVHTTP_REQ_GET, "/ui/", ER_ACCESS_UI, er_route_ui_page, 1, NULL},

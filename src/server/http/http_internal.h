@@ -296,5 +296,7 @@ void er_route_ui_login(er_hctx *c);
 void er_route_ui_logout(er_hctx *c);
 void er_route_ui_session(er_hctx *c);
 void er_route_list_audit(er_hctx *c);
+/* routes_bulk.c */
+void er_route_bulk(er_hctx *c);
 
 #endif

@@ -90,6 +90,8 @@ enum {
     ER_PG_AUDIT_ADD,
     ER_PG_AUDIT_LIST,
     ER_PG_AUDIT_SWEEP,
+    ER_PG_BULK_IDS,
+    ER_PG_BULK_COUNT,
     ER_PG_NSTMT
 };
 
@@ -303,6 +305,9 @@ int er_pg_session_touch(er_store *s, const char *hash, int64_t now, int64_t idle
 int er_pg_session_delete(er_store *s, const char *hash, er_error *err);
 int er_pg_audit_add(er_store *s, er_audit *a, er_error *err);
 int er_pg_audit_list(er_store *s, int64_t before, int limit, er_audit_list *out, er_error *err);
+int er_pg_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
+                   size_t *n, int64_t *last, er_error *err);
+int er_pg_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
 int er_pg_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                    er_error *err);
 int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
- * The PostgreSQL store's dashboard sessions and audit log (store.h): row
- * work only, as SQLite's ui.c. Idle expiry is judged against the caller's
+ * The PostgreSQL store's dashboard sessions, audit log and the selection
+ * of a bulk action's jobs (store.h): row work only, as SQLite's ui.c. Idle expiry is judged against the caller's
  * `now` (the server's clock), like the session's creation time.
  */
 #include <stdio.h>
@@ -131,4 +131,57 @@ int er_pg_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, in
     if (rc == 0)
         *n = (int)(a + b);
     return rc;
+}
+
+static void filter_params(er_pg_params *p, const er_bulk_filter *f)
+{
+    er_pg_p_i64(p, (int64_t)f->state);
+    er_pg_p_str(p, f->queue);
+    er_pg_p_str(p, f->name);
+    er_pg_p_i64(p, f->not_redriven);
+}
+
+int er_pg_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
+                   size_t *n, int64_t *last, er_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    er_pg_params p = {0};
+    filter_params(&p, f);
+    er_pg_p_i64(&p, after);
+    er_pg_p_i64(&p, limit);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_BULK_IDS, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    int rows = PQntuples(r);
+    char **v = calloc((size_t)(rows > 0 ? rows : 1), sizeof *v);
+    bool oom = !v;
+    for (int i = 0; !oom && i < rows; i++) {
+        v[i] = dup_col(r, i, 0, &oom);
+        *last = er_pg_i64(r, i, 1);
+    }
+    PQclear(r);
+    if (oom) {
+        for (int i = 0; v && i < rows; i++)
+            free(v[i]);
+        free(v);
+        return er_pg_nomem(err);
+    }
+    *ids = v;
+    *n = (size_t)rows;
+    return 0;
+}
+
+int er_pg_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err)
+{
+    er_pg_params p = {0};
+    filter_params(&p, f);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_BULK_COUNT, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    *n = er_pg_i64(r, 0, 0);
+    PQclear(r);
+    return 0;
 }

@@ -105,6 +105,8 @@ enum {
     ER_SQ_AUDIT_ADD,
     ER_SQ_AUDIT_LIST,
     ER_SQ_AUDIT_SWEEP,
+    ER_SQ_BULK_IDS,
+    ER_SQ_BULK_COUNT,
     ER_SQ_NSTMT
 };
 
@@ -292,6 +294,9 @@ int er_sqlite_session_delete(er_store *s, const char *hash, er_error *err);
 int er_sqlite_audit_add(er_store *s, er_audit *a, er_error *err);
 int er_sqlite_audit_list(er_store *s, int64_t before, int limit, er_audit_list *out,
                          er_error *err);
+int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit,
+                       char ***ids, size_t *n, int64_t *last, er_error *err);
+int er_sqlite_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
 int er_sqlite_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                        er_error *err);
 int er_sqlite_cursor_get(er_store *s, const char *name, char **value, int64_t *updated_at,

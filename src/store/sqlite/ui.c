@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
- * The SQLite store's dashboard sessions and audit log (store.h): row work
- * only. Sessions are keyed by the hash of their id, which the frontend
+ * The SQLite store's dashboard sessions, audit log and the selection of
+ * a bulk action's jobs (store.h): row work only. Sessions are keyed by the hash of their id, which the frontend
  * computes; idle expiry is judged against the caller's `now`. Every call
  * runs inside the caller's transaction (the engine's writer) or alone.
  */
@@ -159,5 +159,78 @@ int er_sqlite_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit
     rc = er_sqlite_run(s, st, err);
     if (rc == 0)
         *n += sqlite3_changes(s->db);
+    return rc;
+}
+
+static void bind_filter(sqlite3_stmt *st, const er_bulk_filter *f)
+{
+    sqlite3_bind_int(st, 1, (int)f->state);
+    if (f->queue)
+        sqlite3_bind_text(st, 2, f->queue, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 2);
+    if (f->name)
+        sqlite3_bind_text(st, 3, f->name, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 3);
+    sqlite3_bind_int(st, 4, f->not_redriven);
+}
+
+int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit,
+                       char ***ids, size_t *n, int64_t *last, er_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_BULK_IDS, &st, err);
+    if (rc < 0)
+        return rc;
+    bind_filter(st, f);
+    sqlite3_bind_int64(st, 5, after);
+    sqlite3_bind_int(st, 6, limit);
+    char **v = calloc((size_t)(limit > 0 ? limit : 1), sizeof *v);
+    if (!v) {
+        sqlite3_reset(st);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
+    size_t k = 0;
+    int step;
+    bool oom = false;
+    while (!oom && k < (size_t)limit && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        v[k] = col_dup(st, 0, &oom);
+        *last = sqlite3_column_int64(st, 1);
+        k += v[k] != NULL;
+    }
+    if (oom)
+        rc = er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    else if (k < (size_t)limit && step != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, step, "bulk", err);
+    sqlite3_reset(st);
+    if (rc < 0) {
+        for (size_t i = 0; i < k; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+int er_sqlite_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_BULK_COUNT, &st, err);
+    if (rc < 0)
+        return rc;
+    bind_filter(st, f);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        *n = sqlite3_column_int64(st, 0);
+        rc = 0;
+    } else {
+        rc = er_sqlite_error(s->db, step == SQLITE_DONE ? SQLITE_ERROR : step, "bulk", err);
+    }
+    sqlite3_reset(st);
     return rc;
 }

@@ -119,6 +119,51 @@ function flash(msg) {
   setTimeout(function () { if (s.textContent === msg) { s.textContent = ''; s.className = 'status'; } }, 3000);
 }
 
+// ---- bulk actions ----
+
+// Ids ticked in the current list; kept across live refreshes, cleared when
+// the view changes.
+var selected = new Set();
+var selectedView = '';
+
+function checkbox(id) {
+  var b = el('input', {type: 'checkbox', 'data-select': id, 'aria-label': 'select ' + id});
+  b.checked = selected.has(id);
+  b.addEventListener('change', function () {
+    if (b.checked) selected.add(id); else selected.delete(id);
+  });
+  return b;
+}
+
+// Runs POST /v1/bulk on the ticked ids, after a confirmation.
+function bulkSelected(action, what) {
+  var ids = Array.from(selected);
+  if (!ids.length) { status('Nothing selected.'); return; }
+  confirmAction(what + ' ' + ids.length + ' selected job(s)?').then(function (ok) {
+    if (!ok) return;
+    act(api('POST', '/v1/bulk', {action: action, ids: ids}).then(function (r) {
+      selected.clear();
+      return r;
+    }), what + ': done');
+  });
+}
+
+// Counts a filter's jobs with a dry run, asks, then runs the action (in
+// chunks of 1,000 on the server).
+function bulkFilter(action, filter, what) {
+  api('POST', '/v1/bulk', {action: action, filter: filter, dry_run: true}).then(function (c) {
+    if (!c.count) { status('No jobs match.'); return; }
+    return confirmAction(what + ': ' + c.count + ' job(s) match. Go ahead?').then(function (ok) {
+      if (!ok) return;
+      return act(api('POST', '/v1/bulk', {action: action, filter: filter}), what + ': done');
+    });
+  }).catch(function (e) { status(e.message); });
+}
+
+function bulkBar(buttons) {
+  return el('p', {class: 'bulk'}, buttons.map(function (b) { return [b, ' ']; }));
+}
+
 // ---- views ----
 
 // A small line chart of a queue's depth over the last hour, when the queue
@@ -160,7 +205,8 @@ function viewQueues() {
       return el('tr', {'data-queue': q.name},
         el('td', null, link(q.name, '/queue/' + enc(q.name) + '/waiting')),
         STATES.map(function (s) {
-          return el('td', {class: 'num', 'data-count': s}, link(String(c[s] || 0), '/queue/' + enc(q.name) + '/' + s));
+          var to = s === 'dead' ? '/dead/' + enc(q.name) : '/queue/' + enc(q.name) + '/' + s;
+          return el('td', {class: 'num', 'data-count': s}, link(String(c[s] || 0), to));
         }),
         el('td', {class: 'num'}, age(q.oldest_waiting_age_ms)),
         el('td', {class: paused ? 'paused' : null, 'data-paused': String(!!paused)}, paused ? 'paused' : 'running'),
@@ -178,7 +224,7 @@ function viewQueues() {
   });
 }
 
-function jobRows(jobs, dead) {
+function jobRows(jobs, dead, selectable) {
   return jobs.map(function (jb) {
     var actions = null;
     if (dead && isAdmin()) {
@@ -197,6 +243,7 @@ function jobRows(jobs, dead) {
       actions[2].setAttribute('data-action', 'delete');
     }
     return el('tr', {'data-job': jb.id},
+      selectable ? el('td', null, checkbox(jb.id)) : null,
       el('td', null, link(jb.id, '/job/' + enc(jb.id))),
       dead ? el('td', null, link(jb.queue, '/queue/' + enc(jb.queue) + '/waiting')) : null,
       el('td', null, jb.name),
@@ -217,11 +264,18 @@ function viewQueue(queue, state, cursor) {
     var tabs = el('p', {class: 'tabs'}, STATES.map(function (s) {
       return el('a', {href: '#/queue/' + enc(queue) + '/' + s, class: s === state ? 'active' : null}, s);
     }));
-    return [el('h1', null, 'Queue ', queue, ': ', state), tabs,
+    var cancellable = isAdmin() && (state === 'waiting' || state === 'scheduled');
+    var bar = cancellable && j.jobs.length ? bulkBar([
+      button('Cancel selected', function () { bulkSelected('cancel', 'Cancel'); }, 'danger'),
+      button('Cancel every ' + state + ' job of ' + queue, function () {
+        bulkFilter('cancel', {queue: queue, state: state}, 'Cancel every ' + state + ' job of ' + queue);
+      }, 'danger')]) : null;
+    return [el('h1', null, 'Queue ', queue, ': ', state), tabs, bar,
       j.jobs.length ? el('table', {id: 'jobs'},
-        el('thead', null, el('tr', null, el('th', null, 'Id'), el('th', null, 'Name'),
+        el('thead', null, el('tr', null, cancellable ? el('th', null, '') : null,
+          el('th', null, 'Id'), el('th', null, 'Name'),
           el('th', {class: 'num'}, 'Attempts'), el('th', null, 'Run at'), el('th', null, 'Created'))),
-        el('tbody', null, jobRows(j.jobs, false)))
+        el('tbody', null, jobRows(j.jobs, false, cancellable)))
         : el('p', {class: 'muted'}, 'No ' + state + ' jobs.'),
       pager(j.next_cursor, '/queue/' + enc(queue) + '/' + state)];
   });
@@ -283,14 +337,28 @@ function viewJob(id) {
   });
 }
 
-function viewDead(cursor) {
-  return api('GET', '/v1/dead?limit=50' + (cursor ? '&cursor=' + enc(cursor) : '')).then(function (j) {
-    return [el('h1', null, 'Dead letters'),
+function viewDead(cursor, queue) {
+  var q = '/v1/dead?limit=50' + (queue ? '&queue=' + enc(queue) : '') + (cursor ? '&cursor=' + enc(cursor) : '');
+  return api('GET', q).then(function (j) {
+    var admin = isAdmin();
+    var filter = queue ? {queue: queue} : {};
+    var scope = queue ? ' of queue ' + queue : '';
+    var bar = admin && j.jobs.length ? bulkBar([
+      button('Redrive selected', function () { bulkSelected('redrive', 'Redrive'); }),
+      button('Delete selected', function () { bulkSelected('delete', 'Delete'); }, 'danger'),
+      button('Redrive every dead letter' + scope, function () {
+        bulkFilter('redrive', filter, 'Redrive every dead letter' + scope + ' not redriven yet');
+      }),
+      button('Delete every dead letter' + scope, function () {
+        bulkFilter('delete', filter, 'Delete every dead letter' + scope);
+      }, 'danger')]) : null;
+    return [el('h1', null, 'Dead letters', scope), bar,
       j.jobs.length ? el('table', {id: 'dead'},
-        el('thead', null, el('tr', null, el('th', null, 'Id'), el('th', null, 'Queue'),
+        el('thead', null, el('tr', null, admin ? el('th', null, '') : null,
+          el('th', null, 'Id'), el('th', null, 'Queue'),
           el('th', null, 'Name'), el('th', {class: 'num'}, 'Attempts'), el('th', null, 'Last error'),
           el('th', null, 'Died'), el('th', null, ''))),
-        el('tbody', null, jobRows(j.jobs, true)))
+        el('tbody', null, jobRows(j.jobs, true, admin)))
         : el('p', {class: 'muted'}, 'No dead letters.'),
       pager(j.next_cursor, '/dead')];
   });
@@ -387,7 +455,7 @@ function render() {
   switch (p[0]) {
     case 'queue': view = viewQueue(p[1], STATES.indexOf(p[2]) >= 0 ? p[2] : 'waiting', r.cursor); break;
     case 'job': view = viewJob(p[1]); break;
-    case 'dead': view = viewDead(r.cursor); break;
+    case 'dead': view = viewDead(r.cursor, p[1]); break;
     case 'schedulers': view = viewSchedulers(); break;
     case 'leases': view = viewLeases(r.cursor); break;
     case 'cursors': view = viewCursors(r.cursor); break;
@@ -397,6 +465,8 @@ function render() {
   document.querySelectorAll('#nav a').forEach(function (a) {
     a.classList.toggle('active', a.getAttribute('data-view') === (p[0] === 'queue' ? 'queues' : p[0]));
   });
+  var viewKey = location.hash.replace(/\?.*$/, '');
+  if (viewKey !== selectedView) { selected.clear(); selectedView = viewKey; }
   var gen = ++renderGen;
   view.then(function (nodes) {
     if (gen !== renderGen) return;
