@@ -275,6 +275,11 @@ int er_cli_serve(int argc, char **argv, char **envp)
         return 2;
     }
     er_log_set_level(er_settings_get(&st, "log-level")->text);
+    if (er_server_check_ui_hosts(er_settings_get(&st, "ui-host")->text, &err) < 0) {
+        fprintf(stderr, "errand serve: %s\n", err.message);
+        er_settings_fini(&st);
+        return 2;
+    }
 
     const er_setting_value *tv = er_settings_get(&st, "token");
     size_t ntokens = 0, tcap = tv->nlist + 1;

@@ -17,7 +17,8 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PG_SKIP, PG_SKIP_WHY, PgNodes, Server, error_of  # noqa: E402
+from harness import (PG_SKIP, PG_SKIP_WHY, PgNodes, Server, error_of, now_ms,  # noqa: E402
+                     run_errand, wait_until)
 
 ADMIN = "admin-token-0123456789abcdef"
 WORKER = "worker-token-0123456789abcdef"
@@ -298,6 +299,66 @@ class OpenMode(unittest.TestCase):
         st, body, _ = self.s.get("/v1/audit")
         self.assertEqual(body["entries"][0]["who"], "open")
         self.assertEqual(body["entries"][0]["action"], "queue.pause")
+
+
+class Settings(unittest.TestCase):
+    def write(self, s, sql, params=()):
+        import sqlite3
+        db = sqlite3.connect(s.db_path, timeout=10)
+        with db:
+            db.execute(sql, params)
+        db.close()
+
+    def test_retention_deletes_old_audit_rows_and_expired_sessions(self):
+        with Server(args=["--retention-interval", "100ms", "--audit-retention-s", "3600"]) as s:
+            now = now_ms()
+            for at in (1, now - 2 * 3600000, now - 600000):
+                self.write(s, "INSERT INTO audit (at, who, action, target, count)"
+                              " VALUES (?, 'admin', 'queue.pause', 'ret-q', 1)", (at,))
+            self.write(s, "INSERT INTO sessions VALUES ('%s', 3, '', 'c', 1, 1)" % ("e" * 64))
+            self.write(s, "INSERT INTO sessions VALUES ('%s', 3, '', 'c', 1, ?)" % ("f" * 64),
+                       (now + 3600000,))
+            wait_until(lambda: len(s.query("SELECT 1 FROM audit WHERE target = 'ret-q'")) == 1,
+                       what="old audit rows deleted")
+            self.assertEqual(s.query("SELECT at FROM audit WHERE target = 'ret-q'"),
+                             [(now - 600000,)])
+            wait_until(lambda: s.query("SELECT hash FROM sessions") == [("f" * 64,)],
+                       what="the expired session deleted")
+
+    def test_out_of_range_settings_are_refused_at_start(self):
+        for args in (["--ui-session-idle-s", "59"], ["--ui-session-idle-s", "2592001"],
+                     ["--audit-retention-s", "3599"], ["--ui-host", "bad host"],
+                     ["--ui-host", "a,,b"]):
+            with self.subTest(args=args):
+                rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                           "sqlite:/nonexistent/x.db"] + args)
+                self.assertEqual(rc, 2, err)
+                self.assertRegex(err, "ui-session-idle-s|audit-retention-s|ui-host")
+
+    def test_a_ui_host_name_is_accepted_with_any_port(self):
+        with Server(args=["--token", "admin:" + ADMIN, "--ui-host", "errand.example,ops.example"],
+                    token=ADMIN) as s:
+            st, _, h = login(s, ADMIN, host="errand.example")
+            self.assertEqual(st, 303)
+            sid = cookie_of(h)
+            for host, want in (("ops.example:8443", 200), ("errand.example", 200),
+                               ("errand.example.evil", 403), ("other.example", 403),
+                               ("errand.example:x", 403)):
+                st, _, _ = s.get("/v1/queues", token=None,
+                                 headers={"Cookie": "errand_session=" + sid, "Host": host})
+                self.assertEqual(st, want, host)
+
+    def test_the_idle_limit_is_what_the_session_gets(self):
+        with Server(args=["--token", "admin:" + ADMIN, "--ui-session-idle-s", "600"],
+                    token=ADMIN) as s:
+            before = now_ms()
+            sid, _ = session_of(s, ADMIN)
+            st, info, _ = s.get("/ui/session", token=None,
+                                headers={"Cookie": "errand_session=" + sid})
+            self.assertEqual(info["idle_s"], 600)
+            (exp,), = s.query("SELECT expires_at FROM sessions")
+            self.assertGreaterEqual(exp, before + 600000)
+            self.assertLessEqual(exp, now_ms() + 600000)
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)

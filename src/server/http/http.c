@@ -139,11 +139,12 @@ static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
     return false;
 }
 
-/* --ui-host: a comma-separated list of host names (no port, no spaces). */
+/* --ui-host: a comma-separated list of host names (no port, no spaces).
+ * With s NULL it only checks. */
 static int split_hosts(er_server *s, const char *list, er_error *err)
 {
     const char *p = list;
-    while (*p) {
+    do {
         size_t n = strcspn(p, ",");
         if (n == 0 || n > 253)
             return er_error_set(err, ER_EINVAL, "ui-host", "--ui-host names must be 1..253 "
@@ -156,18 +157,23 @@ static int split_hosts(er_server *s, const char *list, er_error *err)
                 return er_error_set(err, ER_EINVAL, "ui-host",
                                     "--ui-host names may hold only A-Z a-z 0-9 . -");
         }
-        char **v = realloc(s->ui_hosts, (s->nui_hosts + 1) * sizeof *v);
-        if (!v)
-            return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
-        s->ui_hosts = v;
-        if (!(v[s->nui_hosts] = strndup(p, n)))
-            return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
-        s->nui_hosts++;
+        if (s) {
+            char **v = realloc(s->ui_hosts, (s->nui_hosts + 1) * sizeof *v);
+            if (!v)
+                return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+            s->ui_hosts = v;
+            if (!(v[s->nui_hosts] = strndup(p, n)))
+                return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+            s->nui_hosts++;
+        }
         p += n;
-        if (*p == ',')
-            p++;
-    }
+    } while (*p++ == ',');
     return 0;
+}
+
+int er_server_check_ui_hosts(const char *list, er_error *err)
+{
+    return list ? split_hosts(NULL, list, err) : 0;
 }
 
 static void flush_access_log(evutil_socket_t fd, short what, void *arg)

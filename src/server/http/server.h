@@ -68,6 +68,10 @@ typedef struct er_server_config {
 
 #define ER_UI_SESSION_IDLE_DEFAULT_MS (12LL * 3600000)
 
+/* Checks a --ui-host list as er_server_start would (comma-separated host
+ * names of A-Z a-z 0-9 . -, 1..253 characters each): 0 or ER_EINVAL. */
+int er_server_check_ui_hosts(const char *list, er_error *err);
+
 typedef struct er_server er_server;
 
 /* Binds and starts serving. Refuses (ER_EINVAL) a non-loopback address with
