@@ -170,6 +170,19 @@ async function main() {
       await shot(page, 'queues');
     });
 
+    await check('a queue with a depth history gets its chart, one without none', async () => {
+      // the server has no depth history yet: give /v1/queues one in the browser
+      await page.route('**/v1/queues', async route => {
+        const r = await route.fetch();
+        const j = await r.json();
+        j.queues.forEach(q => { if (q.name === 'emails') q.history = [0, 2, 1, 4, 3]; });
+        await route.fulfill({ response: r, json: j });
+      });
+      await page.waitForSelector('#queues tr[data-queue="emails"] svg.chart polyline', { timeout: 10000 });
+      assert.strictEqual(await page.$('#queues tr[data-queue="billing"] svg.chart'), null);
+      await page.unroute('**/v1/queues');
+    });
+
     await check('pause a queue', async () => {
       const row = '#queues tr[data-queue="emails"]';
       await page.click(row + ' button[data-action="pause"]');

@@ -510,7 +510,9 @@ document.addEventListener('DOMContentLoaded', function () {
   });
   document.getElementById('search').addEventListener('submit', function (ev) {
     ev.preventDefault();
-    var id = document.getElementById('search-id').value.trim();
+    var box = document.getElementById('search-id');
+    var id = box.value.trim();
+    box.value = '';
     if (id) location.hash = '#/job/' + enc(id);
   });
   document.getElementById('logout').addEventListener('click', function () {
