@@ -428,7 +428,7 @@ Test(sched, lease_list_pages_in_key_order_states_at_now_and_never_a_token)
         cr_assert_str_eq(r->type, "schedule");
         cr_assert_str_eq(r->code, "billing");
         cr_assert_eq(r->created_at, T0);
-        int k = atoi(r->run_key + 1);
+        int k = (int)strtol(r->run_key + 1, NULL, 10);
         cr_assert_str_eq(r->lease.idempotency_key, got[k].idempotency_key);
         cr_assert_eq(r->lease.fence, 1);
         seen |= 1 << k;
