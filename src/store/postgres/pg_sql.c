@@ -583,13 +583,18 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                         " VALUES ($1, $2, $3, $4, $5) RETURNING seq",
     [ER_PG_AUDIT_LIST] = "SELECT seq, at, who, action, target, count FROM audit WHERE seq < $1"
                          " ORDER BY seq DESC LIMIT $2",
-    /* $1 state, $2 queue or NULL, $3 name or NULL, $4 only never redriven */
-    [ER_PG_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = $1::int"
-                       " AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR name = $3)"
-                       " AND ($4::int = 0 OR redriven_at = 0) AND seq > $5 ORDER BY seq LIMIT $6",
-    [ER_PG_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = $1::int"
-                         " AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR name = $3)"
-                         " AND ($4::int = 0 OR redriven_at = 0)",
+    /* $1 state, $2 queue (the _QUEUE forms, which jobs_queue_state serves)
+     * or NULL, $3 name or NULL, $4 only never redriven */
+#define BULK_WHERE " AND ($3::text IS NULL OR name = $3) AND ($4::int = 0 OR redriven_at = 0)"
+    [ER_PG_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = $1::int AND $2::text IS NULL"
+                       BULK_WHERE " AND seq > $5 ORDER BY seq LIMIT $6",
+    [ER_PG_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = $2::text AND state = $1::int"
+                             BULK_WHERE " AND seq > $5 ORDER BY seq LIMIT $6",
+    [ER_PG_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = $1::int AND $2::text IS NULL"
+                         BULK_WHERE,
+    [ER_PG_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = $2::text"
+                               " AND state = $1::int" BULK_WHERE,
+#undef BULK_WHERE
     [ER_PG_AUDIT_SWEEP] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < $1"
                           " ORDER BY at LIMIT $2)",
     [ER_PG_PROMOTE] = "WITH p AS (UPDATE jobs SET state = 1, updated_at = $1"

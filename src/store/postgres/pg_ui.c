@@ -151,7 +151,7 @@ int er_pg_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limi
     er_pg_p_i64(&p, after);
     er_pg_p_i64(&p, limit);
     PGresult *r;
-    int rc = er_pg_exec(s, ER_PG_BULK_IDS, &p, &r, err);
+    int rc = er_pg_exec(s, f->queue ? ER_PG_BULK_IDS_QUEUE : ER_PG_BULK_IDS, &p, &r, err);
     if (rc < 0)
         return rc;
     int rows = PQntuples(r);
@@ -178,7 +178,7 @@ int er_pg_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error 
     er_pg_params p = {0};
     filter_params(&p, f);
     PGresult *r;
-    int rc = er_pg_exec(s, ER_PG_BULK_COUNT, &p, &r, err);
+    int rc = er_pg_exec(s, f->queue ? ER_PG_BULK_COUNT_QUEUE : ER_PG_BULK_COUNT, &p, &r, err);
     if (rc < 0)
         return rc;
     *n = er_pg_i64(r, 0, 0);

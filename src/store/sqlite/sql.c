@@ -316,12 +316,18 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                         " VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq",
     [ER_SQ_AUDIT_LIST] = "SELECT seq, at, who, action, target, count FROM audit WHERE seq < ?1"
                          " ORDER BY seq DESC LIMIT ?2",
-    /* ?1 state, ?2 queue or NULL, ?3 name or NULL, ?4 only never redriven */
-    [ER_SQ_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = ?1 AND (?2 IS NULL OR queue = ?2)"
-                       " AND (?3 IS NULL OR name = ?3) AND (?4 = 0 OR redriven_at = 0)"
+    /* ?1 state, ?2 queue (the _QUEUE forms) or NULL, ?3 name or NULL, ?4
+     * only never redriven; with a queue, "state <> 2" (never a bulk
+     * action's) lets them use jobs_queue_state */
+#define BULK_WHERE " AND (?3 IS NULL OR name = ?3) AND (?4 = 0 OR redriven_at = 0)"
+    [ER_SQ_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = ?1 AND ?2 IS NULL" BULK_WHERE
                        " AND seq > ?5 ORDER BY seq LIMIT ?6",
-    [ER_SQ_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = ?1 AND (?2 IS NULL OR queue = ?2)"
-                         " AND (?3 IS NULL OR name = ?3) AND (?4 = 0 OR redriven_at = 0)",
+    [ER_SQ_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = ?2 AND state = ?1"
+                             " AND state <> 2" BULK_WHERE " AND seq > ?5 ORDER BY seq LIMIT ?6",
+    [ER_SQ_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = ?1 AND ?2 IS NULL" BULK_WHERE,
+    [ER_SQ_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = ?2 AND state = ?1"
+                               " AND state <> 2" BULK_WHERE,
+#undef BULK_WHERE
     [ER_SQ_AUDIT_SWEEP] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < ?1"
                           " ORDER BY at LIMIT ?2)",
     [ER_SQ_PROMOTE] = "UPDATE jobs SET state = 1, updated_at = ?1"

@@ -182,7 +182,7 @@ int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int 
     *ids = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
-    int rc = er_sqlite_prep(s, ER_SQ_BULK_IDS, &st, err);
+    int rc = er_sqlite_prep(s, f->queue ? ER_SQ_BULK_IDS_QUEUE : ER_SQ_BULK_IDS, &st, err);
     if (rc < 0)
         return rc;
     bind_filter(st, f);
@@ -220,7 +220,7 @@ int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int 
 int er_sqlite_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err)
 {
     sqlite3_stmt *st = NULL;
-    int rc = er_sqlite_prep(s, ER_SQ_BULK_COUNT, &st, err);
+    int rc = er_sqlite_prep(s, f->queue ? ER_SQ_BULK_COUNT_QUEUE : ER_SQ_BULK_COUNT, &st, err);
     if (rc < 0)
         return rc;
     bind_filter(st, f);
