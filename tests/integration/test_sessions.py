@@ -101,6 +101,13 @@ class Sessions(unittest.TestCase):
         self.assertEqual((st, error_of(body)["field"]), (403, "origin"))
         st, body, _ = login(self.s, ADMIN, host="evil.example:%d" % self.s.port)
         self.assertEqual((st, error_of(body)["field"]), (403, "host"))
+        st, body, _ = login(self.s, ADMIN, origin="https://evil.example")
+        self.assertEqual((st, error_of(body)["field"]), (403, "origin"))
+        st, body, _ = login(self.s, ADMIN, origin="http://127.0.0.1:%d.evil" % self.s.port)
+        self.assertEqual((st, error_of(body)["field"]), (403, "origin"))
+        # the page served through a TLS proxy that forwards Host
+        st, _, _ = login(self.s, ADMIN, origin="https://127.0.0.1:%d" % self.s.port)
+        self.assertEqual(st, 303)
 
     def test_the_store_keeps_only_a_hash_of_the_session_id(self):
         sid, _ = session_of(self.s, ADMIN)

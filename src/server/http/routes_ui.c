@@ -338,7 +338,8 @@ static int login_field(void *arg, const char *k, const char *v)
 
 /* The login form is not session-protected, so it is checked by where it
  * comes from: Host must be this server's and Origin must be present and be
- * http://<that Host> (browsers send Origin with every form POST). */
+ * http:// or https:// (behind a TLS proxy) <that Host> (browsers send
+ * Origin with every form POST). */
 void er_route_ui_login(er_hctx *c)
 {
     er_server *s = c->s;
@@ -349,9 +350,10 @@ void er_route_ui_login(er_hctx *c)
     }
     const char *origin = evhttp_find_header(in, "Origin");
     const char *host = evhttp_find_header(in, "Host");
-    char want[320];
+    char want[320], want_tls[320];
     snprintf(want, sizeof want, "http://%s", host ? host : "");
-    if (!origin || strcasecmp(origin, want) != 0) {
+    snprintf(want_tls, sizeof want_tls, "https://%s", host ? host : ""); /* a TLS proxy's */
+    if (!origin || (strcasecmp(origin, want) != 0 && strcasecmp(origin, want_tls) != 0)) {
         er_http_fail(c, ER_EPERM, "origin", "a login must come from this server's own page");
         return;
     }
