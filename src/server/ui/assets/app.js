@@ -360,7 +360,7 @@ function viewDead(cursor, queue) {
           el('th', null, 'Died'), el('th', null, ''))),
         el('tbody', null, jobRows(j.jobs, true, admin)))
         : el('p', {class: 'muted'}, 'No dead letters.'),
-      pager(j.next_cursor, '/dead')];
+      pager(j.next_cursor, queue ? '/dead/' + enc(queue) : '/dead')];
   });
 }
 
