@@ -307,6 +307,22 @@ class OpenMode(unittest.TestCase):
         self.assertEqual(body["entries"][0]["who"], "open")
         self.assertEqual(body["entries"][0]["action"], "queue.pause")
 
+    def test_a_change_from_another_sites_page_is_refused_without_a_cookie(self):
+        port = self.s.port
+        for origin, host, want in (("http://evil.example", None, 403),
+                                   ("http://evil.example:%d" % port, "evil.example:%d" % port, 403),
+                                   ("http://127.0.0.1:%d" % port, None, 200),
+                                   (None, None, 200)):
+            h = {"Origin": origin} if origin else {}
+            if host:
+                h["Host"] = host
+            st, body, _ = self.s.post("/v1/queues/xsite-q/pause", headers=h)
+            self.assertEqual(st, want, (origin, host, body))
+            if want == 403:
+                self.assertEqual(error_of(body)["field"], "origin")
+        st, body, _ = self.s.get("/v1/queues", headers={"Origin": "http://evil.example"})
+        self.assertEqual(st, 200)  # reads are not changes (and CORS keeps their answers)
+
 
 class Settings(unittest.TestCase):
     def write(self, s, sql, params=()):

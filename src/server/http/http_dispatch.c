@@ -281,6 +281,14 @@ static void authorize(er_hctx *c, const er_route *rt)
     bool cookie = er_ui_cookie(req, sid);
     if (authz || !cookie) {
         if (s->ntokens == 0) {
+            /* open: a change a browser sends from another site's page (or
+             * through a rebound name) is refused; clients send no Origin */
+            if (state_changing((int)evhttp_request_get_command(req)) &&
+                !er_ui_origin_ok(s, req)) {
+                er_http_fail(c, ER_EPERM, "origin",
+                             "a change from another site's page is refused");
+                return;
+            }
             run_route(c);
             return;
         }

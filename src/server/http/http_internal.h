@@ -272,6 +272,9 @@ bool er_http_role_allows(er_role role, er_access access);
  * loopback also localhost, 127.0.0.1 and [::1] with its port, or a
  * --ui-host name with any port). */
 bool er_ui_host_ok(const er_server *s, struct evhttp_request *req);
+/* True when the request has no Origin header, or its Origin is
+ * http(s)://<Host> and Host passes er_ui_host_ok. */
+bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req);
 /* The session id of the request's errand_session cookie into sid[65]
  * (64 hex characters); false when there is none or it is malformed. */
 bool er_ui_cookie(struct evhttp_request *req, char sid[65]);

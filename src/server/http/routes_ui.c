@@ -58,6 +58,21 @@ bool er_ui_host_ok(const er_server *s, struct evhttp_request *req)
     return false;
 }
 
+bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *origin = evhttp_find_header(in, "Origin");
+    if (!origin)
+        return true;
+    const char *host = evhttp_find_header(in, "Host");
+    if (!host || !er_ui_host_ok(s, req))
+        return false;
+    char want[320], want_tls[320];
+    snprintf(want, sizeof want, "http://%s", host);
+    snprintf(want_tls, sizeof want_tls, "https://%s", host); /* behind a TLS proxy */
+    return strcasecmp(origin, want) == 0 || strcasecmp(origin, want_tls) == 0;
+}
+
 bool er_ui_cookie(struct evhttp_request *req, char sid[65])
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
@@ -348,12 +363,7 @@ void er_route_ui_login(er_hctx *c)
         er_http_fail(c, ER_EPERM, "host", "Host must name this server to log in");
         return;
     }
-    const char *origin = evhttp_find_header(in, "Origin");
-    const char *host = evhttp_find_header(in, "Host");
-    char want[320], want_tls[320];
-    snprintf(want, sizeof want, "http://%s", host ? host : "");
-    snprintf(want_tls, sizeof want_tls, "https://%s", host ? host : ""); /* a TLS proxy's */
-    if (!origin || (strcasecmp(origin, want) != 0 && strcasecmp(origin, want_tls) != 0)) {
+    if (!evhttp_find_header(in, "Origin") || !er_ui_origin_ok(s, c->req)) {
         er_http_fail(c, ER_EPERM, "origin", "a login must come from this server's own page");
         return;
     }
