@@ -70,6 +70,13 @@ static const er_setting serve_settings[] = {
     {"dedup-window", ER_SET_DURATION, "30d", 0, ER_DEDUP_WINDOW_MAX_MS, NULL,
      "how long a job id a client gave stays a duplicate after retention deleted its job "
      "(up to 3650d; 0 remembers none)"},
+    {"ui-host", ER_SET_STRING, NULL, 0, 0, NULL,
+     "comma-separated host names the dashboard answers to beside the listen address (a session "
+     "cookie, or a login, with any other Host is refused)"},
+    {"ui-session-idle-s", ER_SET_INT, "43200", 60, 2592000, NULL,
+     "seconds a dashboard session may go unused before it ends (60..2592000)"},
+    {"audit-retention-s", ER_SET_INT, "7776000", 3600, 315360000, NULL,
+     "seconds audit log rows are kept before maintenance deletes them (3600..315360000)"},
     {"outbox-db", ER_SET_STRING, NULL, 0, 0, NULL,
      "the application's PostgreSQL database whose outbox_events this server relays "
      "(postgres://...; needs --outbox-routes; docs/outbox.md)"},
@@ -281,6 +288,11 @@ int er_cli_serve(int argc, char **argv, char **envp)
     }
     er_log_set_level(er_settings_get(&st, "log-level")->text);
     er_log_text = strcmp(er_settings_get(&st, "log-format")->text, "text") == 0;
+    if (er_server_check_ui_hosts(er_settings_get(&st, "ui-host")->text, &err) < 0) {
+        fprintf(stderr, "errand serve: %s\n", err.message);
+        er_settings_fini(&st);
+        return 2;
+    }
 
     const er_setting_value *tv = er_settings_get(&st, "token");
     size_t ntokens = 0, tcap = tv->nlist + 1;
@@ -343,6 +355,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
         .metrics_max_queues = (size_t)er_settings_get(&st, "metrics-max-queues")->num,
         .otlp_endpoint = er_settings_get(&st, "otlp-endpoint")->text,
+        .audit_retention_ms = er_settings_get(&st, "audit-retention-s")->num * 1000,
     };
     int64_t max_waiters = er_settings_get(&st, "max-waiters")->num;
     ecfg.max_waiters = max_waiters > 0 ? (int)max_waiters : -1; /* the engine's 0 is its default */
@@ -389,6 +402,8 @@ int er_cli_serve(int argc, char **argv, char **envp)
     er_server_config scfg = {
         .outbox = c.outbox,
         .access_log = er_settings_get(&st, "access-log")->text,
+        .ui_hosts = er_settings_get(&st, "ui-host")->text,
+        .ui_session_idle_ms = er_settings_get(&st, "ui-session-idle-s")->num * 1000,
         .listen = er_settings_get(&st, "listen")->text,
         .tokens = tokens,
         .ntokens = ntokens,

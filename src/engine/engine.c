@@ -508,6 +508,7 @@ static int worker_start(er_engine *e, worker *w, bool writer, er_error *err)
      * applies); ticks due while it ran, even before it became the
      * maintenance leader, are on time, so a takeover loses none. */
     w->x.sched_since = er_now_ms();
+    w->x.audit_retention_ms = e->cfg.audit_retention_ms;
     w->x.ops = e->ops;
     int rc = e->ops->open(e->store_url, &e->cfg.store, &w->x.store, err);
     if (rc < 0)
@@ -873,6 +874,8 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
         e->cfg.max_waiters = ER_MAX_WAITERS_DEFAULT;
     if (e->cfg.max_waiters > ER_MAX_WAITERS_MAX)
         e->cfg.max_waiters = ER_MAX_WAITERS_MAX;
+    if (e->cfg.audit_retention_ms <= 0)
+        e->cfg.audit_retention_ms = ER_AUDIT_RETENTION_DEFAULT_MS;
     pthread_mutex_init(&e->done_mu, NULL);
     const char *rest = NULL;
     int rc = er_store_resolve(cfg->store_url, &e->ops, &rest, err);

@@ -43,10 +43,12 @@ typedef struct er_engine_config {
     /* GET_JOB waits (wait_ms > 0) registered at once: 0 means
      * ER_MAX_WAITERS_DEFAULT, < 0 none (a wait that would park is refused) */
     int max_waiters;
+    int64_t audit_retention_ms;   /* audit rows older than this are deleted; default 90 days */
 } er_engine_config;
 
 #define ER_MAX_WAITERS_DEFAULT 10000
 #define ER_MAX_WAITERS_MAX 1000000
+#define ER_AUDIT_RETENTION_DEFAULT_MS (90LL * 86400000)
 /* store.dedup_window_ms is the dedup window of tombstones (store.h); 0 keeps
  * none. */
 
@@ -81,9 +83,37 @@ typedef enum er_req_type {
                                 (on ER_ECONFLICT: value, the current one) */
     ER_REQ_LIST_LEASES,      /* in: cursor (last key seen), max; out: leases, next_cursor */
     ER_REQ_LIST_CURSORS,     /* in: cursor (last name seen), max; out: cursors, next_cursor */
+    /* dashboard sessions and the audit log (exec_ui.c) */
+    ER_REQ_SESSION_PUT,      /* in: id (the hash), session */
+    ER_REQ_SESSION_TOUCH,    /* in: id (the hash), extend_ms (idle limit); out: session */
+    ER_REQ_SESSION_DELETE,   /* in: id (the hash) */
+    ER_REQ_AUDIT_ADD,        /* in: audit (only) */
+    ER_REQ_AUDIT_LIST,       /* in: max, cursor (seq before, decimal); out: audits, next_cursor */
+    ER_REQ_BULK,             /* in: bulk (ids, or a filter and after); out: bulk.done,
+                                bulk.after, bulk.more. One chunk of at most ER_BULK_CHUNK */
+    ER_REQ_BULK_COUNT,       /* in: bulk.filter; out: bulk.count */
 } er_req_type;
 
 typedef struct er_req er_req;
+
+/* A bulk action's chunk (exec_ui.c): redrive or delete dead letters, or
+ * cancel waiting or scheduled jobs, by ids or by a filter. */
+typedef enum er_bulk_action {
+    ER_BULK_REDRIVE = 1,
+    ER_BULK_DELETE = 2,
+    ER_BULK_CANCEL = 3,
+} er_bulk_action;
+
+typedef struct er_bulk {
+    er_bulk_action action;
+    char **ids;            /* in: the jobs (owned), at most ER_BULK_CHUNK; NULL: the filter */
+    size_t nids;
+    er_bulk_filter filter; /* in: its strings owned (freed with the request) */
+    int64_t after;         /* in: the seq after which this chunk starts; out: its last */
+    int64_t done;          /* out: jobs this chunk changed */
+    int64_t count;         /* out: BULK_COUNT */
+    bool more;             /* out: a filter chunk that was full: submit another */
+} er_bulk;
 
 /* A scheduler as a reply shows it (exec_sched.c). */
 typedef struct er_sched_view {
@@ -153,6 +183,13 @@ struct er_req {
     er_cursor_list cursors;    /* out: LIST_CURSORS (a page) */
     bool wait_refused;         /* out: GET_JOB with ER_EUNAVAIL: the job is not finished and
                                   max_waiters waits are registered (retry later) */
+
+    /* dashboard sessions and the audit log (exec_ui.c) */
+    er_session session;        /* SESSION_PUT in, SESSION_TOUCH out */
+    er_audit *audit;           /* any write: when set, appended in the same transaction once
+                                  the request succeeded (rc 0); owned */
+    er_audit_list audits;      /* out: AUDIT_LIST */
+    er_bulk bulk;              /* BULK, BULK_COUNT */
 
     /* engine-private */
     er_req *next;

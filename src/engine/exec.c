@@ -56,7 +56,7 @@ bool er_req_is_read(const er_req *req)
     case ER_REQ_LIST_DEAD:
         return true;
     default:
-        return er_sched_req_is_read(req);
+        return er_sched_req_is_read(req) || er_ui_req_is_read(req);
     }
 }
 
@@ -484,8 +484,10 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
         rc = x->ops->delete_dead(x->store, req->id, &req->err);
         break;
     default:
-        if (er_sched_req_is_read(req) || req->type < ER_REQ_PUT_SCHEDULER)
+        if (er_req_is_read(req) || req->type < ER_REQ_PUT_SCHEDULER)
             rc = er_error_set(&req->err, ER_EINTERNAL, "", "read request on the writer");
+        else if (req->type >= ER_REQ_SESSION_PUT)
+            rc = er_exec_ui_write(x, req, now);
         else
             rc = er_exec_sched_write(x, req, now);
         break;
@@ -494,7 +496,7 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
         return rc;
     if (rc < 0 && req->rc == 0)
         req->rc = rc;
-    return 0;
+    return er_exec_audit(x, req, now);
 }
 
 void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
@@ -532,6 +534,10 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
             er_exec_sched_read(x, req, now);
             return;
         }
+        if (er_ui_req_is_read(req)) {
+            er_exec_ui_read(x, req);
+            return;
+        }
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "write request on the reader");
         break;
     }
@@ -562,6 +568,8 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
             er_keys_add(&x->done, x->reaped_jobs.items[i].id);
     if (with_retention) {
         rc = x->ops->retention(x->store, now, MAINT_LIMIT, &count, &err);
+        if (rc == 0)
+            rc = er_exec_ui_sweep(x, now);
         if (rc < 0)
             return rc;
     }

@@ -40,6 +40,7 @@ typedef struct er_exec_ctx {
     uint64_t cron_missed;      /* scheduler passes that found missed ticks */
     struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
     int64_t sched_since;       /* server start: due ticks before it were missed */
+    int64_t audit_retention_ms; /* audit rows older than this go at retention */
 } er_exec_ctx;
 
 /* Frees what the context caches (call when its thread is done). */
@@ -90,5 +91,17 @@ void er_exec_sched_read(er_exec_ctx *x, er_req *req, int64_t now);
 /* The cron pass of maintenance: fires the due ticks of every due scheduler
  * per its missed-run policy and advances it. Returns 0 or a storage error. */
 int er_exec_cron(er_exec_ctx *x, int64_t now);
+
+/* Dashboard sessions and the audit log (exec_ui.c). */
+bool er_ui_req_is_read(const er_req *req);
+/* Runs a write request of exec_ui.c's types; same contract as er_exec_write. */
+int er_exec_ui_write(er_exec_ctx *x, er_req *req, int64_t now);
+/* Runs a read request of exec_ui.c's types; sets req->rc. */
+void er_exec_ui_read(er_exec_ctx *x, er_req *req);
+/* Appends req->audit (when set and the request succeeded) in the open
+ * transaction. Returns 0 or a storage error. */
+int er_exec_audit(er_exec_ctx *x, er_req *req, int64_t now);
+/* The retention pass's sweep of expired sessions and old audit rows. */
+int er_exec_ui_sweep(er_exec_ctx *x, int64_t now);
 
 #endif

@@ -60,5 +60,15 @@ void er_req_free(er_req *req)
     er_cursor_list_fini(&req->cursors);
     free(req->change);
     free(req->settings);
+    if (req->audit) {
+        er_audit_fini(req->audit);
+        free(req->audit);
+    }
+    er_audit_list_fini(&req->audits);
+    for (size_t i = 0; i < req->bulk.nids; i++)
+        free(req->bulk.ids[i]);
+    free(req->bulk.ids);
+    free((char *)req->bulk.filter.queue);
+    free((char *)req->bulk.filter.name);
     free(req);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  *
  * Store-independent helpers: URL resolution and the list types of store.h
- * (jobs, queues, schedulers).
+ * (jobs, queues, schedulers, audit rows).
  */
 #include "store/store.h"
 #include "util/buf.h"
@@ -40,6 +40,36 @@ int er_job_list_take(er_job_list *dst, er_job_list *src)
     dst->len += src->len;
     src->len = 0;
     return 0;
+}
+
+void er_audit_fini(er_audit *a)
+{
+    if (!a)
+        return;
+    free(a->who);
+    free(a->action);
+    free(a->target);
+    memset(a, 0, sizeof *a);
+}
+
+void er_audit_list_fini(er_audit_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->len; i++)
+        er_audit_fini(&l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->len = l->cap = 0;
+}
+
+er_audit *er_audit_list_push(er_audit_list *l)
+{
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return NULL;
+    er_audit *a = &l->items[l->len++];
+    memset(a, 0, sizeof *a);
+    return a;
 }
 
 int er_store_resolve(const char *url, const er_store_ops **ops, const char **rest,

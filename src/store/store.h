@@ -77,6 +77,52 @@ int er_tombstone_list_add(er_tombstone_list *l, size_t index, const char *queue,
 /* The most items a store list (jobs, schedulers, names) holds. */
 #define ER_LIST_MAX ((size_t)1 << 24)
 
+/* A dashboard session (docs/dashboard.md) as stored: keyed by the SHA-256
+ * (hex) of its id, never the id itself. role is the frontend's number for
+ * the token's role; name the token's name ("" when it has none). */
+typedef struct er_session {
+    int role;
+    char name[65];       /* up to 64 characters (a token name) */
+    char csrf[65];       /* the CSRF token, hex */
+    int64_t created_at;
+    int64_t expires_at;  /* idle expiry: the last use plus the idle limit */
+} er_session;
+
+/* One audit row (docs/dashboard.md): who did what to which, when. */
+typedef struct er_audit {
+    int64_t seq;         /* out: assigned by the store, ascending */
+    int64_t at;
+    char *who;           /* owned: "role:name", "role", or "open" */
+    char *action;        /* owned: "queue.pause", "dead.redrive", ... */
+    char *target;        /* owned, may be NULL: ids, a queue, or a filter */
+    int64_t count;       /* jobs or rows the action changed */
+} er_audit;
+
+void er_audit_fini(er_audit *a);
+
+typedef struct er_audit_list {
+    er_audit *items;
+    size_t len, cap;
+} er_audit_list;
+
+void er_audit_list_fini(er_audit_list *l);
+/* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
+er_audit *er_audit_list_push(er_audit_list *l);
+
+/* Which jobs a bulk action takes (docs/api.md, POST /v1/bulk). */
+typedef struct er_bulk_filter {
+    const char *queue;   /* NULL: every queue */
+    er_state state;
+    const char *name;    /* NULL: every job name */
+    bool not_redriven;   /* only dead letters never redriven */
+} er_bulk_filter;
+
+/* The most jobs one bulk chunk (one transaction) takes. */
+#define ER_BULK_CHUNK 1000
+
+/* The most session or audit rows one maintenance pass deletes. */
+#define ER_UI_SWEEP_LIMIT 5000
+
 /* A growable list of jobs; free with er_job_list_fini. */
 typedef struct er_job_list {
     er_job *items;
@@ -413,6 +459,36 @@ typedef struct er_store_ops {
      * to do. Returns 0 or a storage error; nothing is rolled back, no
      * committed data is at risk either way. */
     int (*checkpoint)(er_store *s, er_error *err);
+
+    /* ---- dashboard sessions and the audit log (docs/dashboard.md) ----
+     * Optional, all NULL when a store has none (the dashboard then cannot
+     * log in and admin actions are refused with ER_EUNAVAIL). */
+
+    /* Inserts a session under `hash` (64 hex chars of SHA-256). */
+    int (*session_put)(er_store *s, const char *hash, const er_session *in, er_error *err);
+    /* Reads the session and, while its expires_at > now, moves expires_at
+     * to now + idle_ms. ER_ENOTFOUND when none or expired. */
+    int (*session_touch)(er_store *s, const char *hash, int64_t now, int64_t idle_ms,
+                         er_session *out, er_error *err);
+    /* Deletes a session; 0 whether or not it existed. */
+    int (*session_delete)(er_store *s, const char *hash, er_error *err);
+    /* Appends an audit row (in the caller's transaction); sets a->seq. */
+    int (*audit_add)(er_store *s, er_audit *a, er_error *err);
+    /* Up to `limit` audit rows with seq < before (INT64_MAX: from the
+     * newest), newest first, appended to *out. */
+    int (*audit_list)(er_store *s, int64_t before, int limit, er_audit_list *out,
+                      er_error *err);
+    /* Bulk actions: up to `limit` ids of jobs matching f with seq > after,
+     * in seq order, into *ids (returns owned: free each and the array) and
+     * *n; *last = the seq of the last one. */
+    int (*bulk_ids)(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
+                    size_t *n, int64_t *last, er_error *err);
+    /* How many jobs match f. */
+    int (*bulk_count)(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
+    /* Maintenance: deletes up to `limit` sessions expired at `now` and up
+     * to `limit` audit rows older than audit_before; *n = rows deleted. */
+    int (*ui_sweep)(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
+                    er_error *err);
 
     /* ---- wake-ups from other servers ----
      * Optional, all five NULL when a store has none (SQLite: one server,

@@ -20,6 +20,7 @@ ENQ = "/v1/queues/%s/jobs" % FIX_Q
 TEXT = {"Content-Type": "text/plain"}
 LONG = "a" * 200
 TOK = "$TOK"  # replaced by the lease token of job active-1
+# "$HOST" in a header is replaced by the server's HOST:PORT
 
 # (name, method, path, request, status, code, field)
 # request: {"body": obj} | {"raw": str, "headers": {...}} | {} ; field None = not checked,
@@ -594,6 +595,36 @@ CASES = [
      "invalid_argument", "history"),
     ("fetch_wrong_method_delete", "DELETE", "/v1/fetch", {}, 405, None, None),
     ("healthz_wrong_method_post", "POST", "/healthz", {"body": {}}, 405, None, None),
+
+    # ---- GET /v1/audit, POST /v1/bulk, the dashboard ----
+    ("audit_limit_0", "GET", "/v1/audit?limit=0", {}, 400, "invalid_argument", "limit"),
+    ("audit_cursor_not_a_number", "GET", "/v1/audit?cursor=x1", {}, 400, "invalid_argument",
+     "cursor"),
+    ("audit_unknown_parameter", "GET", "/v1/audit?queue=q", {}, 400, "invalid_argument", "queue"),
+    ("bulk_no_action", "POST", "/v1/bulk", {"body": {"ids": ["dead-1"]}}, 400, "invalid_argument",
+     "action"),
+    ("bulk_ids_and_filter", "POST", "/v1/bulk",
+     {"body": {"action": "redrive", "ids": ["dead-1"], "filter": {}}}, 400, "invalid_argument",
+     "filter"),
+    ("bulk_cancel_dead_state", "POST", "/v1/bulk",
+     {"body": {"action": "cancel", "filter": {"state": "dead"}}}, 400, "invalid_argument",
+     "filter.state"),
+    ("bulk_not_json", "POST", "/v1/bulk", {"raw": "action=redrive"}, 400, "invalid_argument",
+     None),
+    ("ui_login_json_body", "POST", "/ui/login",
+     {"raw": '{"token": "x"}', "headers": {"Origin": "http://$HOST"}}, 400, "invalid_argument",
+     "content-type"),
+    ("ui_login_without_origin", "POST", "/ui/login",
+     {"raw": "token=x", "headers": {"Content-Type": "application/x-www-form-urlencoded"}}, 403,
+     "permission_denied", "origin"),
+    ("ui_login_unknown_field", "POST", "/ui/login",
+     {"raw": "token=x&user=y", "headers": {"Content-Type": "application/x-www-form-urlencoded",
+                                          "Origin": "http://$HOST"}}, 400, "invalid_argument",
+     "token"),
+    ("ui_asset_unknown", "GET", "/ui/assets/nope.js", {}, 404, "not_found", "name"),
+    ("ui_asset_bad_name", "GET", "/ui/assets/a%20b", {}, 400, "invalid_argument", "name"),
+    ("ui_logout_without_session", "POST", "/ui/logout", {"body": {}}, 400, "invalid_argument",
+     "session"),
 ]
 
 
@@ -642,7 +673,8 @@ class BadInputTest(unittest.TestCase):
         if "raw" in req:
             kw["raw"] = _subst(req["raw"], self.token)
         if "headers" in req:
-            kw["headers"] = req["headers"]
+            host = "127.0.0.1:%d" % s.port
+            kw["headers"] = {k: v.replace("$HOST", host) for k, v in req["headers"].items()}
         st, b, h = s.request(method, path, **kw)
         what = "%s %s %r -> %s %r" % (method, path, req, st, b)
         self.assertEqual(st, status, what)

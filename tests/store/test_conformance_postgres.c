@@ -69,6 +69,7 @@ static void store_drop(void)
 }
 
 #include "conformance_cases.h"
+#include "ui_cases.h"
 
 /* ---- PostgreSQL-only facts ---- */
 

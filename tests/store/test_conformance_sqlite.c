@@ -39,6 +39,7 @@ static void store_drop(void)
 }
 
 #include "conformance_cases.h"
+#include "ui_cases.h"
 
 /* ---- SQLite-only facts ---- */
 

@@ -99,13 +99,14 @@ static int ct_equal(const char *given, size_t glen, const char stored[128])
     return diff == 0;
 }
 
-/* A viewer may read (ER_ACCESS_READ) and nothing else; what it reads is
- * redacted by the writers (job_json.c), not here. */
-static bool role_allows(er_role role, er_access access)
+/* A viewer may read (ER_ACCESS_READ, a dashboard page) and nothing else;
+ * what it reads is redacted by the writers (job_json.c), not here. */
+bool er_http_role_allows(er_role role, er_access access)
 {
     switch (access) {
     case ER_ACCESS_OPEN:
     case ER_ACCESS_READ:
+    case ER_ACCESS_UI:
         return true;
     case ER_ACCESS_PRODUCE:
         return role == ER_ROLE_PRODUCER || role == ER_ROLE_ADMIN;
@@ -115,6 +116,19 @@ static bool role_allows(er_role role, er_access access)
         return role == ER_ROLE_ADMIN;
     }
     return false;
+}
+
+const er_token *er_http_token_find(const er_server *s, const char *tok, size_t len)
+{
+    size_t match = s->ntokens;
+    if (len > 0 && len < 128) {
+        /* Every configured token is compared, match or not; the first match wins. */
+        for (size_t i = 0; i < s->ntokens; i++) {
+            int eq = ct_equal(tok, len, s->tokens[i].token);
+            match = eq && match == s->ntokens ? i : match;
+        }
+    }
+    return match == s->ntokens ? NULL : &s->tokens[match];
 }
 
 int er_http_authorize(const er_server *s, const char *authorization, er_access access,
@@ -133,20 +147,13 @@ int er_http_authorize(const er_server *s, const char *authorization, er_access a
     size_t len = strlen(tok);
     while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
         len--;
-    size_t match = s->ntokens;
-    if (len > 0 && len < 128) {
-        /* Every configured token is compared, match or not; the first match wins. */
-        for (size_t i = 0; i < s->ntokens; i++) {
-            int eq = ct_equal(tok, len, s->tokens[i].token);
-            match = eq && match == s->ntokens ? i : match;
-        }
-    }
-    if (match == s->ntokens)
+    const er_token *t = er_http_token_find(s, tok, len);
+    if (!t)
         return er_error_set(err, ER_EAUTH, "authorization", "unknown token");
     /* known from here, also when refused for its role (the access log says who) */
-    who->role = s->tokens[match].role;
-    who->name = s->tokens[match].name;
-    if (!role_allows(who->role, access))
+    who->role = t->role;
+    who->name = t->name;
+    if (!er_http_role_allows(who->role, access))
         return er_error_set(err, ER_EPERM, "authorization",
                             "this token's role may not call this endpoint");
     return 0;

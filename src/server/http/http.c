@@ -55,6 +55,11 @@ er_hctx *er_http_ctx_get(er_server *s)
     c->parked = false;
     c->sending = false;
     c->started_ms = s->access_log ? er_mono_ms() : 0;
+    c->pv = c->pname = NULL;
+    c->pl = 0;
+    c->who[0] = '\0';
+    c->by_session = false;
+    c->sid_hash[0] = '\0';
     c->caller = (er_caller){ER_ROLE_NONE, ""};
     c->next_free = NULL;
     return c;
@@ -134,6 +139,43 @@ static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
     return false;
 }
 
+/* --ui-host: a comma-separated list of host names (no port, no spaces).
+ * With s NULL it only checks. */
+static int split_hosts(er_server *s, const char *list, er_error *err)
+{
+    const char *p = list;
+    do {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n > 253)
+            return er_error_set(err, ER_EINVAL, "ui-host", "--ui-host names must be 1..253 "
+                                "characters, comma-separated");
+        for (size_t i = 0; i < n; i++) {
+            char ch = p[i];
+            bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
+            if (!ok)
+                return er_error_set(err, ER_EINVAL, "ui-host",
+                                    "--ui-host names may hold only A-Z a-z 0-9 . -");
+        }
+        if (s) {
+            char **v = realloc(s->ui_hosts, (s->nui_hosts + 1) * sizeof *v);
+            if (!v)
+                return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+            s->ui_hosts = v;
+            if (!(v[s->nui_hosts] = strndup(p, n)))
+                return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+            s->nui_hosts++;
+        }
+        p += n;
+    } while (*p++ == ',');
+    return 0;
+}
+
+int er_server_check_ui_hosts(const char *list, er_error *err)
+{
+    return list ? split_hosts(NULL, list, err) : 0;
+}
+
 static void flush_access_log(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -191,6 +233,12 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
     s->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
     s->outbox = cfg->outbox;
+    s->ui_idle_ms = cfg->ui_session_idle_ms > 0 ? cfg->ui_session_idle_ms
+                                                : ER_UI_SESSION_IDLE_DEFAULT_MS;
+    if (cfg->ui_hosts && split_hosts(s, cfg->ui_hosts, err) < 0) {
+        er_server_free(s);
+        return err->code;
+    }
     if (cfg->access_log) {
         /* buffered, flushed by a timer: the loop never waits on each line */
         s->access_log = fopen(cfg->access_log, "a");
@@ -267,12 +315,15 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
         inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof addr);
         s->port = ntohs(a->sin6_port);
         snprintf(extra, sizeof extra, "\"listen\":\"[%s]:%d\"", addr, s->port);
+        snprintf(s->host_self, sizeof s->host_self, "[%s]:%d", addr, s->port);
     } else {
         struct sockaddr_in *a = (struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &a->sin_addr, addr, sizeof addr);
         s->port = ntohs(a->sin_port);
         snprintf(extra, sizeof extra, "\"listen\":\"%s:%d\"", addr, s->port);
+        snprintf(s->host_self, sizeof s->host_self, "%s:%d", addr, s->port);
     }
+    s->host_loopback = sockaddr_is_loopback(&ss);
     s->accepting = true;
     ER_LOG(ER_LOG_INFO, extra, "listening");
     *out = s;
@@ -326,5 +377,8 @@ void er_server_free(er_server *s)
         fclose(s->access_log);
     free(s->http_counts);
     free(s->wbuf);
+    for (size_t i = 0; i < s->nui_hosts; i++)
+        free(s->ui_hosts[i]);
+    free(s->ui_hosts);
     free(s);
 }

@@ -2,7 +2,9 @@
  *
  * The route table and dispatch: a request's method and path pick a route
  * (404 when no path matches, 405 with Allow when only the method differs),
- * the route's access level is checked (auth.c), and the path parameter is
+ * the route's access level is checked (auth.c: a bearer token; or a
+ * dashboard session cookie, looked up in the store, with its Host and CSRF
+ * checks, docs/dashboard.md), and the path parameter is
  * decoded and validated before the handler runs. It answers only these
  * routing errors itself; handlers reply through http_reply.c. Event-loop
  * thread only.
@@ -19,45 +21,61 @@
 #include "util/log.h"
 
 const er_route er_routes[] = {
-    {EVHTTP_REQ_GET, "/healthz", ER_ACCESS_OPEN, er_route_healthz, 0},
-    {EVHTTP_REQ_GET, "/readyz", ER_ACCESS_OPEN, er_route_readyz, 0},
-    {EVHTTP_REQ_GET, "/metrics", ER_ACCESS_READ, er_route_metrics, 0},
-    {EVHTTP_REQ_POST, "/v1/queues/{queue}/jobs", ER_ACCESS_PRODUCE, er_route_enqueue, 0},
-    {EVHTTP_REQ_GET, "/v1/queues/{queue}/jobs", ER_ACCESS_READ, er_route_list_jobs, 0},
-    {EVHTTP_REQ_POST, "/v1/fetch", ER_ACCESS_WORK, er_route_fetch, 0},
-    {EVHTTP_REQ_POST, "/v1/acks", ER_ACCESS_WORK, er_route_acks, 0},
-    {EVHTTP_REQ_POST, "/v1/jobs/{id}/heartbeat", ER_ACCESS_WORK, er_route_heartbeat, 0},
-    {EVHTTP_REQ_POST, "/v1/jobs/{id}/complete", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_COMPLETE},
-    {EVHTTP_REQ_POST, "/v1/jobs/{id}/fail", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_FAIL},
-    {EVHTTP_REQ_POST, "/v1/jobs/{id}/release", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_RELEASE},
-    {EVHTTP_REQ_GET, "/v1/jobs/{id}", ER_ACCESS_READ, er_route_get_job, 0},
-    {EVHTTP_REQ_DELETE, "/v1/jobs/{id}", ER_ACCESS_ADMIN, er_route_cancel_job, 0},
-    {EVHTTP_REQ_GET, "/v1/queues", ER_ACCESS_READ, er_route_list_queues, 0},
-    {EVHTTP_REQ_GET, "/v1/queues/{queue}", ER_ACCESS_READ, er_route_get_queue, 0},
-    {EVHTTP_REQ_PUT, "/v1/queues/{queue}", ER_ACCESS_ADMIN, er_route_put_queue, 0},
-    {EVHTTP_REQ_POST, "/v1/queues/{queue}/pause", ER_ACCESS_ADMIN, er_route_pause_queue, 1},
-    {EVHTTP_REQ_POST, "/v1/queues/{queue}/resume", ER_ACCESS_ADMIN, er_route_pause_queue, 0},
-    {EVHTTP_REQ_GET, "/v1/dead", ER_ACCESS_READ, er_route_list_dead, 0},
-    {EVHTTP_REQ_POST, "/v1/dead/{id}/redrive", ER_ACCESS_ADMIN, er_route_redrive, 0},
-    {EVHTTP_REQ_DELETE, "/v1/dead/{id}", ER_ACCESS_ADMIN, er_route_delete_dead, 0},
+    {EVHTTP_REQ_GET, "/healthz", ER_ACCESS_OPEN, er_route_healthz, 0, NULL},
+    {EVHTTP_REQ_GET, "/readyz", ER_ACCESS_OPEN, er_route_readyz, 0, NULL},
+    {EVHTTP_REQ_GET, "/metrics", ER_ACCESS_READ, er_route_metrics, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/jobs", ER_ACCESS_PRODUCE, er_route_enqueue, 0, NULL},
+    {EVHTTP_REQ_GET, "/v1/queues/{queue}/jobs", ER_ACCESS_READ, er_route_list_jobs, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/fetch", ER_ACCESS_WORK, er_route_fetch, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/acks", ER_ACCESS_WORK, er_route_acks, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/heartbeat", ER_ACCESS_WORK, er_route_heartbeat, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/complete", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_COMPLETE, NULL},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/fail", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_FAIL, NULL},
+    {EVHTTP_REQ_POST, "/v1/jobs/{id}/release", ER_ACCESS_WORK, er_route_ack_one, ER_ACK_RELEASE, NULL},
+    {EVHTTP_REQ_GET, "/v1/jobs/{id}", ER_ACCESS_READ, er_route_get_job, 0, NULL},
+    {EVHTTP_REQ_DELETE, "/v1/jobs/{id}", ER_ACCESS_ADMIN, er_route_cancel_job, 0, "job.cancel"},
+    {EVHTTP_REQ_GET, "/v1/queues", ER_ACCESS_READ, er_route_list_queues, 0, NULL},
+    {EVHTTP_REQ_GET, "/v1/queues/{queue}", ER_ACCESS_READ, er_route_get_queue, 0, NULL},
+    {EVHTTP_REQ_PUT, "/v1/queues/{queue}", ER_ACCESS_ADMIN, er_route_put_queue, 0,
+     "queue.settings"},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/pause", ER_ACCESS_ADMIN, er_route_pause_queue, 1,
+     "queue.pause"},
+    {EVHTTP_REQ_POST, "/v1/queues/{queue}/resume", ER_ACCESS_ADMIN, er_route_pause_queue, 0,
+     "queue.resume"},
+    {EVHTTP_REQ_GET, "/v1/dead", ER_ACCESS_READ, er_route_list_dead, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/dead/{id}/redrive", ER_ACCESS_ADMIN, er_route_redrive, 0,
+     "dead.redrive"},
+    {EVHTTP_REQ_DELETE, "/v1/dead/{id}", ER_ACCESS_ADMIN, er_route_delete_dead, 0, "dead.delete"},
     /* schedulers, cron, leases, cursors (routes_sched.c) */
-    {EVHTTP_REQ_GET, "/v1/cron/next", ER_ACCESS_READ, er_route_cron_next, 0},
-    {EVHTTP_REQ_GET, "/v1/schedulers", ER_ACCESS_READ, er_route_list_schedulers, 0},
-    {EVHTTP_REQ_PUT, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_put_scheduler, 0},
-    {EVHTTP_REQ_GET, "/v1/schedulers/{key}", ER_ACCESS_READ, er_route_get_scheduler, 0},
-    {EVHTTP_REQ_DELETE, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_delete_scheduler, 0},
+    {EVHTTP_REQ_GET, "/v1/cron/next", ER_ACCESS_READ, er_route_cron_next, 0, NULL},
+    {EVHTTP_REQ_GET, "/v1/schedulers", ER_ACCESS_READ, er_route_list_schedulers, 0, NULL},
+    {EVHTTP_REQ_PUT, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_put_scheduler, 0,
+     "scheduler.put"},
+    {EVHTTP_REQ_GET, "/v1/schedulers/{key}", ER_ACCESS_READ, er_route_get_scheduler, 0, NULL},
+    {EVHTTP_REQ_DELETE, "/v1/schedulers/{key}", ER_ACCESS_ADMIN, er_route_delete_scheduler, 0,
+     "scheduler.delete"},
     {EVHTTP_REQ_POST, "/v1/schedulers/{key}/trigger", ER_ACCESS_ADMIN, er_route_trigger_scheduler,
-     0},
-    {EVHTTP_REQ_GET, "/v1/leases", ER_ACCESS_READ, er_route_list_leases, 0},
-    {EVHTTP_REQ_POST, "/v1/leases", ER_ACCESS_WORK, er_route_lease_acquire, 0},
-    {EVHTTP_REQ_POST, "/v1/leases/renew", ER_ACCESS_WORK, er_route_lease_op, ER_REQ_LEASE_RENEW},
+     0, "scheduler.trigger"},
+    {EVHTTP_REQ_GET, "/v1/leases", ER_ACCESS_READ, er_route_list_leases, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/leases", ER_ACCESS_WORK, er_route_lease_acquire, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/leases/renew", ER_ACCESS_WORK, er_route_lease_op, ER_REQ_LEASE_RENEW, NULL},
     {EVHTTP_REQ_POST, "/v1/leases/complete", ER_ACCESS_WORK, er_route_lease_op,
-     ER_REQ_LEASE_COMPLETE},
+     ER_REQ_LEASE_COMPLETE, NULL},
     {EVHTTP_REQ_POST, "/v1/leases/release", ER_ACCESS_WORK, er_route_lease_op,
-     ER_REQ_LEASE_RELEASE},
-    {EVHTTP_REQ_GET, "/v1/cursors", ER_ACCESS_READ, er_route_list_cursors, 0},
-    {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0},
-    {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0},
+     ER_REQ_LEASE_RELEASE, NULL},
+    {EVHTTP_REQ_GET, "/v1/cursors", ER_ACCESS_READ, er_route_list_cursors, 0, NULL},
+    {EVHTTP_REQ_GET, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_get_cursor, 0, NULL},
+    {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0, NULL},
+    {EVHTTP_REQ_GET, "/v1/audit", ER_ACCESS_ADMIN, er_route_list_audit, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/bulk", ER_ACCESS_ADMIN, er_route_bulk, 0, NULL},
+    /* the dashboard (routes_ui.c) */
+    {EVHTTP_REQ_GET, "/ui", ER_ACCESS_OPEN, er_route_ui_page, 0, NULL},
+    {EVHTTP_REQ_GET, "/ui/", ER_ACCESS_UI, er_route_ui_page, 1, NULL},
+    {EVHTTP_REQ_GET, "/ui/login", ER_ACCESS_OPEN, er_route_ui_page, 2, NULL},
+    {EVHTTP_REQ_POST, "/ui/login", ER_ACCESS_OPEN, er_route_ui_login, 0, NULL},
+    {EVHTTP_REQ_POST, "/ui/logout", ER_ACCESS_READ, er_route_ui_logout, 0, NULL},
+    {EVHTTP_REQ_GET, "/ui/session", ER_ACCESS_READ, er_route_ui_session, 0, NULL},
+    {EVHTTP_REQ_GET, "/ui/assets/{name}", ER_ACCESS_OPEN, er_route_ui_asset, 0, NULL},
 };
 const size_t er_nroutes = sizeof er_routes / sizeof er_routes[0];
 
@@ -153,6 +171,159 @@ static void log_auth_failure(er_server *s, struct evhttp_request *req, const er_
     ER_LOG(ER_LOG_WARN, extra, "authentication failed: %s", err->message);
 }
 
+/* Decodes and checks the path parameter, then runs the handler. */
+static void run_route(er_hctx *c)
+{
+    const er_route *rt = &er_routes[c->route];
+    er_error err = {0};
+    if (c->pname) {
+        /* {id} is a job id; {queue}, {key} and {name} follow the name rule */
+        char field[16];
+        size_t fl = strcspn(c->pname, "}");
+        if (fl >= sizeof field)
+            fl = sizeof field - 1;
+        memcpy(field, c->pname, fl);
+        field[fl] = '\0';
+        bool is_id = strcmp(field, "id") == 0;
+        if (er_http_pct_decode(c->pv, c->pl, false, c->param, sizeof c->param) < 0) {
+            er_http_fail(c, ER_EINVAL, field, "malformed or too long %s in the path", field);
+            return;
+        }
+        int rc = is_id ? er_id_validate(c->param, field, &err)
+                       : er_name_validate(c->param, field, &err);
+        if (rc < 0) {
+            er_http_reply_error(c, &err);
+            return;
+        }
+    }
+    rt->fn(c);
+}
+
+static bool state_changing(int method)
+{
+    return method == EVHTTP_REQ_POST || method == EVHTTP_REQ_PUT ||
+           method == EVHTTP_REQ_DELETE || method == EVHTTP_REQ_PATCH;
+}
+
+/* 1 when the two NUL-terminated strings are equal; time depends on the
+ * lengths only. */
+static bool ct_streq(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la && i < lb; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* The session lookup of a cookie-authenticated request finished. */
+static void on_session(er_hctx *c, er_req *r)
+{
+    er_server *s = c->s;
+    const er_route *rt = &er_routes[c->route];
+    if (r->rc == ER_ENOTFOUND) {
+        if (s->ntokens == 0) { /* open: a stale cookie is no cookie */
+            snprintf(c->who, sizeof c->who, "open");
+            run_route(c);
+        } else if (rt->access == ER_ACCESS_UI) {
+            er_ui_redirect(c, "/ui/login");
+        } else {
+            er_error e;
+            er_error_set(&e, ER_EAUTH, "session", "the session is unknown or expired; log in");
+            log_auth_failure(s, c->req, rt, &e);
+            er_http_reply_error(c, &e);
+        }
+        return;
+    }
+    if (r->rc != 0) {
+        er_http_reply_req_error(c, r);
+        return;
+    }
+    c->by_session = true;
+    c->session = r->session;
+    snprintf(c->sid_hash, sizeof c->sid_hash, "%s", r->id);
+    if (s->ntokens > 0) { /* a session carries its token's role and name */
+        c->caller.role = (er_role)c->session.role;
+        c->caller.name = c->session.name;
+    }
+    er_http_set_who(c);
+    if (s->ntokens > 0 && !er_http_role_allows((er_role)c->session.role, rt->access)) {
+        er_http_fail(c, ER_EPERM, "session", "this session's role may not call this endpoint");
+        return;
+    }
+    if (state_changing((int)evhttp_request_get_command(c->req))) {
+        const char *csrf =
+            evhttp_find_header(evhttp_request_get_input_headers(c->req), "X-CSRF-Token");
+        if (!csrf || !ct_streq(csrf, c->session.csrf)) {
+            er_http_fail(c, ER_EPERM, "X-CSRF-Token",
+                         "a request made with a session needs its X-CSRF-Token header");
+            return;
+        }
+    }
+    run_route(c);
+}
+
+/* Who may call: a bearer token (or none configured), else a dashboard
+ * session cookie, looked up in the store (any node's), Host-checked and,
+ * for a state-changing method, CSRF-checked. */
+static void authorize(er_hctx *c, const er_route *rt)
+{
+    er_server *s = c->s;
+    struct evhttp_request *req = c->req;
+    snprintf(c->who, sizeof c->who, "open");
+    if (rt->access == ER_ACCESS_OPEN) {
+        run_route(c);
+        return;
+    }
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *authz = evhttp_find_header(in, "Authorization");
+    char sid[65];
+    bool cookie = er_ui_cookie(req, sid);
+    if (authz || !cookie) {
+        if (s->ntokens == 0) {
+            /* open: a change a browser sends from another site's page (or
+             * through a rebound name) is refused; clients send no Origin */
+            if (state_changing((int)evhttp_request_get_command(req)) &&
+                !er_ui_origin_ok(s, req)) {
+                er_http_fail(c, ER_EPERM, "origin",
+                             "a change from another site's page is refused");
+                return;
+            }
+            run_route(c);
+            return;
+        }
+        if (rt->access == ER_ACCESS_UI) {
+            er_ui_redirect(c, "/ui/login");
+            return;
+        }
+        er_error err = {0};
+        if (er_http_authorize(s, authz, rt->access, &c->caller, &err) < 0) {
+            log_auth_failure(s, req, rt, &err);
+            er_http_reply_error(c, &err);
+            return;
+        }
+        er_http_set_who(c);
+        run_route(c);
+        return;
+    }
+    if (!er_ui_host_ok(s, req)) {
+        er_http_fail(c, ER_EPERM, "host",
+                     "a request with a session cookie must name this server in Host");
+        return;
+    }
+    er_req *r = er_req_new(ER_REQ_SESSION_TOUCH);
+    char hash[65];
+    er_ui_hash(sid, hash);
+    if (!r || !(r->id = strdup(hash))) {
+        er_req_free(r);
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    explicit_bzero(sid, sizeof sid);
+    r->extend_ms = s->ui_idle_ms;
+    er_http_submit(c, r, on_session);
+}
+
 void er_http_on_request(struct evhttp_request *req, void *arg)
 {
     er_server *s = arg;
@@ -216,36 +387,8 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
         return;
     }
     c->flags = rt->flags;
-
-    er_error err = {0};
-    if (rt->access != ER_ACCESS_OPEN && s->ntokens > 0) {
-        const char *authz =
-            evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-        if (er_http_authorize(s, authz, rt->access, &c->caller, &err) < 0) {
-            log_auth_failure(s, req, rt, &err);
-            er_http_reply_error(c, &err);
-            return;
-        }
-    }
-    if (pname) {
-        /* {id} is a job id; {queue}, {key} and {name} follow the name rule */
-        char field[16];
-        size_t fl = strcspn(pname, "}");
-        if (fl >= sizeof field)
-            fl = sizeof field - 1;
-        memcpy(field, pname, fl);
-        field[fl] = '\0';
-        bool is_id = strcmp(field, "id") == 0;
-        if (er_http_pct_decode(pv, pl, false, c->param, sizeof c->param) < 0) {
-            er_http_fail(c, ER_EINVAL, field, "malformed or too long %s in the path", field);
-            return;
-        }
-        int rc = is_id ? er_id_validate(c->param, field, &err)
-                       : er_name_validate(c->param, field, &err);
-        if (rc < 0) {
-            er_http_reply_error(c, &err);
-            return;
-        }
-    }
-    rt->fn(c);
+    c->pv = pv;
+    c->pl = pl;
+    c->pname = pname;
+    authorize(c, rt);
 }

@@ -36,6 +36,8 @@ typedef enum er_access {
     ER_ACCESS_PRODUCE, /* producer or admin */
     ER_ACCESS_WORK,    /* worker or admin */
     ER_ACCESS_ADMIN,   /* admin */
+    ER_ACCESS_UI,      /* a dashboard page: a session (or no tokens configured); without
+                          one, a redirect to the login page */
 } er_access;
 
 typedef struct er_hctx er_hctx;
@@ -49,6 +51,8 @@ typedef struct er_route {
     er_access access;
     er_route_fn fn;
     int flags;           /* handler-specific (e.g. which ack kind) */
+    const char *audit;   /* an administrative action: its audit row's action, written
+                            with the request's transaction (er_http_submit); NULL: none */
 } er_route;
 
 /* The route table (http_dispatch.c). */
@@ -76,6 +80,14 @@ struct er_hctx {
      * for a refused (401) token, an open route, or when no tokens are
      * configured. Handlers read it, never change it. */
     er_caller caller;
+    /* the matched route's path parameter, raw (borrowed from the request's URI) */
+    const char *pv, *pname;
+    size_t pl;
+    /* who is calling as audit rows name it: "admin", "admin:NAME", "open" */
+    char who[80];
+    bool by_session;            /* authorized by a dashboard session cookie */
+    char sid_hash[65];          /* by_session: the session's hash */
+    er_session session;         /* by_session: the session (caller.name points into it) */
     er_hctx *next_free;
 };
 
@@ -95,6 +107,12 @@ struct er_server {
     uint64_t auth_failures; /* refused tokens since the last log line */
     int64_t auth_log_next;  /* monotonic ms: the next such line may be written */
     int port;
+    /* the dashboard (routes_ui.c): Host values a cookie is accepted with */
+    char host_self[80];         /* "127.0.0.1:7400", the listen address */
+    bool host_loopback;         /* localhost, 127.0.0.1 and [::1] with the port too */
+    char **ui_hosts;            /* --ui-host names (owned) */
+    size_t nui_hosts;
+    int64_t ui_idle_ms;         /* a session ends after this long unused */
     bool accepting;
     size_t inflight;
     er_rand rand;
@@ -154,7 +172,9 @@ void er_http_reply_req_error(er_hctx *c, const er_req *r);
 void er_http_reply_text(er_hctx *c, int status, const char *content_type, const char *text,
                         size_t len);
 
-/* Hands r to the engine; `finish` formats the reply when it is done. Takes r. */
+/* Hands r to the engine; `finish` formats the reply when it is done. Takes r.
+ * On an administrative route (er_route.audit) it attaches the audit row
+ * first (who: c->who; which: c->param). */
 void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish);
 
 /* ---- request parsing (http_parse.c) ---- */
@@ -249,5 +269,46 @@ void er_route_put_cursor(er_hctx *c);
  * ER_EAUTH or ER_EPERM with *err. */
 int er_http_authorize(const er_server *s, const char *authorization, er_access access,
                       er_caller *who, er_error *err);
+/* The configured token given as len bytes (compared in constant time with
+ * every token; borrowed from s), NULL when none. */
+const er_token *er_http_token_find(const er_server *s, const char *tok, size_t len);
+/* Whether `role` may call a route of `access`. */
+bool er_http_role_allows(er_role role, er_access access);
+
+/* ---- the dashboard (routes_ui.c) ---- */
+
+/* True when the request's Host is this server's (the listen address, on
+ * loopback also localhost, 127.0.0.1 and [::1] with its port, or a
+ * --ui-host name with any port). */
+bool er_ui_host_ok(const er_server *s, struct evhttp_request *req);
+/* True when the request has no Origin header, or its Origin is
+ * http(s)://<Host> and Host passes er_ui_host_ok. */
+bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req);
+/* The session id of the request's errand_session cookie into sid[65]
+ * (64 hex characters); false when there is none or it is malformed. */
+bool er_ui_cookie(struct evhttp_request *req, char sid[65]);
+/* hex(SHA-256(sid)) into out[65]. */
+void er_ui_hash(const char *sid, char out[65]);
+/* Sends 303 to `location` (a path of this server). */
+void er_ui_redirect(er_hctx *c, const char *location);
+/* Sets c->who from c->caller: "ROLE@NAME", "ROLE" for an unnamed token,
+ * "open" when no tokens are configured. */
+void er_http_set_who(er_hctx *c);
+/* A new audit row for this caller (who from c), action and target copied;
+ * NULL on ENOMEM. */
+er_audit *er_http_audit_new(const er_hctx *c, const char *action, const char *target,
+                            int64_t count);
+/* Attaches an audit row to r (written in r's transaction when it succeeds).
+ * 0, or ER_ENOMEM (r untouched). */
+int er_http_audit(const er_hctx *c, er_req *r, const char *action, const char *target);
+
+void er_route_ui_page(er_hctx *c);   /* flags: which page */
+void er_route_ui_asset(er_hctx *c);
+void er_route_ui_login(er_hctx *c);
+void er_route_ui_logout(er_hctx *c);
+void er_route_ui_session(er_hctx *c);
+void er_route_list_audit(er_hctx *c);
+/* routes_bulk.c */
+void er_route_bulk(er_hctx *c);
 
 #endif

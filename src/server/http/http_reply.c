@@ -403,6 +403,12 @@ static void on_engine_done(er_req *r)
 
 void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish)
 {
+    const char *action = (size_t)c->route < er_nroutes ? er_routes[c->route].audit : NULL;
+    if (action && r->type != ER_REQ_SESSION_TOUCH && !r->audit && !(r->audit = er_http_audit_new(c, action, c->param, 1))) {
+        er_req_free(r); /* never run an administrative action unaudited */
+        er_http_fail(c, ER_ENOMEM, NULL, "out of memory");
+        return;
+    }
     c->finish = finish;
     c->parked = true;
     c->ereq = r;

@@ -83,6 +83,17 @@ enum {
     ER_PG_QUEUE_UNTHROTTLE,
     ER_PG_LEASE_LIST,
     ER_PG_CURSOR_LIST,
+    ER_PG_SESSION_PUT,
+    ER_PG_SESSION_TOUCH,
+    ER_PG_SESSION_DELETE,
+    ER_PG_SESSION_SWEEP,
+    ER_PG_AUDIT_ADD,
+    ER_PG_AUDIT_LIST,
+    ER_PG_AUDIT_SWEEP,
+    ER_PG_BULK_IDS,
+    ER_PG_BULK_IDS_QUEUE,
+    ER_PG_BULK_COUNT,
+    ER_PG_BULK_COUNT_QUEUE,
     ER_PG_NSTMT
 };
 
@@ -90,6 +101,7 @@ extern const char *const er_pg_sql[ER_PG_NSTMT];
 
 /* Schema migrations, applied in order at the first open (pg_migrate.c). */
 extern const char er_pg_migration_4[];
+extern const char er_pg_migration_7[];
 extern const char er_pg_migration_5[];
 extern const char er_pg_migration_6[];
 extern const char *const er_pg_migrations[];
@@ -299,6 +311,18 @@ int er_pg_list_dead(er_store *s, const char *queue, int limit, const char *curso
                     er_job_list *out, char **next_cursor, er_error *err);
 int er_pg_redrive(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
 int er_pg_delete_dead(er_store *s, const char *id, er_error *err);
+/* pg_ui.c: dashboard sessions and the audit log */
+int er_pg_session_put(er_store *s, const char *hash, const er_session *in, er_error *err);
+int er_pg_session_touch(er_store *s, const char *hash, int64_t now, int64_t idle_ms,
+                        er_session *out, er_error *err);
+int er_pg_session_delete(er_store *s, const char *hash, er_error *err);
+int er_pg_audit_add(er_store *s, er_audit *a, er_error *err);
+int er_pg_audit_list(er_store *s, int64_t before, int limit, er_audit_list *out, er_error *err);
+int er_pg_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
+                   size_t *n, int64_t *last, er_error *err);
+int er_pg_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
+int er_pg_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
+                   er_error *err);
 int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,
                   er_error *err);
 int er_pg_reap(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,

@@ -312,6 +312,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_5,
     /* 6: groups, rate limits, queue_states2 (pg_migration_6.c) */
     er_pg_migration_6,
+    /* 7: dashboard sessions and the audit log (pg_migration_7.c) */
+    er_pg_migration_7,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -576,6 +578,31 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
         " SELECT count(notify_ready(queue)) FROM ins",
     [ER_PG_DELETE_DEAD] = "DELETE FROM jobs WHERE id = $1 AND state = 4",
+    [ER_PG_SESSION_PUT] = "INSERT INTO sessions (hash, role, name, csrf, created_at, expires_at)"
+                          " VALUES ($1, $2, $3, $4, $5, $6)",
+    [ER_PG_SESSION_TOUCH] = "UPDATE sessions SET expires_at = $3 WHERE hash = $1 AND expires_at > $2"
+                            " RETURNING role, name, csrf, created_at, expires_at",
+    [ER_PG_SESSION_DELETE] = "DELETE FROM sessions WHERE hash = $1",
+    [ER_PG_SESSION_SWEEP] = "DELETE FROM sessions WHERE hash IN (SELECT hash FROM sessions"
+                            " WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)",
+    [ER_PG_AUDIT_ADD] = "INSERT INTO audit (at, who, action, target, count)"
+                        " VALUES ($1, $2, $3, $4, $5) RETURNING seq",
+    [ER_PG_AUDIT_LIST] = "SELECT seq, at, who, action, target, count FROM audit WHERE seq < $1"
+                         " ORDER BY seq DESC LIMIT $2",
+    /* $1 state, $2 queue (the _QUEUE forms, which jobs_queue_state serves)
+     * or NULL, $3 name or NULL, $4 only never redriven */
+#define BULK_WHERE " AND ($3::text IS NULL OR name = $3) AND ($4::int = 0 OR redriven_at = 0)"
+    [ER_PG_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = $1::int AND $2::text IS NULL"
+                       BULK_WHERE " AND seq > $5 ORDER BY seq LIMIT $6",
+    [ER_PG_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = $2::text AND state = $1::int"
+                             BULK_WHERE " AND seq > $5 ORDER BY seq LIMIT $6",
+    [ER_PG_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = $1::int AND $2::text IS NULL"
+                         BULK_WHERE,
+    [ER_PG_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = $2::text"
+                               " AND state = $1::int" BULK_WHERE,
+#undef BULK_WHERE
+    [ER_PG_AUDIT_SWEEP] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < $1"
+                          " ORDER BY at LIMIT $2)",
     [ER_PG_PROMOTE] = "WITH p AS (UPDATE jobs SET state = 1, updated_at = $1"
                       " WHERE seq IN (SELECT seq FROM jobs WHERE state = 0 AND run_at <= $1"
                       " ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING queue)"

@@ -129,6 +129,24 @@ const char *const er_sqlite_migrations[] = {
     " PRIMARY KEY (queue, grp)"
     ") WITHOUT ROWID;"
     "CREATE INDEX group_rates_tat ON group_rates(tat);",
+    /* 6: dashboard sessions (by the SHA-256 of their id) and the audit log */
+    "CREATE TABLE sessions ("
+    " hash TEXT PRIMARY KEY,"
+    " role INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " csrf TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " expires_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX sessions_expires ON sessions(expires_at);"
+    "CREATE TABLE audit ("
+    " seq INTEGER PRIMARY KEY,"
+    " at INTEGER NOT NULL,"
+    " who TEXT NOT NULL,"
+    " action TEXT NOT NULL,"
+    " target TEXT,"
+    " count INTEGER NOT NULL);"
+    "CREATE INDEX audit_at ON audit(at);",
 };
 
 const int er_sqlite_schema_version =
@@ -295,6 +313,31 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_REDRIVE_MARK] = "UPDATE jobs SET redriven_at = ?1, redrive_count = ?2, updated_at = ?1"
                            " WHERE id = ?3",
     [ER_SQ_DELETE_DEAD] = "DELETE FROM jobs WHERE id = ?1 AND state = 4",
+    [ER_SQ_SESSION_PUT] = "INSERT INTO sessions (hash, role, name, csrf, created_at, expires_at)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ER_SQ_SESSION_TOUCH] = "UPDATE sessions SET expires_at = ?3 WHERE hash = ?1 AND expires_at > ?2"
+                            " RETURNING role, name, csrf, created_at, expires_at",
+    [ER_SQ_SESSION_DELETE] = "DELETE FROM sessions WHERE hash = ?1",
+    [ER_SQ_SESSION_SWEEP] = "DELETE FROM sessions WHERE hash IN (SELECT hash FROM sessions"
+                            " WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+    [ER_SQ_AUDIT_ADD] = "INSERT INTO audit (at, who, action, target, count)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq",
+    [ER_SQ_AUDIT_LIST] = "SELECT seq, at, who, action, target, count FROM audit WHERE seq < ?1"
+                         " ORDER BY seq DESC LIMIT ?2",
+    /* ?1 state, ?2 queue (the _QUEUE forms) or NULL, ?3 name or NULL, ?4
+     * only never redriven; with a queue, "state <> 2" (never a bulk
+     * action's) lets them use jobs_queue_state */
+#define BULK_WHERE " AND (?3 IS NULL OR name = ?3) AND (?4 = 0 OR redriven_at = 0)"
+    [ER_SQ_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = ?1 AND ?2 IS NULL" BULK_WHERE
+                       " AND seq > ?5 ORDER BY seq LIMIT ?6",
+    [ER_SQ_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = ?2 AND state = ?1"
+                             " AND state <> 2" BULK_WHERE " AND seq > ?5 ORDER BY seq LIMIT ?6",
+    [ER_SQ_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = ?1 AND ?2 IS NULL" BULK_WHERE,
+    [ER_SQ_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = ?2 AND state = ?1"
+                               " AND state <> 2" BULK_WHERE,
+#undef BULK_WHERE
+    [ER_SQ_AUDIT_SWEEP] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < ?1"
+                          " ORDER BY at LIMIT ?2)",
     [ER_SQ_PROMOTE] = "UPDATE jobs SET state = 1, updated_at = ?1"
                       " WHERE seq IN (SELECT seq FROM jobs WHERE state = 0 AND run_at <= ?1"
                       " ORDER BY run_at LIMIT ?2) RETURNING queue",

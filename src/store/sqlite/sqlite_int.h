@@ -98,6 +98,17 @@ enum {
     ER_SQ_CURSOR_PUT,
     ER_SQ_LEASE_LIST,
     ER_SQ_CURSOR_LIST,
+    ER_SQ_SESSION_PUT,
+    ER_SQ_SESSION_TOUCH,
+    ER_SQ_SESSION_DELETE,
+    ER_SQ_SESSION_SWEEP,
+    ER_SQ_AUDIT_ADD,
+    ER_SQ_AUDIT_LIST,
+    ER_SQ_AUDIT_SWEEP,
+    ER_SQ_BULK_IDS,
+    ER_SQ_BULK_IDS_QUEUE,
+    ER_SQ_BULK_COUNT,
+    ER_SQ_BULK_COUNT_QUEUE,
     ER_SQ_NSTMT
 };
 
@@ -278,6 +289,19 @@ int er_sqlite_lease_complete(er_store *s, const char *owner_token, int64_t now, 
                              er_error *err);
 int er_sqlite_lease_release(er_store *s, const char *owner_token, int64_t now, er_lease *out,
                             er_error *err);
+/* ui.c: dashboard sessions and the audit log */
+int er_sqlite_session_put(er_store *s, const char *hash, const er_session *in, er_error *err);
+int er_sqlite_session_touch(er_store *s, const char *hash, int64_t now, int64_t idle_ms,
+                            er_session *out, er_error *err);
+int er_sqlite_session_delete(er_store *s, const char *hash, er_error *err);
+int er_sqlite_audit_add(er_store *s, er_audit *a, er_error *err);
+int er_sqlite_audit_list(er_store *s, int64_t before, int limit, er_audit_list *out,
+                         er_error *err);
+int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit,
+                       char ***ids, size_t *n, int64_t *last, er_error *err);
+int er_sqlite_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
+int er_sqlite_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
+                       er_error *err);
 int er_sqlite_cursor_get(er_store *s, const char *name, char **value, int64_t *updated_at,
                          er_error *err);
 int er_sqlite_cursor_cas(er_store *s, const char *name, bool check, const char *expected,
