@@ -287,6 +287,9 @@ bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req);
 /* The session id of the request's errand_session cookie into sid[65]
  * (64 hex characters); false when there is none or it is malformed. */
 bool er_ui_cookie(struct evhttp_request *req, char sid[65]);
+/* The same for one Cookie header's value: the first errand_session pair
+ * whose value is 64 lowercase hex digits (spaces around pairs ignored). */
+bool er_ui_cookie_in(const char *value, char sid[65]);
 /* hex(SHA-256(sid)) into out[65]. */
 void er_ui_hash(const char *sid, char out[65]);
 /* Sends 303 to `location` (a path of this server). */

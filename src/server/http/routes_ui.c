@@ -73,31 +73,35 @@ bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req)
     return strcasecmp(origin, want) == 0 || strcasecmp(origin, want_tls) == 0;
 }
 
+bool er_ui_cookie_in(const char *value, char sid[65])
+{
+    const char *p = value;
+    while (*p) {
+        while (*p == ' ' || *p == ';')
+            p++;
+        size_t n = strcspn(p, ";");
+        if (n > sizeof COOKIE && strncmp(p, COOKIE "=", sizeof COOKIE) == 0) {
+            const char *v = p + sizeof COOKIE;
+            size_t vl = n - sizeof COOKIE;
+            while (vl > 0 && v[vl - 1] == ' ')
+                vl--;
+            if (vl == 64 && strspn(v, "0123456789abcdef") >= 64) {
+                memcpy(sid, v, 64);
+                sid[64] = '\0';
+                return true;
+            }
+        }
+        p += n;
+    }
+    return false;
+}
+
 bool er_ui_cookie(struct evhttp_request *req, char sid[65])
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
-        if (strcasecmp(kv->key, "Cookie") != 0)
-            continue;
-        const char *p = kv->value;
-        while (*p) {
-            while (*p == ' ' || *p == ';')
-                p++;
-            size_t n = strcspn(p, ";");
-            if (n > sizeof COOKIE && strncmp(p, COOKIE "=", sizeof COOKIE) == 0) {
-                const char *v = p + sizeof COOKIE;
-                size_t vl = n - sizeof COOKIE;
-                while (vl > 0 && v[vl - 1] == ' ')
-                    vl--;
-                if (vl == 64 && strspn(v, "0123456789abcdef") >= 64) {
-                    memcpy(sid, v, 64);
-                    sid[64] = '\0';
-                    return true;
-                }
-            }
-            p += n;
-        }
-    }
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next)
+        if (strcasecmp(kv->key, "Cookie") == 0 && er_ui_cookie_in(kv->value, sid))
+            return true;
     return false;
 }
 
