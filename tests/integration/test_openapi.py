@@ -7,9 +7,11 @@
 # - routes both ways: every row of er_routes (src/server/http/http_dispatch.c,
 #   parsed strictly: a row the parser cannot read fails the test) is
 #   documented with the same method, path template and access level
-#   (x-errand-access), and every documented operation is a row. Rows under
-#   /ui/ (the dashboard's pages, not the JSON API) are left out of both
-#   directions by that rule alone. A running server answers each documented
+#   (x-errand-access), and every documented operation is a row; each row's
+#   audit action is one AuditEntry's action enum lists. Rows of /ui and
+#   /ui/... (the dashboard's pages, not the JSON API) are left out of both
+#   directions by that rule alone, and their recorded responses are not
+#   checked. A running server answers each documented
 #   operation without its "no such endpoint" 404 or a 405, and counts it in
 #   /metrics under the same route template;
 # - real responses validate: RECORDED modules of the integration tests run
@@ -59,7 +61,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # between them reach every operation, errors included. Longest first.
 RECORDED = ["test_dispatch", "test_api", "test_sched", "test_tombstones", "test_auth",
             "test_worker_outcomes", "test_leases", "test_bad_input", "test_cursors",
-            "test_wait", "test_longpoll", "test_roles", "test_lists"]
+            "test_wait", "test_longpoll", "test_roles", "test_lists", "test_sessions",
+            "test_bulk"]
 PARALLEL = 4
 MODULE_TIMEOUT_S = 400
 
@@ -78,9 +81,11 @@ def is_ui(pattern):
 
 # ---- the route table ----
 
-# {EVHTTP_REQ_<METHOD>, "<pattern>", ER_ACCESS_<LEVEL>, <handler>, <flags>},
+# {EVHTTP_REQ_<METHOD>, "<pattern>", ER_ACCESS_<LEVEL>, <handler>, <flags>, <audit>},
+# where <audit> is NULL or the audit action, a string literal
 ROW = re.compile(r'\s*\{\s*EVHTTP_REQ_([A-Z]+)\s*,\s*"(/[^"\\\s]*)"\s*,\s*ER_ACCESS_([A-Z]+)\s*,'
-                 r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*([A-Za-z0-9_|() ]+?)\s*\}\s*,?\s*', re.A)
+                 r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*([A-Za-z0-9_|() ]+?)\s*,'
+                 r'\s*(NULL|"[a-z_.]+")\s*\}\s*,?\s*', re.A)
 
 
 def server_routes():
@@ -89,8 +94,17 @@ def server_routes():
         return parse_routes(f.read())
 
 
-def parse_routes(src):
-    """[(METHOD, pattern, access)] of the er_routes table in C source src.
+def server_route_audits():
+    """{(METHOD, pattern): audit action or None} of er_routes."""
+    with open(ROUTES_C, encoding="utf-8") as f:
+        audits = {}
+        parse_routes(f.read(), audits)
+        return audits
+
+
+def parse_routes(src, audits=None):
+    """[(METHOD, pattern, access)] of the er_routes table in C source src
+    (and into audits, when given, {(METHOD, pattern): action or None}).
     Every row must parse; anything else between the braces is an error."""
     m = re.search(r"\bconst er_route er_routes\[\]\s*=\s*\{(.*?)\n\};", src, re.S)
     if not m:
@@ -102,8 +116,10 @@ def parse_routes(src):
         row = ROW.match(body, pos)
         if not row:
             raise AssertionError("cannot parse er_routes at: %r" % body[pos:pos + 160].strip())
-        method, pattern, access, _fn, _flags = row.groups()
+        method, pattern, access, _fn, _flags, audit = row.groups()
         rows.append((method, pattern, access.lower()))
+        if audits is not None:
+            audits[(method, pattern)] = None if audit == "NULL" else audit.strip('"')
         pos = row.end()
     if not rows or len(rows) != src[m.start():m.end()].count("EVHTTP_REQ_"):
         raise AssertionError("er_routes: parsed %d rows of %d" %
@@ -237,6 +253,9 @@ class Report:
         ct = rec["headers"].get("content-type")
         method = rec["method"].upper()
         head = method == "HEAD"
+        if is_ui(path):  # the dashboard's pages: not in the document
+            self.skipped["dashboard (/ui) replies"] += 1
+            return
         ops = operations()
         template = match_template(path)
         op = ops.get(("GET" if head else method, template)) if template else None
@@ -491,14 +510,21 @@ class RoutesTest(unittest.TestCase):
         self.assertGreaterEqual(len(rows), 30)
         self.assertIn(("POST", "/v1/fetch", "work"), rows)
         self.assertIn(("POST", "/v1/schedulers/{key}/trigger", "admin"), rows)  # two lines
+        self.assertIn(("GET", "/ui", "open"), rows)
+        self.assertTrue(is_ui("/ui") and is_ui("/ui/") and is_ui("/ui/assets/{name}"))
+        self.assertFalse(is_ui("/uix") or is_ui("/v1/ui"))
         table = ("const er_route er_routes[] = {\n"
-                 "    {EVHTTP_REQ_GET, \"/a\", ER_ACCESS_OPEN, er_route_a, 0}, /* a */\n"
+                 "    {EVHTTP_REQ_GET, \"/a\", ER_ACCESS_OPEN, er_route_a, 0, NULL}, /* a */\n"
                  "    {EVHTTP_REQ_POST, \"/b/{id}\", ER_ACCESS_WORK, er_route_b,\n"
-                 "     ER_ACK_FAIL},\n%s};\n")
-        self.assertEqual(parse_routes(table % ""),
+                 "     ER_ACK_FAIL, \"b.fail\"},\n%s};\n")
+        audits = {}
+        self.assertEqual(parse_routes(table % "", audits),
                          [("GET", "/a", "open"), ("POST", "/b/{id}", "work")])
-        for bad in ("#ifdef X\n", "    {EVHTTP_REQ_GET, ROUTE_C, ER_ACCESS_READ, f, 0},\n",
-                    "    ROUTES_MORE\n", "    {EVHTTP_REQ_GET, \"/c\", f, 0},\n"):
+        self.assertEqual(audits, {("GET", "/a"): None, ("POST", "/b/{id}"): "b.fail"})
+        for bad in ("#ifdef X\n", "    {EVHTTP_REQ_GET, ROUTE_C, ER_ACCESS_READ, f, 0, NULL},\n",
+                    "    ROUTES_MORE\n", "    {EVHTTP_REQ_GET, \"/c\", f, 0, NULL},\n",
+                    "    {EVHTTP_REQ_GET, \"/c\", ER_ACCESS_READ, f, 0},\n",
+                    "    {EVHTTP_REQ_GET, \"/c\", ER_ACCESS_READ, f, 0, AUDIT_C},\n"):
             with self.assertRaises(AssertionError, msg=bad):
                 parse_routes(table % bad)
         with self.assertRaises(AssertionError):
@@ -523,6 +549,12 @@ class RoutesTest(unittest.TestCase):
                 self.assertIn("401", ops[k]["responses"], "%s %s" % k)
             if access not in ("open", "read"):
                 self.assertIn("403", ops[k]["responses"], "%s %s" % k)
+        actions = set(deref(SPEC["components"]["schemas"]["AuditEntry"])["properties"]
+                      ["action"]["enum"])
+        for k, audit in server_route_audits().items():
+            if audit is not None:
+                self.assertIn(audit, actions, "%s %s: audit action %s is not in AuditEntry"
+                              % (k[0], k[1], audit))
 
     def test_every_documented_operation_is_served(self):
         """Each documented operation reaches its route on a real server (no
@@ -640,7 +672,10 @@ def own_calls(t):
     they may not produce: every policy setting set, acks of each kind, a
     duplicate trigger, a held lease's conflict, a released lease, a wait
     for an outcome that ends at once, pages of the lease and cursor lists,
-    and what a viewer is shown (redacted jobs and schedulers). Recorded
+    what a viewer is shown (redacted jobs and schedulers), bulk actions by
+    ids and by a filter (a dry run too), the audit log's pages, and a
+    dashboard session used in place of the token (with and without its
+    CSRF token, a foreign Host, an unknown session). Recorded
     to own.jsonl by the caller; each status is asserted, so a call that
     stops working shows here."""
     def ok(st, b, want=200):
@@ -738,6 +773,21 @@ def own_calls(t):
         ok(*s.request("PUT", "/v1/cursors/oa-d", body={"value": [1, "x"]})[:2])
         b = ok(*s.get("/v1/cursors?limit=1")[:2])
         ok(*s.get("/v1/cursors?cursor=" + b["next_cursor"])[:2])
+        # bulk actions: by ids, a filter's dry run and action; the audit log's pages
+        q = "openapi-bulk"
+        for i in range(3):
+            ok(*s.enqueue(q, {"name": "b", "id": "oa-b%d" % i, "delay_ms": 60000})[:2], want=201)
+        b = ok(*s.post("/v1/bulk", {"action": "cancel", "ids": ["oa-b0", "oa-nope"]})[:2])
+        t.assertEqual((b["count"], b["chunks"]), (1, 1))
+        flt = {"queue": q, "state": "scheduled", "name": None}
+        b = ok(*s.post("/v1/bulk", {"action": "cancel", "dry_run": True, "filter": flt})[:2])
+        t.assertEqual(b, {"action": "cancel", "count": 2, "dry_run": True})
+        ok(*s.post("/v1/bulk", {"action": "cancel", "dry_run": False,
+                                "filter": {"queue": q, "state": "scheduled", "name": "b"}})[:2])
+        ok(*s.post("/v1/bulk", {"action": "redrive", "filter": {"queue": q}})[:2])
+        b = ok(*s.get("/v1/audit?limit=2")[:2])
+        t.assertEqual(len(b["entries"]), 2)
+        ok(*s.get("/v1/audit?cursor=" + b["next_cursor"])[:2])
         ok(*s.get("/metrics")[:2])
         ok(*s.request("HEAD", "/v1/queues")[:2])
     # what a viewer is shown: jobs, dead letters and schedulers without payloads
@@ -765,6 +815,21 @@ def own_calls(t):
         ok(*s.get("/v1/leases", token=viewer)[:2])
         ok(*s.get("/v1/cursors", token=viewer)[:2])
         ok(*s.get("/v1/jobs/oa-v1", token=admin)[:2])
+        # a dashboard session in place of the token: its CSRF token on changes, its Host
+        st, _, h = s.request("POST", "/ui/login", raw="token=" + admin, token=None,
+                             headers={"Content-Type": "application/x-www-form-urlencoded",
+                                      "Origin": "http://127.0.0.1:%d" % s.port})
+        t.assertEqual(st, 303)
+        cookie = {"Cookie": h["set-cookie"].split(";")[0]}
+        csrf = ok(*s.get("/ui/session", token=None, headers=cookie)[:2])["csrf_token"]
+        ok(*s.get("/v1/audit", token=None, headers=cookie)[:2])
+        ok(*s.post("/v1/queues/openapi-viewer/pause", token=None,
+                   headers=dict(cookie, **{"X-CSRF-Token": csrf}))[:2])
+        ok(*s.post("/v1/queues/openapi-viewer/resume", token=None, headers=cookie)[:2], want=403)
+        ok(*s.get("/v1/queues", token=None, headers=dict(cookie, Host="evil.example"))[:2],
+           want=403)
+        ok(*s.get("/v1/queues", token=None, headers={"Cookie": "errand_session=" + "ab" * 32})[:2],
+           want=401)
 
 
 if __name__ == "__main__":
