@@ -197,6 +197,27 @@ int er_id_validate(const char *s, const char *field, er_error *err)
     return 0;
 }
 
+_Static_assert(ER_JOB_ID_MAX == ER_ID_MAX - ER_REDRIVE_SUFFIX_MAX, "ER_JOB_ID_MAX");
+
+int er_job_id_check(const char *s, size_t n, const char *field, er_error *err)
+{
+    if (n > ER_JOB_ID_MAX)
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s must be at most %d bytes (a redriven copy adds up to %d)", field,
+                            ER_JOB_ID_MAX, ER_REDRIVE_SUFFIX_MAX);
+    static const char tag[] = "-redrive-";
+    size_t d = 0;
+    while (d < n && s[n - 1 - d] >= '0' && s[n - 1 - d] <= '9')
+        d++;
+    size_t t = sizeof tag - 1;
+    if (d > 0 && n >= d + t && memcmp(s + n - d - t, tag, t) == 0)
+        return er_error_set(err, ER_EINVAL, field,
+                            "%s may not end in -redrive- and a number: that is the id of a "
+                            "redriven copy ({id}-redrive-{n})",
+                            field);
+    return 0;
+}
+
 void er_job_new_id(int64_t now, er_rand *r, char out[32])
 {
     static const char hex[] = "0123456789abcdef";
@@ -285,8 +306,17 @@ int er_job_redrive_plan(const er_job *dead, int64_t now, er_job *copy, int *coun
                             name ? name : "?");
     }
     int n = dead->redrive_count + 1;
+    if (n > ER_REDRIVE_MAX)
+        return er_error_set(err, ER_ECONFLICT, "id",
+                            "job '%s' was redriven %d times, the most there can be", dead->id,
+                            ER_REDRIVE_MAX);
     char new_id[ER_ID_MAX + 32];
     snprintf(new_id, sizeof new_id, "%s-redrive-%d", dead->id, n);
+    if (strlen(new_id) > ER_ID_MAX)
+        return er_error_set(err, ER_ECONFLICT, "id",
+                            "job '%s' cannot be redriven: its copy's id (%s-redrive-%d) would "
+                            "pass %d bytes; enqueue a new job instead",
+                            dead->id, "{id}", n, ER_ID_MAX);
     if (er_job_copy(copy, dead) < 0 || er_job_reset_for_redrive(copy, new_id, now) < 0) {
         er_job_fini(copy);
         return er_error_set(err, ER_ENOMEM, "", "out of memory");

@@ -20,6 +20,10 @@
 
 /* Limits. Changing one changes the API contract: update docs/api.md. */
 #define ER_ID_MAX 200            /* job id, idempotency key, trace id */
+#define ER_REDRIVE_MAX 99999     /* redriven copies of one dead job */
+#define ER_REDRIVE_SUFFIX_MAX 14 /* "-redrive-99999" */
+/* A job id a client gives: room left for a redriven copy's suffix. */
+#define ER_JOB_ID_MAX 186 /* ER_ID_MAX - ER_REDRIVE_SUFFIX_MAX; a literal for the SQL text */
 #define ER_NAME_MAX 128          /* queue name, job name, group, worker id */
 #define ER_PAYLOAD_MAX_DEFAULT (512 * 1024)
 #define ER_PRIORITY_MAX 1000
@@ -172,6 +176,10 @@ int er_name_validate(const char *s, const char *field, er_error *err);
 /* Validates a job id / idempotency key / trace id: 1..ER_ID_MAX printable
  * ASCII bytes, no spaces or '/'. */
 int er_id_validate(const char *s, const char *field, er_error *err);
+/* The extra rules of a job id a client gives (s[0..n) is an id already):
+ * at most ER_JOB_ID_MAX bytes, and not ending in "-redrive-" and digits,
+ * the form of redriven copies. 0, or ER_EINVAL naming `field`. */
+int er_job_id_check(const char *s, size_t n, const char *field, er_error *err);
 
 /* Turns *job (a copy of a dead job) into its redrive: a fresh waiting job
  * with id new_id (copied), the same payload and options, no attempts, lease,
@@ -181,7 +189,9 @@ int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now);
 /* The redrive of `dead`: *copy (er_job_init'd by this call) becomes its
  * fresh waiting copy with id "{id}-redrive-{n}", n = redrive_count + 1 (in
  * *count; the store records it on the dead job). ER_ENOTFOUND (field id)
- * when `dead` is not dead, ER_ENOMEM; *copy then holds nothing. */
+ * when `dead` is not dead; ER_ECONFLICT when it was redriven ER_REDRIVE_MAX
+ * times or the copy's id would pass ER_ID_MAX (a copy of a copy); ER_ENOMEM;
+ * *copy then holds nothing. */
 int er_job_redrive_plan(const er_job *dead, int64_t now, er_job *copy, int *count,
                         er_error *err);
 

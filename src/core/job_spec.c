@@ -265,7 +265,8 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
                             "payload is %zu bytes; the limit is %zu bytes", plen,
                             lim->payload_max);
 
-    if (sp->id.kind != ER_SPEC_ABSENT && check_id(&sp->id, "id", err) < 0)
+    if (sp->id.kind != ER_SPEC_ABSENT &&
+        (check_id(&sp->id, "id", err) < 0 || er_job_id_check(sp->id.s, sp->id.n, "id", err) < 0))
         return ER_EINVAL;
     int64_t n = 0;
     int rc = er_spec_int_in(&sp->priority, "priority", 0, ER_PRIORITY_MAX, &n, err);

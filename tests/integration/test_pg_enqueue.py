@@ -76,6 +76,25 @@ class PgEnqueueLimitsTest(unittest.TestCase):
                                      body={"name": "n", "run_at": "tomorrow"})
         self.assertEqual((st, error_of(body).get("field")), (400, "run_at"))
 
+    def test_job_ids_follow_cores_rule_on_both_paths(self):
+        for jid, why in [("x-redrive-3", "may not end in -redrive- and a number"),
+                         ("a" * 187, "must be at most 186 bytes")]:
+            with self.subTest(jid=jid[:20]):
+                rc, out, err = psql_stdin(
+                    "SELECT \"%s\".enqueue('q', 'n', '{}', '{\"id\":\"%s\"}');\n"
+                    % (self.schema, jid))
+                self.assertNotEqual(rc, 0)
+                self.assertIn(why, err)
+                self.assertIn("COLUMN NAME:  id", err)
+                st, body, _ = self.s.request("POST", "/v1/queues/q/jobs",
+                                             body={"name": "n", "id": jid})
+                self.assertEqual((st, error_of(body).get("field")), (400, "id"))
+                self.assertIn(why, error_of(body).get("message"))
+        rc, out, err = psql_stdin("SELECT \"%s\".enqueue('q', 'n', '{}', '{\"id\":\"%s\", "
+                                  "\"idempotency_key\":\"k-redrive-1\"}');\n"
+                                  % (self.schema, "a" * 186))
+        self.assertEqual(rc, 0, err)
+
     def test_the_limits_row_is_the_servers(self):
         rows = psql('SELECT payload_max, written_by FROM "%s".limits' % self.schema)
         self.assertEqual(rows[0][0], str(1024 * 1024))

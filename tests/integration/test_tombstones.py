@@ -96,11 +96,21 @@ class TombstoneCases:
                                          "idempotency_key": "welcome-1"})
         self.assertEqual(st, 201, body)
 
-        # a redrive whose copy would take a remembered id is refused
-        s.request("PUT", "/v1/queues/keep", KEEP_1S)
-        self.finish(s, "keep", "c2-redrive-1")
+        # a redrive whose copy would take a remembered id is refused: c2's
+        # first copy finishes and retention deletes it; c2 is deleted and
+        # enqueued again, dies, and its redrive would make c2-redrive-1 again
+        # (a client may not enqueue an id of that form itself)
+        st, body, _ = s.request("PUT", "/v1/queues/keep",
+                                {"retention": {"completed": {"age_s": 1}, "dead": "keep"}})
+        self.assertEqual(st, 200, body)
+        self.finish(s, "keep", "c2", outcome="fail")
+        st, body, _ = s.post("/v1/dead/c2/redrive")
+        self.assertEqual(st, 201, body)
+        [copy] = s.fetch_jobs(["keep"])
+        self.assertEqual(copy["id"], "c2-redrive-1")
+        self.assertEqual(s.complete(copy["id"], copy["lease_token"])[0], 200)
         self.wait_deleted(s, "c2-redrive-1")
-        st, body, _ = s.request("PUT", "/v1/queues/keep", {"retention": {"dead": "keep"}})
+        st, body, _ = s.request("DELETE", "/v1/dead/c2")
         self.assertEqual(st, 200, body)
         self.finish(s, "keep", "c2", outcome="fail")
         st, body, _ = s.post("/v1/dead/c2/redrive")

@@ -236,17 +236,20 @@ Test(job, client_id_is_validated)
     cr_assert_str_eq(job.idempotency_key, "order:42#x!~");
 }
 
-Test(job, id_length_limit_is_200)
+Test(job, id_length_limit_is_200_for_keys_and_traces)
 {
-    char buf[400], id[210];
+    char buf[600], id[210];
     memset(id, 'i', 200);
     id[200] = '\0';
-    snprintf(buf, sizeof buf, "{\"name\":\"a\",\"id\":\"%s\"}", id);
+    snprintf(buf, sizeof buf, "{\"name\":\"a\",\"idempotency_key\":\"%s\",\"trace_id\":\"%s\"}", id,
+             id);
     cr_assert_eq(enq(buf), 0);
+    snprintf(buf, sizeof buf, "{\"name\":\"a\",\"id\":\"%s\"}", id);
+    refused(buf, "id"); /* a job id leaves room for a redriven copy's suffix */
     id[200] = 'i';
     id[201] = '\0';
-    snprintf(buf, sizeof buf, "{\"name\":\"a\",\"id\":\"%s\"}", id);
-    refused(buf, "id");
+    snprintf(buf, sizeof buf, "{\"name\":\"a\",\"idempotency_key\":\"%s\"}", id);
+    refused(buf, "idempotency_key");
 }
 
 /* ---- priority ---- */
@@ -711,4 +714,67 @@ Test(job, redrive_copy_is_a_fresh_waiting_job_with_the_same_work)
     cr_assert_str_eq(job.payload, "{\"amount\":42}");
     cr_assert_eq(job.priority, 7);
     cr_assert_eq(job.max_attempts, 3);
+}
+
+/* ---- job ids and redriven copies (er_job_id_check, er_job_redrive_plan) ---- */
+
+Test(job, a_client_id_may_not_take_the_form_of_a_redriven_copy)
+{
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"x-redrive-1\"}"), ER_EINVAL);
+    cr_assert_str_eq(err.field, "id");
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"x-redrive-00042\"}"), ER_EINVAL);
+    /* near forms stay ordinary ids */
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"x-redrive-\"}"), 0);
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"x-redrive-1a\"}"), 0);
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"x-redrive1\"}"), 0);
+    cr_assert_eq(enq("{\"name\":\"n\",\"id\":\"redrive-1\"}"), 0);
+    /* the other id fields keep their rule */
+    cr_assert_eq(enq("{\"name\":\"n\",\"idempotency_key\":\"x-redrive-1\"}"), 0);
+}
+
+Test(job, a_client_id_leaves_room_for_the_redrive_suffix)
+{
+    char text[400], id[ER_ID_MAX + 2];
+    memset(id, 'a', sizeof id);
+    id[ER_JOB_ID_MAX] = '\0';
+    snprintf(text, sizeof text, "{\"name\":\"n\",\"id\":\"%s\"}", id);
+    cr_assert_eq(enq(text), 0, "%d bytes is the most", ER_JOB_ID_MAX);
+    id[ER_JOB_ID_MAX] = 'a';
+    id[ER_JOB_ID_MAX + 1] = '\0';
+    snprintf(text, sizeof text, "{\"name\":\"n\",\"id\":\"%s\"}", id);
+    cr_assert_eq(enq(text), ER_EINVAL);
+    cr_assert_str_eq(err.field, "id");
+}
+
+Test(job, a_redrive_whose_copy_id_would_be_too_long_is_refused)
+{
+    er_job dead;
+    er_job_init(&dead);
+    char id[ER_ID_MAX + 1];
+    memset(id, 'b', ER_JOB_ID_MAX);
+    id[ER_JOB_ID_MAX] = '\0';
+    dead.id = strdup(id);
+    dead.queue = strdup("q");
+    dead.name = strdup("n");
+    dead.payload = strdup("{}");
+    dead.state = ER_STATE_DEAD;
+    dead.redrive_count = ER_REDRIVE_MAX - 1;
+    er_job copy;
+    int n = 0;
+    er_error e = {0};
+    cr_assert_eq(er_job_redrive_plan(&dead, T0, &copy, &n, &e), 0, "%s", e.message);
+    cr_assert_eq(n, ER_REDRIVE_MAX);
+    cr_assert_eq(strlen(copy.id), ER_ID_MAX, "the longest id with the largest count fits");
+    /* a copy of that copy would not */
+    er_job copy2, again;
+    cr_assert_eq(er_job_copy(&copy2, &copy), 0);
+    copy2.state = ER_STATE_DEAD;
+    cr_assert_eq(er_job_redrive_plan(&copy2, T0, &again, &n, &e), ER_ECONFLICT);
+    cr_assert_str_eq(e.field, "id");
+    /* nor one more copy than the most */
+    dead.redrive_count = ER_REDRIVE_MAX;
+    cr_assert_eq(er_job_redrive_plan(&dead, T0, &again, &n, &e), ER_ECONFLICT);
+    er_job_fini(&copy);
+    er_job_fini(&copy2);
+    er_job_fini(&dead);
 }

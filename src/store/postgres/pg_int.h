@@ -102,6 +102,7 @@ extern const char *const er_pg_sql[ER_PG_NSTMT];
 /* Schema migrations, applied in order at the first open (pg_migrate.c). */
 extern const char er_pg_migration_4[];
 extern const char er_pg_migration_7[];
+extern const char er_pg_migration_8[];
 extern const char er_pg_migration_5[];
 extern const char er_pg_migration_6[];
 extern const char *const er_pg_migrations[];
