@@ -93,6 +93,16 @@ static int check_defaults(const er_defaults_spec *d, er_queue_change *c, er_erro
     return 0;
 }
 
+int64_t er_retention_cutoff(int64_t now, int64_t age_s)
+{
+    if (age_s < 0)
+        age_s = 0;
+    if (age_s > ER_RETENTION_AGE_MAX_S)
+        age_s = ER_RETENTION_AGE_MAX_S;
+    int64_t ms = age_s * 1000;
+    return now < INT64_MIN + ms ? INT64_MIN : now - ms;
+}
+
 static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error *err)
 {
     if (p->retention.kind == ER_SPEC_ABSENT)
@@ -108,13 +118,15 @@ static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error
                                 "retention.completed must be an object {age_s, count}");
         if (unknown(&p->completed, "retention.completed", err) < 0)
             return ER_EINVAL;
-        int rc = er_spec_int_in(&p->completed_age_s, "retention.completed.age_s", 0, INT64_MAX,
+        int rc = er_spec_int_in(&p->completed_age_s, "retention.completed.age_s", 0,
+                                ER_RETENTION_AGE_MAX_S,
                                 &c->completed_age_v, err);
         if (rc < 0)
             return rc;
         if (rc)
             c->completed_age = ER_CHANGE_SET;
-        rc = er_spec_int_in(&p->completed_count, "retention.completed.count", 0, INT64_MAX,
+        rc = er_spec_int_in(&p->completed_count, "retention.completed.count", 0,
+                            ER_RETENTION_COUNT_MAX,
                             &c->completed_count_v, err);
         if (rc < 0)
             return rc;
@@ -132,7 +144,8 @@ static int check_retention(const er_queue_patch *p, er_queue_change *c, er_error
         }
         if (unknown(&p->dead, "retention.dead", err) < 0)
             return ER_EINVAL;
-        int rc = er_spec_int_in(&p->dead_age_s, "retention.dead.age_s", 1, INT64_MAX,
+        int rc = er_spec_int_in(&p->dead_age_s, "retention.dead.age_s", 1,
+                                ER_RETENTION_AGE_MAX_S,
                                 &c->dead_age_v, err);
         if (rc < 0)
             return rc;

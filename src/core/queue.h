@@ -24,6 +24,10 @@
 #define ER_MAX_STALLED_MAX 1000
 #define ER_MAX_STARTED_MAX 100000
 #define ER_RETENTION_DEFAULT_AGE_S (7 * 24 * 3600)
+/* Retention ages are at most 100 years (so age_s * 1000 stays far from
+ * overflow), counts at most 10^12 jobs. */
+#define ER_RETENTION_AGE_MAX_S (36525LL * 24 * 3600)
+#define ER_RETENTION_COUNT_MAX 1000000000000LL
 /* throttle_max_ms: the longest a throttled failure pauses the queue (and
  * delays its job); a worker may ask for up to ER_DELAY_MAX_MS. */
 #define ER_THROTTLE_MAX_DEFAULT_MS 3600000LL
@@ -43,6 +47,11 @@ typedef struct er_retention {
     /* dead jobs: delete when older than age_s; 0 = keep forever. */
     int64_t dead_age_s;
 } er_retention;
+
+/* The finished_at (ms) before which a job older than age_s is deleted at
+ * now: now - age_s * 1000, with age_s clamped to 0..ER_RETENTION_AGE_MAX_S
+ * and the result saturated at INT64_MIN, so no input overflows. */
+int64_t er_retention_cutoff(int64_t now, int64_t age_s);
 
 /* An HTTP dispatch target (docs/api.md "HTTP dispatch"): errand itself
  * delivers the queue's jobs to it. Fixed-size, so settings stay plain

@@ -238,6 +238,14 @@ static void int_of(const json_t *v, er_spec_int *out)
                                   : (er_spec_int){.kind = ER_SPEC_BAD_TYPE};
 }
 
+/* Earlier releases stored any retention age or count; one past today's
+ * bound reads as the bound (which keeps jobs 100 years either way). */
+static void stored_at_most(er_spec_int *v, int64_t hi)
+{
+    if (v->kind == ER_SPEC_SET && v->v > hi)
+        v->v = hi;
+}
+
 static er_spec_kind kind_of(const json_t *v)
 {
     return !v ? ER_SPEC_ABSENT
@@ -310,6 +318,8 @@ static void read_patch(const json_t *o, er_queue_patch *p)
     p->completed.kind = kind_of(c);
     int_of(json_object_get(c, "age_s"), &p->completed_age_s);
     int_of(json_object_get(c, "count"), &p->completed_count);
+    stored_at_most(&p->completed_age_s, ER_RETENTION_AGE_MAX_S);
+    stored_at_most(&p->completed_count, ER_RETENTION_COUNT_MAX);
     const json_t *dead = json_object_get(ret, "dead");
     if (json_is_string(dead) && strcmp(json_string_value(dead), "keep") == 0) {
         p->dead.kind = ER_SPEC_SET;
@@ -317,6 +327,7 @@ static void read_patch(const json_t *o, er_queue_patch *p)
     } else {
         p->dead.kind = kind_of(dead) == ER_SPEC_NULL ? ER_SPEC_BAD_TYPE : kind_of(dead);
         int_of(json_object_get(dead, "age_s"), &p->dead_age_s);
+        stored_at_most(&p->dead_age_s, ER_RETENTION_AGE_MAX_S);
     }
     read_dispatch(json_object_get(o, "dispatch"), &p->dispatch); /* version 2 */
     int_of(json_object_get(o, "throttle_max_ms"), &p->throttle_max_ms); /* version 2 */

@@ -122,6 +122,29 @@ class TombstoneCases:
             self.assertEqual(self.sql_enqueue("welcome-1"), "welcome-1")
             self.assertIsNone(s.job("welcome-1"), "the SQL function stored nothing either")
 
+    def test_the_longest_retention_keeps_jobs_and_a_longer_one_is_refused(self):
+        # issue 16 item 7: 18446744073709551 s overflowed age_s * 1000 and
+        # deleted every finished job; ages are now at most 100 years
+        s = self.server()
+        st, body, _ = s.request("PUT", "/v1/queues/keep", {"retention": {
+            "completed": {"age_s": 18446744073709551}}})
+        self.assertEqual(st, 400, body)
+        self.assertEqual(body["error"]["field"], "retention.completed.age_s", body)
+        st, body, _ = s.request("PUT", "/v1/queues/keep", {"retention": {
+            "completed": {"age_s": 3155760000, "count": 1000000000000},
+            "dead": {"age_s": 3155760000}}})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(body["settings"]["retention"]["completed"]["age_s"], 3155760000)
+        self.finish(s, "keep", "kept-1")
+        self.finish(s, "keep", "kept-2", outcome="fail")
+        # a queue with a 1 s retention shows when a retention pass has run
+        st, body, _ = s.request("PUT", "/v1/queues/canary", KEEP_1S)
+        self.assertEqual(st, 200, body)
+        self.finish(s, "canary", "canary-1")
+        self.wait_deleted(s, "canary-1")
+        self.assertEqual(s.job("kept-1")["state"], "completed")
+        self.assertEqual(s.job("kept-2")["state"], "dead")
+
     def test_past_a_short_window_the_id_is_new(self):
         s = self.server("--dedup-window", "4s")
         s.request("PUT", "/v1/queues/mail", KEEP_1S)

@@ -443,7 +443,7 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
         const er_retention *rt = &qs.retention;
         if (rt->completed_age_s > 0) {
             er_pg_array_str(&an, name);
-            er_pg_array_i64(&av, now - rt->completed_age_s * 1000);
+            er_pg_array_i64(&av, er_retention_cutoff(now, rt->completed_age_s));
         }
         if (rt->completed_count > 0) {
             er_pg_array_str(&cn, name);
@@ -451,7 +451,7 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
         }
         if (rt->dead_age_s > 0) {
             er_pg_array_str(&dn, name);
-            er_pg_array_i64(&dv, now - rt->dead_age_s * 1000);
+            er_pg_array_i64(&dv, er_retention_cutoff(now, rt->dead_age_s));
         }
     }
     PQclear(r);

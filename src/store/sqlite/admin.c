@@ -518,12 +518,12 @@ static int retention_in_tx(er_store *s, int64_t now, int limit, int *n, er_error
         const er_retention *r = &qs[i].settings.retention;
         if (r->completed_age_s > 0)
             rc = ret_delete(s, ER_SQ_RET_COMPLETED_AGE, qs[i].name,
-                            now - r->completed_age_s * 1000, now, limit - *n, n, err);
+                            er_retention_cutoff(now, r->completed_age_s), now, limit - *n, n, err);
         if (rc == 0 && r->completed_count > 0 && *n < limit)
             rc = ret_delete(s, ER_SQ_RET_COMPLETED_COUNT, qs[i].name, r->completed_count, now,
                             limit - *n, n, err);
         if (rc == 0 && r->dead_age_s > 0 && *n < limit)
-            rc = ret_delete(s, ER_SQ_RET_DEAD_AGE, qs[i].name, now - r->dead_age_s * 1000, now,
+            rc = ret_delete(s, ER_SQ_RET_DEAD_AGE, qs[i].name, er_retention_cutoff(now, r->dead_age_s), now,
                             limit - *n, n, err);
     }
     er_queue_info_list_free(qs, len);
