@@ -167,7 +167,9 @@ void er_fail_decide(const er_job *job, const er_failure *f, int max_started,
     }
 }
 
-er_state er_stall_decide(const er_job *job, int max_stalled)
+er_stall_outcome er_stall_why(const er_job *job, int max_stalled)
 {
-    return job->stalled + 1 <= max_stalled ? ER_STATE_WAITING : ER_STATE_DEAD;
+    if (job->attempts >= job->max_attempts)
+        return ER_STALL_LAST_ATTEMPT;
+    return job->stalled + 1 <= max_stalled ? ER_STALL_RETRY : ER_STALL_TOO_OFTEN;
 }

@@ -246,10 +246,17 @@ typedef struct er_fail_outcome {
 void er_fail_decide(const er_job *job, const er_failure *f, int max_started,
                     int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out);
 
-/* What the reaper does with an active job whose lease expired: returns
- * ER_STATE_WAITING (stalled counted) or ER_STATE_DEAD when stalled would
- * exceed max_stalled. */
-er_state er_stall_decide(const er_job *job, int max_stalled);
+/* What the reaper does with an active job whose lease expired. The stall
+ * used up the attempt it leased: the job is dead when that was its last
+ * (attempts >= max_attempts), or when stalled would exceed max_stalled;
+ * else it waits again (stalled counted). */
+typedef enum er_stall_outcome {
+    ER_STALL_RETRY = 0,    /* back to waiting */
+    ER_STALL_LAST_ATTEMPT, /* dead: its attempts are used up */
+    ER_STALL_TOO_OFTEN,    /* dead: past max_stalled */
+} er_stall_outcome;
+
+er_stall_outcome er_stall_why(const er_job *job, int max_stalled);
 
 
 #endif

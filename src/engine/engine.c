@@ -260,8 +260,9 @@ static void log_reaped(er_otlp *otlp, const er_job_list *l, int64_t now)
         bool dead = j->state == ER_STATE_DEAD;
         log_attempt(ER_LOG_WARN, j->id, &info, now, "worker_id",
                     j->lease_owner ? j->lease_owner : "", "stalled", j->stalled + 1,
-                    dead ? "job dead: lease expired and max_stalled reached"
-                         : "lease expired: job back to waiting");
+                    !dead ? "lease expired: job back to waiting"
+                    : j->attempts >= j->max_attempts ? "job dead: lease expired on the last attempt"
+                                                     : "job dead: lease expired and max_stalled reached");
     }
 }
 

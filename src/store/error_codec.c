@@ -32,12 +32,14 @@ char *er_last_error_encode(const er_failure *f, int attempt, int64_t now)
     return text;
 }
 
-char *er_last_error_encode_stalled(const er_job *job, int64_t now)
+char *er_last_error_encode_stalled(const er_job *job, er_stall_outcome why, int64_t now)
 {
     char at[32];
     er_time_format(now, at);
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "class", "stalled", "message",
-                          "the lease expired too many times (worker lost or too slow)",
+                          why == ER_STALL_LAST_ATTEMPT
+                              ? "the lease expired on the last attempt (worker lost or too slow)"
+                              : "the lease expired too many times (worker lost or too slow)",
                           "attempt", job->attempts, "stalled", job->stalled + 1, "at", at);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

@@ -27,6 +27,6 @@ char *er_last_error_encode(const er_failure *f, int attempt, int64_t now);
 
 /* The last_error text of a job the reaper sends to the dead letters
  * (stalled too often); owned text or NULL on ENOMEM. */
-char *er_last_error_encode_stalled(const er_job *job, int64_t now);
+char *er_last_error_encode_stalled(const er_job *job, er_stall_outcome why, int64_t now);
 
 #endif

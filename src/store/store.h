@@ -339,7 +339,7 @@ typedef struct er_store_ops {
     int (*promote)(er_store *s, int64_t now, int limit, int *n, char ***queues,
                    size_t *nqueues, er_error *err);
     /* active jobs with lease_expires_at <= now -> waiting (stalled+1) or dead
-     * past the queue's max_stalled (er_stall_decide). When `reaped` is not
+     * on their last attempt or past the queue's max_stalled (er_stall_why). When `reaped` is not
      * NULL, each job reaped is appended to it as read, with `state` set to
      * the state it went to (for logs and metrics). */
     int (*reap)(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,

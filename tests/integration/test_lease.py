@@ -120,6 +120,18 @@ class LeaseTest(unittest.TestCase):
         self.lease_one(q, "worker-a")
         self.wait_state("stall0-1", "dead")
 
+    def test_a_stall_on_the_last_attempt_is_dead(self):
+        # issue 16 item 13: max_attempts 1 ran a second time, as attempt 2 of 1
+        q = "lease-last"
+        self.s.enqueue(q, {"name": "x", "id": "last-1", "max_attempts": 1})
+        self.lease_one(q, "worker-a")
+        self.wait_state("last-1", "dead")
+        full = self.s.job("last-1")
+        self.assertEqual((full["attempts"], full["stalled"]), (1, 1), full)
+        self.assertEqual(full["last_error"]["class"], "stalled", full)
+        self.assertIn("last attempt", full["last_error"]["message"], full)
+        self.assertEqual(self.s.fetch_jobs(q), [])
+
     def test_heartbeats_keep_a_short_lease_alive(self):
         q = "lease-hb"
         self.s.enqueue(q, {"name": "x", "id": "hb-1"})

@@ -819,6 +819,40 @@ Test(conformance, reap_requeues_expired_leases_then_kills_past_max_stalled)
     er_job_fini(&g);
 }
 
+/* A stall uses up the attempt it leased: a job of max_attempts 1 is dead at
+ * its first expiry, whatever max_stalled allows. */
+Test(conformance, reap_kills_a_stall_on_the_last_attempt)
+{
+    er_job j;
+    mkjob(&j, "one", "q", 0, T0, T0);
+    j.max_attempts = 1;
+    bool dupl = true;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0, "%s", err.message);
+    er_job_fini(&j);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l), 1);
+    int64_t exp = l.items[0].lease_expires_at;
+    er_job_list_fini(&l);
+    int n;
+    er_job_list reaped = {0};
+    cr_assert_eq(OPS->reap(S, exp, 100, &n, NULL, NULL, &reaped, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(reaped.len, 1);
+    cr_assert_eq(reaped.items[0].state, ER_STATE_DEAD);
+    er_job_list_fini(&reaped);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "one", &g, &err), 0);
+    cr_assert_eq(g.state, ER_STATE_DEAD);
+    cr_assert_eq(g.attempts, 1);
+    cr_assert_eq(g.stalled, 1);
+    cr_assert_not_null(strstr(g.last_error, "\"class\":\"stalled\""));
+    cr_assert_not_null(strstr(g.last_error, "last attempt"), "%s", g.last_error);
+    er_job_fini(&g);
+    cr_assert_eq(fetch1("q", 1, exp, &l), 0, "it never runs as attempt 2 of 1");
+    er_job_list_fini(&l);
+}
+
 /* ---- dead letters ---- */
 
 static void kill_job(const char *id, const char *queue, int64_t now)

@@ -2,7 +2,7 @@
  *
  * Unit tests for worker failures: the "error" object (read as the HTTP API
  * reads it, judged by er_failure_validate), the stored
- * last_error text, er_fail_decide for every error class and er_stall_decide.
+ * last_error text, er_fail_decide for every error class and er_stall_why.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -403,24 +403,39 @@ Test(failure, throttled_past_max_started_is_dead_and_still_pauses)
     cr_assert_eq(o.queue_pause_until, T0 + 1000);
 }
 
-/* ---- er_stall_decide ---- */
+/* ---- er_stall_why ---- */
 
 Test(failure, stall_below_max_goes_back_to_waiting)
 {
     er_job j = active_job(1, 8, 1);
     j.stalled = 0;
-    cr_assert_eq(er_stall_decide(&j, 3), ER_STATE_WAITING);
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_RETRY);
     j.stalled = 2;
-    cr_assert_eq(er_stall_decide(&j, 3), ER_STATE_WAITING, "the third stall is allowed");
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_RETRY, "the third stall is allowed");
 }
 
 Test(failure, stall_past_max_is_dead)
 {
     er_job j = active_job(1, 8, 1);
     j.stalled = 3;
-    cr_assert_eq(er_stall_decide(&j, 3), ER_STATE_DEAD);
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_TOO_OFTEN);
     j.stalled = 0;
-    cr_assert_eq(er_stall_decide(&j, 0), ER_STATE_DEAD, "max_stalled 0: first stall kills");
+    cr_assert_eq(er_stall_why(&j, 0), ER_STALL_TOO_OFTEN, "max_stalled 0: first stall kills");
+}
+
+/* A stall uses up the attempt it leased: max_attempts 1 never runs twice. */
+Test(failure, stall_on_the_last_attempt_is_dead)
+{
+    er_job j = active_job(1, 1, 1);
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_LAST_ATTEMPT);
+    j = active_job(7, 8, 7);
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_RETRY);
+    j = active_job(8, 8, 8);
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_LAST_ATTEMPT);
+    j = active_job(9, 8, 9); /* stored by an earlier release: past its attempts */
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_LAST_ATTEMPT);
+    j.stalled = 5;
+    cr_assert_eq(er_stall_why(&j, 3), ER_STALL_LAST_ATTEMPT, "attempts are the first reason");
 }
 
 /* er_fail_decide with max_started 100 and a fixed random source. */

@@ -309,7 +309,7 @@ int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, s
     return 0;
 }
 
-/* Decides each expired lease in C (er_stall_decide) and applies all the
+/* Decides each expired lease in C (er_stall_why) and applies all the
  * decisions with one UPDATE over arrays. */
 static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *ns,
                       er_job_list *reaped, er_error *err)
@@ -335,9 +335,10 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
             qs_for = PQgetvalue(r, i, 1);
         }
         if (rc == 0) {
-            er_state next = er_stall_decide(&j, qs.max_stalled);
+            er_stall_outcome why = er_stall_why(&j, qs.max_stalled);
+            er_state next = why == ER_STALL_RETRY ? ER_STATE_WAITING : ER_STATE_DEAD;
             char *text = NULL;
-            if (next == ER_STATE_DEAD && !(text = er_last_error_encode_stalled(&j, now)))
+            if (next == ER_STATE_DEAD && !(text = er_last_error_encode_stalled(&j, why, now)))
                 rc = nomem(err);
             er_pg_array_i64(&seqs, er_pg_i64(r, i, ER_PG_COL_SEQ));
             er_pg_array_i64(&states, (int64_t)next);

@@ -3,7 +3,7 @@
  * The SQLite store's queue, dead-letter and maintenance operations: queue
  * listing and settings, dead-letter list/redrive/delete, and the bounded
  * promote, reap, retention and next-due passes the engine's timers run.
- * Stall decisions come from src/core (er_stall_decide); this file persists.
+ * Stall decisions come from src/core (er_stall_why); this file persists.
  */
 #include "store/error_codec.h"
 #include "store/settings_codec.h"
@@ -397,9 +397,10 @@ static int reap_in_tx(er_store *s, int64_t now, int limit, int *n, er_name_set *
         if ((rc = er_sqlite_queue_get(s, j->queue, &q, err)) < 0)
             break;
         int max_stalled = q->settings.max_stalled;
-        er_state next = er_stall_decide(j, max_stalled);
+        er_stall_outcome why = er_stall_why(j, max_stalled);
+        er_state next = why == ER_STALL_RETRY ? ER_STATE_WAITING : ER_STATE_DEAD;
         char *text = NULL;
-        if (next == ER_STATE_DEAD && !(text = er_last_error_encode_stalled(j, now))) {
+        if (next == ER_STATE_DEAD && !(text = er_last_error_encode_stalled(j, why, now))) {
             rc = nomem(err);
             break;
         }
