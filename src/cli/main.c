@@ -3,6 +3,7 @@
  * The errand command: dispatches to subcommands.
  */
 #include "cli/cli.h"
+#include "er_commit.h" /* generated: ER_COMMIT */
 
 #include <stdio.h>
 #include <string.h>
@@ -27,7 +28,7 @@ static void usage(FILE *out)
                  "             (errand chaos --help)\n"
                  "  outbox install  create the outbox tables in an application's\n"
                  "             PostgreSQL database: errand outbox install --db URL\n"
-                 "  version    print the version\n");
+                 "  version    print the version and the source commit (also --version)\n");
 }
 
 int main(int argc, char **argv)
@@ -60,7 +61,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "outbox") == 0)
         return er_cli_outbox(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("errand 0.1.0\n");
+        printf("errand %s (commit %s)\n", ER_VERSION, ER_COMMIT);
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
