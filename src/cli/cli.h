@@ -6,7 +6,15 @@
 #ifndef ER_CLI_CLI_H
 #define ER_CLI_CLI_H
 
+#include "cli/settings.h"
+
 int er_cli_serve(int argc, char **argv, char **envp);
+/* errand serve's settings table (static), for migrate and the man pages. */
+const er_setting *er_cli_serve_table(size_t *n);
+/* `errand migrate` (migrate.c): applies, lists (--dry-run) or shows
+ * (--status) the store's pending schema migrations. Exit 0 ok, 1 store
+ * error, 2 usage. */
+int er_cli_migrate(int argc, char **argv, char **envp);
 
 /* Client commands (enqueue.c, job.c, queues.c, dlq.c): they talk to a server
  * through liberrand only. Exit 0 ok, 1 server error, 2 usage, 3 unreachable. */

@@ -15,6 +15,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: errand COMMAND [ARGS]   (errand COMMAND --help for its options)\n\n"
                  "commands:\n"
                  "  serve      run the job server (errand serve --help)\n"
+                 "  migrate    apply the store's pending schema migrations; --dry-run lists\n"
+                 "             them, --status shows the versions (errand migrate --help)\n"
                  "  enqueue    add a job: errand enqueue QUEUE NAME [PAYLOAD_JSON]\n"
                  "  job get    show a job: errand job get ID\n"
                  "  queues     list queues with job counts\n"
@@ -40,6 +42,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "serve") == 0)
         return er_cli_serve(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "migrate") == 0)
+        return er_cli_migrate(argc - 2, argv + 2, environ);
     if (strcmp(cmd, "enqueue") == 0)
         return er_cli_enqueue(argc - 2, argv + 2);
     if (strcmp(cmd, "job") == 0)

@@ -36,6 +36,9 @@ static const er_setting serve_settings[] = {
      "file of ROLE:TOKEN or ROLE@NAME:TOKEN lines (blank lines and # comments skipped), beside "
      "any --token; keeps tokens out of the process's command line"},
     {"config", ER_SET_STRING, NULL, 0, 0, NULL, "config file of 'name = value' lines"},
+    {"auto-migrate", ER_SET_BOOL, "true", 0, 0, NULL,
+     "apply pending schema migrations at start; --no-auto-migrate refuses to start (exit 2) on "
+     "a schema behind this binary, which `errand migrate` then upgrades"},
     {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
      "full fsyncs every commit; normal may lose the last commits on power loss"},
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
@@ -89,6 +92,12 @@ static const er_setting serve_settings[] = {
     {"outbox-processed-retention", ER_SET_DURATION, "30d", 1000, 3650LL * 86400000, NULL,
      "processed_messages rows older than this are deleted"},
 };
+
+const er_setting *er_cli_serve_table(size_t *n)
+{
+    *n = sizeof serve_settings / sizeof serve_settings[0];
+    return serve_settings;
+}
 
 #define ROUTES_FILE_MAX (4 << 20)
 #define TOKEN_FILE_MAX 1000 /* tokens in --token-file */
@@ -349,7 +358,9 @@ int er_cli_serve(int argc, char **argv, char **envp)
                                     : ER_DURABILITY_NORMAL,
                   .busy_timeout_ms = 5000,
                   .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num},
-                  .dedup_window_ms = er_settings_get(&st, "dedup-window")->num},
+                  .dedup_window_ms = er_settings_get(&st, "dedup-window")->num,
+                  .migrate = er_settings_get(&st, "auto-migrate")->num ? ER_MIGRATE_AUTO
+                                                                        : ER_MIGRATE_REFUSE},
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
@@ -362,7 +373,13 @@ int er_cli_serve(int argc, char **argv, char **envp)
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
         char shown[384];
         mask_password(ecfg.store_url, shown, sizeof shown);
-        fprintf(stderr, "errand serve: cannot open store '%s': %s\n", shown, err.message);
+        if (strcmp(err.field, "schema_version") == 0) { /* --no-auto-migrate */
+            fprintf(stderr, "errand serve: store '%s': %s; apply the pending migrations with "
+                            "`errand migrate --store URL` first\n", shown, err.message);
+            exit_code = 2;
+        } else {
+            fprintf(stderr, "errand serve: cannot open store '%s': %s\n", shown, err.message);
+        }
         goto out;
     }
     const char *outbox_db = er_settings_get(&st, "outbox-db")->text;
