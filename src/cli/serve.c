@@ -6,6 +6,7 @@
  * a second signal exits at once.
  */
 #include "cli/cli.h"
+#include "cli/sdnotify.h"
 #include "cli/settings.h"
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
@@ -196,7 +197,8 @@ typedef struct serve_ctx {
     er_dispatcher *dispatcher;
     int64_t grace_ms;
     er_outbox *outbox;
-    struct event *sigterm, *sigint, *poll;
+    struct event *sigterm, *sigint, *poll, *watchdog;
+    bool watchdog_failed;
     int signals;
     int64_t grace_deadline;
 } serve_ctx;
@@ -259,6 +261,32 @@ static void on_dispatch_stopped(void *arg)
     er_engine_drain(c->engine, on_drained, c);
 }
 
+/* Tells systemd (Type=notify) a state; a failure is logged, never fatal. */
+static void notify(const char *msg)
+{
+    char why[128];
+    if (er_sd_notify(msg, why) < 0)
+        ER_LOG(ER_LOG_WARN, NULL, "sd_notify %s: %s", msg, why);
+}
+
+/* Run by the loop once it turns: the store is open, the listener accepts
+ * and from now on requests are answered. */
+static void on_ready(evutil_socket_t fd, short what, void *arg)
+{
+    notify("READY=1\nSTATUS=accepting requests");
+}
+
+/* WatchdogSec=: pinged from the loop, so a stuck loop stops the pings. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    serve_ctx *c = arg;
+    char why[128];
+    if (er_sd_notify("WATCHDOG=1", why) < 0 && !c->watchdog_failed) {
+        c->watchdog_failed = true; /* once, not every ping */
+        ER_LOG(ER_LOG_WARN, NULL, "sd_notify WATCHDOG=1: %s", why);
+    }
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -267,6 +295,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         ER_LOG(ER_LOG_WARN, NULL, "second signal %d: exiting at once", (int)sig);
         _exit(1);
     }
+    notify("STOPPING=1");
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
     er_engine_stop_waits(c->engine); /* now, not after HTTP dispatch's grace */
@@ -467,6 +496,24 @@ int er_cli_serve(int argc, char **argv, char **envp)
         ER_LOG(ER_LOG_INFO, extra, "errand started");
     }
     c.grace_deadline = INT64_MAX;
+    int64_t wd_usec = er_sd_watchdog_usec();
+    if (wd_usec < 0)
+        ER_LOG(ER_LOG_WARN, NULL, "WATCHDOG_USEC or WATCHDOG_PID is malformed: no watchdog pings");
+    if (wd_usec > 0) {
+        int64_t half = wd_usec / 2 > 0 ? wd_usec / 2 : 1; /* as sd_watchdog_enabled(3) advises */
+        struct timeval wtv = {(time_t)(half / 1000000), (suseconds_t)(half % 1000000)};
+        c.watchdog = event_new(c.base, -1, EV_PERSIST, on_watchdog, &c);
+        if (!c.watchdog || evtimer_add(c.watchdog, &wtv) < 0) {
+            fprintf(stderr, "errand serve: cannot start the watchdog timer\n");
+            goto out;
+        }
+        on_watchdog(-1, 0, &c);
+    }
+    struct timeval now_tv = {0, 0};
+    if (event_base_once(c.base, -1, EV_TIMEOUT, on_ready, &c, &now_tv) < 0) {
+        fprintf(stderr, "errand serve: cannot schedule the readiness notice\n");
+        goto out;
+    }
     event_base_dispatch(c.base);
     ER_LOG(ER_LOG_INFO, NULL, "stopped");
     exit_code = 0;
@@ -477,6 +524,8 @@ out:
         event_free(c.sigint);
     if (c.poll)
         event_free(c.poll);
+    if (c.watchdog)
+        event_free(c.watchdog);
     er_outbox_free(c.outbox);
     er_server_free(c.server);
     er_dispatcher_free(c.dispatcher);
