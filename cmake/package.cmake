@@ -21,7 +21,31 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${CMAKE_SOURCE_DIR}/deploy/systemd/errand.service
              ${CMAKE_SOURCE_DIR}/deploy/systemd/errand-worker@.service)
 
-install(FILES README.md docs/operations.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The man pages and the example config, written by the errand just built
+# from its settings tables (`errand help --write-docs`).
+set(ER_DOCS_DIR ${CMAKE_BINARY_DIR}/doc)
+set(ER_DOCS ${ER_DOCS_DIR}/errand.1 ${ER_DOCS_DIR}/errand-serve.1 ${ER_DOCS_DIR}/errand-work.1
+    ${ER_DOCS_DIR}/errand-api.7 ${ER_DOCS_DIR}/errand.conf.example)
+add_custom_command(OUTPUT ${ER_DOCS}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${ER_DOCS_DIR}
+  COMMAND $<TARGET_FILE:errand> help --write-docs ${ER_DOCS_DIR}
+  DEPENDS errand
+  COMMENT "Writing the man pages and the example config")
+add_custom_target(er_docs ALL DEPENDS ${ER_DOCS})
+install(FILES ${ER_DOCS_DIR}/errand.1 ${ER_DOCS_DIR}/errand-serve.1 ${ER_DOCS_DIR}/errand-work.1
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${ER_DOCS_DIR}/errand-api.7 DESTINATION ${CMAKE_INSTALL_MANDIR}/man7)
+install(FILES README.md docs/operations.md docs/api.md docs/openapi.yaml
+        ${ER_DOCS_DIR}/errand.conf.example DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The config the unit reads: the example, every line commented (defaults);
+# an existing file is kept (the package marks it a conffile).
+set(ER_CONF_DIR ${CMAKE_INSTALL_FULL_SYSCONFDIR}/errand)
+install(CODE "
+  set(conf \"\$ENV{DESTDIR}${ER_CONF_DIR}/errand.conf\")
+  if(NOT EXISTS \"\${conf}\")
+    file(INSTALL \"${ER_DOCS_DIR}/errand.conf.example\" DESTINATION \"${ER_CONF_DIR}\"
+         RENAME errand.conf)
+  endif()")
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME errand)

@@ -23,6 +23,12 @@ static const er_setting migrate_settings[] = {
      "show the store's schema version and this binary's, apply none"},
 };
 
+const er_setting *er_cli_migrate_table(size_t *n)
+{
+    *n = sizeof migrate_settings / sizeof migrate_settings[0];
+    return migrate_settings;
+}
+
 static const char *usage_line =
     "usage: errand migrate [--store URL] [--config FILE] [--dry-run | --status]\n"
     "Applies the store's pending schema migrations, in one transaction under the store's\n"

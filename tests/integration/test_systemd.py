@@ -144,9 +144,15 @@ class Units(unittest.TestCase):
                 # verify checks that ExecStart's binary exists
                 with open(os.path.join(tmp, unit), "w") as f:
                     f.write(text.replace("/usr/bin/errand", errand_bin()))
-            p = subprocess.run(["systemd-analyze", "verify", "--man=no",
+            # Documentation= names the man pages: verify runs man on each
+            man1 = os.path.join(tmp, "man", "man1")
+            os.makedirs(man1)
+            os.makedirs(os.path.join(tmp, "man", "man7"))
+            subprocess.run([errand_bin(), "help", "--write-docs", man1], check=True, timeout=30)
+            p = subprocess.run(["systemd-analyze", "verify",
                                 "errand.service", "errand-worker@emails.service"], cwd=tmp,
-                               capture_output=True, text=True, timeout=60)
+                               capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, MANPATH=os.path.join(tmp, "man")))
             self.assertEqual((p.returncode, p.stderr), (0, ""))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
