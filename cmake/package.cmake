@@ -52,17 +52,18 @@ set(CPACK_PACKAGE_NAME errand)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "errand maintainers <errand@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "reliable background-job server, C client library and CLI")
-set(CPACK_PACKAGE_DESCRIPTION
-    "errand keeps every acknowledged job on disk until it is completed, dead or cancelled;\n"
-    "workers lease jobs over HTTP/JSON. One binary with an embedded SQLite store or\n"
-    "PostgreSQL for several servers, liberrand and liberrand-pg, and systemd units.")
+set(CPACK_PACKAGE_DESCRIPTION "errand keeps every acknowledged job on disk until it is \
+completed, dead or cancelled; workers lease jobs over HTTP/JSON. One binary with an embedded \
+SQLite store or PostgreSQL for several servers, liberrand and liberrand-pg, and systemd units.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# dpkg keeps an edited /etc/errand/errand.conf across upgrades
+file(WRITE ${CMAKE_BINARY_DIR}/debian/conffiles "${ER_CONF_DIR}/errand.conf\n")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CMAKE_SOURCE_DIR}/deploy/debian/postinst ${CMAKE_SOURCE_DIR}/deploy/debian/prerm
-    ${CMAKE_SOURCE_DIR}/deploy/debian/postrm)
+    ${CMAKE_SOURCE_DIR}/deploy/debian/postrm ${CMAKE_BINARY_DIR}/debian/conffiles)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 include(CPack)
