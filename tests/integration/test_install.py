@@ -123,7 +123,8 @@ class Install(unittest.TestCase):
 
 
 @unittest.skipUnless(shutil.which("cpack") and shutil.which("dpkg-deb") and
-                     shutil.which("dpkg-shlibdeps"), "needs cpack, dpkg-deb and dpkg-shlibdeps")
+                     shutil.which("dpkg-shlibdeps") and shutil.which("file"),
+                     "needs cpack, dpkg-deb, dpkg-shlibdeps and file")
 class DebianPackage(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -130,6 +130,19 @@ class SqliteMigrate(unittest.TestCase):
             self.assertEqual(rc, 1, (extra, out, err))
             self.assertIn("newer than this errand supports", err)
 
+    def test_a_file_that_is_no_database_is_a_store_error(self):
+        junk = os.path.join(self.tmp, "junk.db")
+        with open(junk, "w") as f:
+            f.write("not a database, " * 100)
+        for extra in ([], ["--dry-run"], ["--status"]):
+            rc, out, err = self.migrate("--store", "sqlite:" + junk, *extra)
+            self.assertEqual((rc, out), (1, ""), (extra, err))
+            self.assertIn("errand migrate:", err)
+        rc, out, err = serve_refused("sqlite:" + junk, "--no-auto-migrate")
+        self.assertEqual(rc, 1, err)
+        with open(junk) as f:
+            self.assertTrue(f.read().startswith("not a database"))
+
     def test_bad_input_is_refused_with_status_2_and_changes_nothing(self):
         conf = os.path.join(self.tmp, "bad.conf")
         cases = [
