@@ -249,6 +249,29 @@ class PostgresMigrate(unittest.TestCase):
         finally:
             s.cleanup()
 
+    def test_a_role_without_ddl_rights_starts_with_no_auto_migrate(self):
+        run_errand(["migrate", "--store", self.store], timeout=30)
+        role = "errand_rt_" + os.urandom(3).hex()
+        psql('CREATE ROLE {r} LOGIN; GRANT USAGE ON SCHEMA "{s}" TO {r};'
+             ' GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{s}" TO {r};'
+             ' GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{s}" TO {r};'
+             ' GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "{s}" TO {r}'
+             .format(r=role, s=self.schema))
+        try:
+            url = re.sub(r"^(postgres(?:ql)?://)[^@/]*@", r"\1%s@" % role, self.store)
+            self.assertIn(role + "@", url)
+            # the default runs the migration's DDL, which this role may not
+            rc, out, err = serve_refused(url)
+            self.assertEqual(rc, 1, err)
+            s = Server(store=url, args=["--no-auto-migrate"]).start()
+            try:
+                st, body, _ = s.enqueue("q", {"name": "n"})
+                self.assertEqual(st, 201, body)
+            finally:
+                s.cleanup()
+        finally:
+            psql('DROP OWNED BY {r}; DROP ROLE {r}'.format(r=role))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

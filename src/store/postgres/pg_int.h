@@ -254,9 +254,10 @@ int er_pg_ensure_conn(er_store *s, er_error *err);
 
 /* Creates or migrates the schema `schema` (its pool's) and writes the
  * limits row lim (NULL: the defaults), in one transaction under an
- * advisory lock; *from gets the version found. With ER_MIGRATE_REFUSE a
- * schema behind this binary fails (ER_EUNAVAIL, field "schema_version")
- * and nothing changes. */
+ * advisory lock; *from gets the version found. With ER_MIGRATE_REFUSE it
+ * runs no DDL (a role without CREATE rights may start) and a schema behind
+ * this binary fails (ER_EUNAVAIL, field "schema_version"), changing
+ * nothing. */
 int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim,
                   er_migrate_mode mode, int *from, er_error *err);
 /* The schema version of `schema` on a connection of its own (0 when the

@@ -84,18 +84,48 @@ int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim,
         return er_pg_nomem(err);
     }
     char sql[1024];
-    snprintf(sql, sizeof sql,
-             "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
-             " CREATE SCHEMA IF NOT EXISTS %s; SET LOCAL search_path TO %s;"
-             " CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY,"
-             " applied_at timestamptz NOT NULL DEFAULT now());"
-             " SELECT coalesce(max(version), 0) FROM migrations",
-             lit, ident, ident);
+    PGresult *r = NULL;
+    int rc = 0, version = 0;
+    if (mode == ER_MIGRATE_REFUSE) {
+        /* no DDL at all: a role without CREATE rights can start on a
+         * schema that errand migrate (run by its owner) keeps current */
+        char table[ER_PG_SCHEMA_MAX * 2 + 32];
+        snprintf(table, sizeof table, "%s.migrations", ident);
+        char *tlit = PQescapeLiteral(s->c->pg, table, strlen(table));
+        if (!tlit) {
+            PQfreemem(ident);
+            PQfreemem(lit);
+            return er_pg_nomem(err);
+        }
+        snprintf(sql, sizeof sql,
+                 "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
+                 " SELECT to_regclass(%s) IS NOT NULL",
+                 lit, tlit);
+        PQfreemem(tlit);
+        rc = er_pg_simple(s, sql, "migration", &r, err);
+        bool has = rc == 0 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        PQclear(r);
+        r = NULL;
+        if (has) {
+            snprintf(sql, sizeof sql,
+                     "SET LOCAL search_path TO %s; SELECT coalesce(max(version), 0) FROM migrations",
+                     ident);
+            rc = er_pg_simple(s, sql, "migration", &r, err);
+            version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
+        }
+    } else {
+        snprintf(sql, sizeof sql,
+                 "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
+                 " CREATE SCHEMA IF NOT EXISTS %s; SET LOCAL search_path TO %s;"
+                 " CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY,"
+                 " applied_at timestamptz NOT NULL DEFAULT now());"
+                 " SELECT coalesce(max(version), 0) FROM migrations",
+                 lit, ident, ident);
+        rc = er_pg_simple(s, sql, "migration", &r, err);
+        version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
+    }
     PQfreemem(ident);
     PQfreemem(lit);
-    PGresult *r = NULL;
-    int rc = er_pg_simple(s, sql, "migration", &r, err);
-    int version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
     PQclear(r);
     if (rc == 0 && version > er_pg_schema_version)
         rc = er_error_set(err, ER_EINVAL, "store",
