@@ -12,9 +12,11 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -63,6 +65,29 @@ class Notify(unittest.TestCase):
         self.s.proc.send_signal(signal.SIGTERM)
         self.assertEqual(self.recv(), "STOPPING=1")
         self.assertEqual(self.s.proc.wait(timeout=30), 0)
+
+    def test_ready_waits_for_the_store(self):
+        db = os.path.join(self.tmp, "errand.db")
+        p = subprocess.run([errand_bin(), "migrate", "--store", "sqlite:" + db],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        con = sqlite3.connect(db, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")  # the server's open waits for this lock
+        self.s = Server(tmpdir=self.tmp, env={"NOTIFY_SOCKET": self.path})
+        started = threading.Thread(target=self.s.start)
+        started.start()
+        try:
+            time.sleep(1.0)
+            self.sock.setblocking(False)
+            with self.assertRaises(BlockingIOError):
+                self.sock.recv(4096)
+        finally:
+            con.execute("COMMIT")
+            con.close()
+            started.join(30)
+        self.assertIn("READY=1", self.recv().split("\n"))
+        st, body, _ = self.s.get("/readyz")
+        self.assertEqual(st, 200, body)
 
     def test_ready_is_not_sent_before_the_store_opens(self):
         # a store that cannot open: the process exits 1 and sends nothing
