@@ -6,7 +6,34 @@
 #ifndef ER_CLI_CLI_H
 #define ER_CLI_CLI_H
 
+#include "cli/settings.h"
+
 int er_cli_serve(int argc, char **argv, char **envp);
+/* errand serve's settings table (static), for migrate and the man pages. */
+const er_setting *er_cli_serve_table(size_t *n);
+/* `errand migrate` (migrate.c): applies, lists (--dry-run) or shows
+ * (--status) the store's pending schema migrations. Exit 0 ok, 1 store
+ * error, 2 usage. */
+int er_cli_migrate(int argc, char **argv, char **envp);
+/* The settings tables of errand work and errand migrate (static). */
+const er_setting *er_cli_work_table(size_t *n);
+const er_setting *er_cli_migrate_table(size_t *n);
+
+/* The commands `errand --help` and errand(1) list (main.c): `text` may hold
+ * newlines, continued lines of the same entry. */
+typedef struct er_cli_command {
+    const char *name, *text;
+} er_cli_command;
+extern const er_cli_command er_cli_commands[];
+extern const size_t er_cli_ncommands;
+
+/* `errand help --man PAGE` (errand, errand-serve, errand-work, errand-api)
+ * prints that man page, `errand help --config-example` the example config
+ * file, `errand help --write-docs DIR` writes all of them into DIR; all
+ * from the settings tables, the command list and the route table, so they
+ * cannot drift from --help (manpage.c). Exit 0, 1 on a write error, 2
+ * usage. */
+int er_cli_doc(int argc, char **argv);
 
 /* Client commands (enqueue.c, job.c, queues.c, dlq.c): they talk to a server
  * through liberrand only. Exit 0 ok, 1 server error, 2 usage, 3 unreachable. */

@@ -3,31 +3,48 @@
  * The errand command: dispatches to subcommands.
  */
 #include "cli/cli.h"
+#include "er_commit.h" /* generated: ER_COMMIT */
 
 #include <stdio.h>
 #include <string.h>
 
 extern char **environ;
 
+const er_cli_command er_cli_commands[] = {
+    {"serve", "run the job server (errand serve --help)"},
+    {"migrate", "apply the store's pending schema migrations; --dry-run lists\n"
+                "them, --status shows the versions (errand migrate --help)"},
+    {"enqueue", "add a job: errand enqueue QUEUE NAME [PAYLOAD_JSON]"},
+    {"job get", "show a job: errand job get ID"},
+    {"queues", "list queues with job counts"},
+    {"dlq", "dead letters: errand dlq list | errand dlq redrive ID"},
+    {"work", "run a command per job: errand work --queue Q -- CMD [ARGS]"},
+    {"bench", "load scenarios against a server (errand bench --help)"},
+    {"cron", "schedulers: errand cron add|list|rm|trigger, cron next EXPR"},
+    {"lease run", "run a command once per key: errand lease run --type T\n"
+                  "--code C --run-key K -- CMD [ARGS]"},
+    {"chaos", "kill workers and the server, prove no job lost or duplicated\n"
+              "(errand chaos --help)"},
+    {"outbox install", "create the outbox tables in an application's\n"
+                       "PostgreSQL database: errand outbox install --db URL"},
+    {"version", "print the version and the source commit (also --version)"},
+};
+const size_t er_cli_ncommands = sizeof er_cli_commands / sizeof er_cli_commands[0];
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: errand COMMAND [ARGS]   (errand COMMAND --help for its options)\n\n"
-                 "commands:\n"
-                 "  serve      run the job server (errand serve --help)\n"
-                 "  enqueue    add a job: errand enqueue QUEUE NAME [PAYLOAD_JSON]\n"
-                 "  job get    show a job: errand job get ID\n"
-                 "  queues     list queues with job counts\n"
-                 "  dlq        dead letters: errand dlq list | errand dlq redrive ID\n"
-                 "  work       run a command per job: errand work --queue Q -- CMD [ARGS]\n"
-                 "  bench      load scenarios against a server (errand bench --help)\n"
-                 "  cron       schedulers: errand cron add|list|rm|trigger, cron next EXPR\n"
-                 "  lease run  run a command once per key: errand lease run --type T\n"
-                 "             --code C --run-key K -- CMD [ARGS]\n"
-                 "  chaos      kill workers and the server, prove no job lost or duplicated\n"
-                 "             (errand chaos --help)\n"
-                 "  outbox install  create the outbox tables in an application's\n"
-                 "             PostgreSQL database: errand outbox install --db URL\n"
-                 "  version    print the version\n");
+                 "commands:\n");
+    for (size_t i = 0; i < er_cli_ncommands; i++) {
+        const char *t = er_cli_commands[i].text;
+        fprintf(out, "  %-10s ", er_cli_commands[i].name);
+        for (; *t; t++) {
+            fputc(*t, out);
+            if (*t == '\n')
+                fprintf(out, "             ");
+        }
+        fputc('\n', out);
+    }
 }
 
 int main(int argc, char **argv)
@@ -39,6 +56,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "serve") == 0)
         return er_cli_serve(argc - 2, argv + 2, environ);
+    if (strcmp(cmd, "migrate") == 0)
+        return er_cli_migrate(argc - 2, argv + 2, environ);
     if (strcmp(cmd, "enqueue") == 0)
         return er_cli_enqueue(argc - 2, argv + 2);
     if (strcmp(cmd, "job") == 0)
@@ -60,9 +79,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "outbox") == 0)
         return er_cli_outbox(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("errand 0.1.0\n");
+        printf("errand %s (commit %s)\n", ER_VERSION, ER_COMMIT);
         return 0;
     }
+    if (strcmp(cmd, "help") == 0 && argc > 2)
+        return er_cli_doc(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;

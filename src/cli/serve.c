@@ -6,6 +6,7 @@
  * a second signal exits at once.
  */
 #include "cli/cli.h"
+#include "cli/sdnotify.h"
 #include "cli/settings.h"
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
@@ -36,6 +37,9 @@ static const er_setting serve_settings[] = {
      "file of ROLE:TOKEN or ROLE@NAME:TOKEN lines (blank lines and # comments skipped), beside "
      "any --token; keeps tokens out of the process's command line"},
     {"config", ER_SET_STRING, NULL, 0, 0, NULL, "config file of 'name = value' lines"},
+    {"auto-migrate", ER_SET_BOOL, "true", 0, 0, NULL,
+     "apply pending schema migrations at start; --no-auto-migrate refuses to start (exit 2) on "
+     "a schema behind this binary, which `errand migrate` then upgrades"},
     {"durability", ER_SET_ENUM, "full", 0, 0, "full|normal",
      "full fsyncs every commit; normal may lose the last commits on power loss"},
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error|off", "log level"},
@@ -89,6 +93,12 @@ static const er_setting serve_settings[] = {
     {"outbox-processed-retention", ER_SET_DURATION, "30d", 1000, 3650LL * 86400000, NULL,
      "processed_messages rows older than this are deleted"},
 };
+
+const er_setting *er_cli_serve_table(size_t *n)
+{
+    *n = sizeof serve_settings / sizeof serve_settings[0];
+    return serve_settings;
+}
 
 #define ROUTES_FILE_MAX (4 << 20)
 #define TOKEN_FILE_MAX 1000 /* tokens in --token-file */
@@ -187,7 +197,8 @@ typedef struct serve_ctx {
     er_dispatcher *dispatcher;
     int64_t grace_ms;
     er_outbox *outbox;
-    struct event *sigterm, *sigint, *poll;
+    struct event *sigterm, *sigint, *poll, *watchdog;
+    bool watchdog_failed;
     int signals;
     int64_t grace_deadline;
 } serve_ctx;
@@ -250,6 +261,32 @@ static void on_dispatch_stopped(void *arg)
     er_engine_drain(c->engine, on_drained, c);
 }
 
+/* Tells systemd (Type=notify) a state; a failure is logged, never fatal. */
+static void notify(const char *msg)
+{
+    char why[128];
+    if (er_sd_notify(msg, why) < 0)
+        ER_LOG(ER_LOG_WARN, NULL, "sd_notify %s: %s", msg, why);
+}
+
+/* Run by the loop once it turns: the store is open, the listener accepts
+ * and from now on requests are answered. */
+static void on_ready(evutil_socket_t fd, short what, void *arg)
+{
+    notify("READY=1\nSTATUS=accepting requests");
+}
+
+/* WatchdogSec=: pinged from the loop, so a stuck loop stops the pings. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    serve_ctx *c = arg;
+    char why[128];
+    if (er_sd_notify("WATCHDOG=1", why) < 0 && !c->watchdog_failed) {
+        c->watchdog_failed = true; /* once, not every ping */
+        ER_LOG(ER_LOG_WARN, NULL, "sd_notify WATCHDOG=1: %s", why);
+    }
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -258,6 +295,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         ER_LOG(ER_LOG_WARN, NULL, "second signal %d: exiting at once", (int)sig);
         _exit(1);
     }
+    notify("STOPPING=1");
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
     er_engine_stop_waits(c->engine); /* now, not after HTTP dispatch's grace */
@@ -349,7 +387,9 @@ int er_cli_serve(int argc, char **argv, char **envp)
                                     : ER_DURABILITY_NORMAL,
                   .busy_timeout_ms = 5000,
                   .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num},
-                  .dedup_window_ms = er_settings_get(&st, "dedup-window")->num},
+                  .dedup_window_ms = er_settings_get(&st, "dedup-window")->num,
+                  .migrate = er_settings_get(&st, "auto-migrate")->num ? ER_MIGRATE_AUTO
+                                                                        : ER_MIGRATE_REFUSE},
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,
         .maintenance_ms = er_settings_get(&st, "maintenance-interval")->num,
         .retention_ms = er_settings_get(&st, "retention-interval")->num,
@@ -362,7 +402,13 @@ int er_cli_serve(int argc, char **argv, char **envp)
     if (er_engine_start(c.base, &ecfg, &c.engine, &err) < 0) {
         char shown[384];
         mask_password(ecfg.store_url, shown, sizeof shown);
-        fprintf(stderr, "errand serve: cannot open store '%s': %s\n", shown, err.message);
+        if (strcmp(err.field, "schema_version") == 0) { /* --no-auto-migrate */
+            fprintf(stderr, "errand serve: store '%s': %s; apply the pending migrations with "
+                            "`errand migrate --store URL` first\n", shown, err.message);
+            exit_code = 2;
+        } else {
+            fprintf(stderr, "errand serve: cannot open store '%s': %s\n", shown, err.message);
+        }
         goto out;
     }
     const char *outbox_db = er_settings_get(&st, "outbox-db")->text;
@@ -450,6 +496,24 @@ int er_cli_serve(int argc, char **argv, char **envp)
         ER_LOG(ER_LOG_INFO, extra, "errand started");
     }
     c.grace_deadline = INT64_MAX;
+    int64_t wd_usec = er_sd_watchdog_usec();
+    if (wd_usec < 0)
+        ER_LOG(ER_LOG_WARN, NULL, "WATCHDOG_USEC or WATCHDOG_PID is malformed: no watchdog pings");
+    if (wd_usec > 0) {
+        int64_t half = wd_usec / 2 > 0 ? wd_usec / 2 : 1; /* as sd_watchdog_enabled(3) advises */
+        struct timeval wtv = {(time_t)(half / 1000000), (suseconds_t)(half % 1000000)};
+        c.watchdog = event_new(c.base, -1, EV_PERSIST, on_watchdog, &c);
+        if (!c.watchdog || evtimer_add(c.watchdog, &wtv) < 0) {
+            fprintf(stderr, "errand serve: cannot start the watchdog timer\n");
+            goto out;
+        }
+        on_watchdog(-1, 0, &c);
+    }
+    struct timeval now_tv = {0, 0};
+    if (event_base_once(c.base, -1, EV_TIMEOUT, on_ready, &c, &now_tv) < 0) {
+        fprintf(stderr, "errand serve: cannot schedule the readiness notice\n");
+        goto out;
+    }
     event_base_dispatch(c.base);
     ER_LOG(ER_LOG_INFO, NULL, "stopped");
     exit_code = 0;
@@ -460,6 +524,8 @@ out:
         event_free(c.sigint);
     if (c.poll)
         event_free(c.poll);
+    if (c.watchdog)
+        event_free(c.watchdog);
     er_outbox_free(c.outbox);
     er_server_free(c.server);
     er_dispatcher_free(c.dispatcher);

@@ -63,6 +63,8 @@ int er_settings_init(er_settings *s, const er_setting *table, size_t n, er_error
 {
     s->table = table;
     s->n = n;
+    s->file_also = NULL;
+    s->nfile_also = 0;
     s->values = calloc(n, sizeof *s->values);
     if (!s->values)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -162,6 +164,16 @@ static int set_value(er_settings *s, size_t i, const char *text, int source, er_
     case ER_SET_DURATION:
         rc = er_parse_duration(text, &num);
         break;
+    case ER_SET_BOOL:
+    case ER_SET_SWITCH:
+        if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0)
+            num = 1;
+        else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0)
+            num = 0;
+        else
+            return er_error_set(err, ER_EINVAL, def->name,
+                                "--%s takes true or false (1 or 0), not '%s'", def->name, text);
+        break;
     case ER_SET_ENUM: {
         rc = ER_EINVAL;
         size_t len = strlen(text);
@@ -182,7 +194,8 @@ static int set_value(er_settings *s, size_t i, const char *text, int source, er_
     }
     if (rc < 0)
         return er_error_set(err, ER_EINVAL, def->name, "--%s: cannot parse '%s'", def->name, text);
-    if (def->type != ER_SET_STRING && def->type != ER_SET_ENUM && (num < def->min || num > def->max))
+    if (def->type != ER_SET_STRING && def->type != ER_SET_ENUM && def->type != ER_SET_BOOL &&
+        def->type != ER_SET_SWITCH && (num < def->min || num > def->max))
         return er_error_set(err, ER_EINVAL, def->name, "--%s must be in %lld..%lld, not '%s'",
                             def->name, (long long)def->min, (long long)def->max, text);
     char *copy = strdup(text);
@@ -193,6 +206,15 @@ static int set_value(er_settings *s, size_t i, const char *text, int source, er_
     v->num = num;
     v->source = source;
     return 0;
+}
+
+static bool also_has(const er_settings *s, const char *name, size_t len)
+{
+    for (size_t i = 0; i < s->nfile_also; i++)
+        if (strlen(s->file_also[i].name) == len && strncmp(s->file_also[i].name, name, len) == 0 &&
+            strcmp(s->file_also[i].name, "config") != 0)
+            return true;
+    return false;
 }
 
 static int load_file(er_settings *s, const char *path, er_error *err)
@@ -226,7 +248,9 @@ static int load_file(er_settings *s, const char *path, er_error *err)
         while (vl && isspace((unsigned char)val[vl - 1]))
             val[--vl] = '\0';
         ssize_t i = find(s, p, (size_t)(k_end - p));
-        if (i < 0 || strcmp(s->table[i].name, "config") == 0) {
+        if (i < 0 && also_has(s, p, (size_t)(k_end - p)))
+            continue;
+        if (i < 0 || strcmp(s->table[i].name, "config") == 0 || s->table[i].type == ER_SET_SWITCH) {
             rc = er_error_set(err, ER_EINVAL, "config", "%s:%d: unknown setting '%.*s'", path,
                               lineno, (int)(k_end - p), p);
             break;
@@ -277,6 +301,8 @@ int er_settings_load(er_settings *s, int argc, char **argv, char **envp, FILE *o
             return rc;
     }
     for (size_t i = 0; i < s->n; i++) {
+        if (s->table[i].type == ER_SET_SWITCH)
+            continue;
         env_name(s->table[i].name, envn, sizeof envn);
         const char *v = env_get(envp, envn);
         /* ERRAND_TOKENS is the documented plural of --token */
@@ -294,9 +320,23 @@ int er_settings_load(er_settings *s, int argc, char **argv, char **envp, FILE *o
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         ssize_t i = find(s, name, len);
-        if (i < 0)
+        if (i < 0 && len > 3 && strncmp(name, "no-", 3) == 0 &&
+            (i = find(s, name + 3, len - 3)) >= 0 && s->table[i].type == ER_SET_BOOL) {
+            if (eq)
+                return er_error_set(err, ER_EINVAL, s->table[i].name, "--no-%s takes no value",
+                                    s->table[i].name);
+            if ((rc = set_value(s, (size_t)i, "false", 3, err)) < 0)
+                return rc;
+            continue;
+        }
+        if (i < 0 || (s->table[i].type != ER_SET_BOOL && len > 3 && strncmp(name, "no-", 3) == 0))
             return er_error_set(err, ER_EINVAL, "", "unknown flag '%s' (see --help)", arg);
         const char *val = eq ? eq + 1 : NULL;
+        if (s->table[i].type == ER_SET_SWITCH && eq)
+            return er_error_set(err, ER_EINVAL, s->table[i].name, "--%s takes no value",
+                                s->table[i].name);
+        if (!val && (s->table[i].type == ER_SET_BOOL || s->table[i].type == ER_SET_SWITCH))
+            val = "true";
         if (!val) {
             if (a + 1 >= argc)
                 return er_error_set(err, ER_EINVAL, s->table[i].name, "--%s needs a value",
@@ -310,16 +350,30 @@ int er_settings_load(er_settings *s, int argc, char **argv, char **envp, FILE *o
     return 0;
 }
 
+void er_setting_flag(const er_setting *d, char *out, size_t size)
+{
+    snprintf(out, size, "--%s%s", d->type == ER_SET_BOOL ? "[no-]" : "", d->name);
+}
+
+void er_setting_env(const char *name, char *out, size_t size)
+{
+    env_name(name, out, size);
+}
+
 void er_settings_help(const er_settings *s, const char *usage, FILE *out)
 {
     fprintf(out, "%s\n\nSettings (flag, environment variable, config-file key; flags win, then "
                  "environment, then the file):\n",
             usage);
-    char envn[96];
+    char envn[96], flag[96];
     for (size_t i = 0; i < s->n; i++) {
         const er_setting *d = &s->table[i];
-        env_name(d->name, envn, sizeof envn);
-        fprintf(out, "  --%-20s %-26s %s", d->name, envn, d->help);
+        if (d->type == ER_SET_SWITCH)
+            snprintf(envn, sizeof envn, "(flag only)");
+        else
+            env_name(d->name, envn, sizeof envn);
+        er_setting_flag(d, flag, sizeof flag);
+        fprintf(out, "  %-22s %-26s %s", flag, envn, d->help);
         if (d->type == ER_SET_ENUM)
             fprintf(out, " (%s)", d->choices);
         fprintf(out, " [default: %s]\n", d->def ? d->def : "none");
@@ -329,9 +383,11 @@ void er_settings_help(const er_settings *s, const char *usage, FILE *out)
 void er_settings_help_flags(const er_settings *s, const char *usage, FILE *out)
 {
     fprintf(out, "%s\n\nFlags:\n", usage);
+    char flag[96];
     for (size_t i = 0; i < s->n; i++) {
         const er_setting *d = &s->table[i];
-        fprintf(out, "  --%-20s %s", d->name, d->help);
+        er_setting_flag(d, flag, sizeof flag);
+        fprintf(out, "  %-22s %s", flag, d->help);
         if (d->type == ER_SET_ENUM)
             fprintf(out, " (%s)", d->choices);
         fprintf(out, " [default: %s]\n", d->def ? d->def : "none");

@@ -21,6 +21,8 @@ typedef enum er_setting_type {
     ER_SET_DURATION, /* ms: 500ms, 30s, 5m, 1h, 7d, or a bare number of ms */
     ER_SET_ENUM,     /* one of `choices` ("a|b|c") */
     ER_SET_LIST,     /* repeatable; env and file give comma-separated values */
+    ER_SET_BOOL,     /* --name sets it, --no-name clears it; env and file: true|false */
+    ER_SET_SWITCH,   /* --name sets it (num 1); a flag alone: no variable, no file key */
 } er_setting_type;
 
 typedef struct er_setting {
@@ -37,7 +39,7 @@ typedef struct er_setting {
 /* Values, parallel to the table. */
 typedef struct er_setting_value {
     char *text;           /* owned; NULL when unset */
-    int64_t num;          /* parsed INT/SIZE/DURATION */
+    int64_t num;          /* parsed INT/SIZE/DURATION; BOOL 1 or 0 */
     char *list[ER_SETTINGS_MAX_LIST]; /* LIST: owned items */
     size_t nlist;
     int source;           /* 0 default, 1 file, 2 env, 3 flag */
@@ -47,6 +49,11 @@ typedef struct er_settings {
     const er_setting *table;
     size_t n;
     er_setting_value *values;
+    /* Borrowed, may be NULL: another command's table whose keys the config
+     * file may also hold (a file shared with errand serve); they are
+     * accepted there and not used. Unknown keys are still refused. */
+    const er_setting *file_also;
+    size_t nfile_also;
 } er_settings;
 
 int er_settings_init(er_settings *s, const er_setting *table, size_t n, er_error *err);
@@ -68,6 +75,10 @@ int er_parse_duration(const char *s, int64_t *ms);
 int er_parse_size(const char *s, int64_t *bytes);
 
 void er_settings_help(const er_settings *s, const char *usage, FILE *out);
+/* The flag as --help shows it: "--name", or "--[no-]name" for a BOOL. */
+void er_setting_flag(const er_setting *d, char *out, size_t size);
+/* The environment variable of setting `name`: ERRAND_NAME. */
+void er_setting_env(const char *name, char *out, size_t size);
 /* The same for a command that reads flags only (no environment variables,
  * no config file): lists the flags alone. */
 void er_settings_help_flags(const er_settings *s, const char *usage, FILE *out);

@@ -508,6 +508,12 @@ static const er_setting work_table[] = {
     {"log-level", ER_SET_ENUM, "info", 0, 0, "debug|info|warn|error", "log level of the JSON lines on stderr"},
 };
 
+const er_setting *er_cli_work_table(size_t *n)
+{
+    *n = sizeof work_table / sizeof work_table[0];
+    return work_table;
+}
+
 static const char *usage_line =
     "usage: errand work --queue Q [--queue Q2 ...] [--concurrency N] [--timeout D] [--grace D] "
     "[--lease D] -- CMD [ARGS...]\n"

@@ -35,8 +35,21 @@ typedef enum er_durability {
     ER_DURABILITY_NORMAL = 1, /* SQLite synchronous=NORMAL in WAL: a power loss may lose the last commits */
 } er_durability;
 
+/* Whether an open may change the schema (er_store_options.migrate). */
+typedef enum er_migrate_mode {
+    ER_MIGRATE_AUTO = 0, /* the first open applies pending migrations (default) */
+    /* An open of a schema behind this binary (none yet included) fails with
+     * ER_EUNAVAIL and field "schema_version", changing nothing; `errand
+     * migrate` (ops->schema) applies the migrations instead. */
+    ER_MIGRATE_REFUSE = 1,
+    /* As AUTO, but writes none of this process's server settings (the
+     * PostgreSQL limits row stays the running servers'): ops->schema's. */
+    ER_MIGRATE_ONLY = 2,
+} er_migrate_mode;
+
 typedef struct er_store_options {
     er_durability durability;
+    er_migrate_mode migrate;
     int busy_timeout_ms;
     /* The server's job limits; a store whose SQL validates jobs itself
      * (PostgreSQL's errand.enqueue_job) is given them at open. A
@@ -240,11 +253,27 @@ typedef void (*er_store_ready_fn)(const char *queue, void *arg);
  * borrowed, valid during the call); n 0 means any job may have finished. */
 typedef void (*er_store_finished_fn)(const uint32_t *keys, size_t n, void *arg);
 
+/* A store's schema version beside this binary's (ops->schema). */
+typedef struct er_schema_info {
+    int version;              /* the store's (0: no schema yet); before apply */
+    int latest;               /* this binary's */
+    const char *const *steps; /* borrowed, static: steps[i] names migration i + 1 */
+} er_schema_info;
+
 typedef struct er_store_ops {
     const char *name; /* "sqlite", "postgres" */
 
+    /* Reads the schema version of the store at `url` (as for open) without
+     * changing anything: a SQLite file that does not exist is version 0 and
+     * is not created. With `apply`, first applies the pending migrations as
+     * open does (ER_MIGRATE_AUTO, under the store's lock) and reports the
+     * version it found before them. A schema newer than this binary is
+     * ER_EINVAL. Blocks; any thread. */
+    int (*schema)(const char *url, const er_store_options *opt, bool apply, er_schema_info *out,
+                  er_error *err);
+
     /* Opens a connection; the first open of a store creates or migrates the
-     * schema. `url` is the part after "sqlite:" (a file path) or a postgres://
+     * schema (opt->migrate may refuse that instead). `url` is the part after "sqlite:" (a file path) or a postgres://
      * URL. Returns 0 and *out, or a negative code with *err. */
     int (*open)(const char *url, const er_store_options *opt, er_store **out, er_error *err);
     void (*close)(er_store *s);

@@ -787,6 +787,49 @@ Test(postgres, a_schema_of_the_previous_release_is_migrated_and_keeps_working)
     drop_old(c, s, old, role);
 }
 
+/* The explicit path (errand migrate, serve --no-auto-migrate) on a schema
+ * of the previous release: reading its version changes nothing, an open
+ * that may not migrate is refused and changes nothing, and ops->schema
+ * applies the rest, reporting the version it found, without writing the
+ * limits row (that stays the running servers'). */
+Test(postgres, an_old_schema_is_reported_refused_then_migrated_explicitly)
+{
+    PGconn *c = raw();
+    char old[80], role[64], url[1024], q[256];
+    old_schema(c, 3, old, role);
+    snprintf(q, sizeof q, "DROP ROLE IF EXISTS %s; CREATE ROLE %s", role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    const char *b = base_url();
+    snprintf(url, sizeof url, "%s%cschema=%s", b, strchr(b, '?') ? '&' : '?', old);
+    er_schema_info info = {0};
+    er_error err = {0};
+    cr_assert_eq(OPS->schema(url, NULL, false, &info, &err), 0, "%s", err.message);
+    cr_assert_eq(info.version, 3);
+    cr_assert_eq(info.latest, er_pg_schema_version);
+    cr_assert_str_eq(info.steps[4], "tombstones of deleted jobs' ids");
+    er_store_options opt = {.busy_timeout_ms = 1000, .migrate = ER_MIGRATE_REFUSE};
+    er_store *s = NULL;
+    cr_assert_eq(OPS->open(url, &opt, &s, &err), ER_EUNAVAIL);
+    cr_assert_null(s);
+    cr_assert_str_eq(err.field, "schema_version");
+    cr_assert(strstr(err.message, "version 3 is older"), "%s", err.message);
+    snprintf(q, sizeof q, "SELECT max(version) FROM %s.migrations", old);
+    cr_assert_eq(one_int(c, q), 3);
+    info = (er_schema_info){0};
+    cr_assert_eq(OPS->schema(url, NULL, true, &info, &err), 0, "%s", err.message);
+    cr_assert_eq(info.version, 3);
+    cr_assert_eq(one_int(c, q), er_pg_schema_version);
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.limits", old);
+    cr_assert_eq(one_int(c, q), 0, "errand migrate writes no server's limits");
+    /* now current: a refusing open is a server's start, writing its limits */
+    s = NULL;
+    cr_assert_eq(OPS->open(url, &opt, &s, &err), 0, "%s", err.message);
+    cr_assert_eq(one_int(c, q), 1);
+    cr_assert_eq(OPS->schema(url, NULL, true, &info, &err), 0, "%s", err.message);
+    cr_assert_eq(info.version, er_pg_schema_version, "nothing left to apply");
+    drop_old(c, s, old, role);
+}
+
 /* The application's SQL functions honour tombstones as the server does:
  * a remembered id changes nothing and comes back; the window is the
  * servers' (the limits row); a generated id is flagged and not remembered. */

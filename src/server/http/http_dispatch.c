@@ -79,6 +79,24 @@ const er_route er_routes[] = {
 };
 const size_t er_nroutes = sizeof er_routes / sizeof er_routes[0];
 
+bool er_server_route(size_t i, const char **method, const char **path, const char **who)
+{
+    if (i >= er_nroutes)
+        return false;
+    static const char *const names[] = {
+        [ER_ACCESS_OPEN] = "no token", [ER_ACCESS_READ] = "any role",
+        [ER_ACCESS_PRODUCE] = "producer or admin", [ER_ACCESS_WORK] = "worker or admin",
+        [ER_ACCESS_ADMIN] = "admin", [ER_ACCESS_UI] = "a dashboard session"};
+    *method = er_http_method_name(er_routes[i].method);
+    *path = er_routes[i].pattern;
+    *who = names[er_routes[i].access];
+    for (size_t k = 0; k < i; k++) /* a repeated row is shown once */
+        if (er_routes[k].method == er_routes[i].method &&
+            strcmp(er_routes[k].pattern, er_routes[i].pattern) == 0)
+            *path = NULL;
+    return true;
+}
+
 const char *er_http_method_name(int m)
 {
     switch (m) {

@@ -253,7 +253,7 @@ void er_route_ui_asset(er_hctx *c)
 
 static void set_cookie(er_hctx *c, const char *sid)
 {
-    char v[160];
+    char v[384]; /* room for all of c->param, so gcc -O3 sees no truncation */
     if (sid)
         snprintf(v, sizeof v, COOKIE "=%s; HttpOnly; SameSite=Strict; Path=/", sid);
     else

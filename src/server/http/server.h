@@ -7,6 +7,7 @@
 #ifndef ER_SERVER_SERVER_H
 #define ER_SERVER_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,5 +97,11 @@ size_t er_server_inflight(const er_server *s);
 
 /* Closes every connection and frees the server. NULL-safe. */
 void er_server_free(er_server *s);
+
+/* Route i of the HTTP API's table (i from 0): false past the last. Fills
+ * method ("GET"...), path ("/v1/jobs/{id}"; NULL for a row repeating an
+ * earlier one) and who may call it ("any role", "admin", ...); all
+ * static. For errand-api(7). */
+bool er_server_route(size_t i, const char **method, const char **path, const char **who);
 
 #endif

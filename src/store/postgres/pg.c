@@ -30,6 +30,7 @@ struct er_pg_pool {
     bool caller_clock;
     int size, open;
     bool migrated;
+    int found_version; /* the schema version the migration found */
     er_pg_conn *idle;
     pthread_cond_t cv;
     struct er_pg_pool *next;
@@ -290,9 +291,12 @@ static int pg_open(const char *url, const er_store_options *opt, er_store **out,
         pthread_mutex_lock(&g_mu);
         bool need = !pl->migrated;
         pthread_mutex_unlock(&g_mu);
-        if (need && (rc = er_pg_migrate(s, pl->schema, opt ? &opt->limits : NULL, err)) == 0) {
+        int from = 0;
+        if (need && (rc = er_pg_migrate(s, pl->schema, opt ? &opt->limits : NULL,
+                                        opt ? opt->migrate : ER_MIGRATE_AUTO, &from, err)) == 0) {
             pthread_mutex_lock(&g_mu);
             pl->migrated = true;
+            pl->found_version = from;
             pthread_mutex_unlock(&g_mu);
         }
     }
@@ -386,8 +390,42 @@ void er_postgres_pool_drain(void)
     pthread_mutex_unlock(&g_mu);
 }
 
+static int pg_schema(const char *url, const er_store_options *opt, bool apply,
+                     er_schema_info *out, er_error *err)
+{
+    out->version = 0;
+    out->latest = er_pg_schema_version;
+    out->steps = er_pg_migration_names;
+    if (apply) {
+        er_store_options o = opt ? *opt : (er_store_options){0};
+        o.migrate = ER_MIGRATE_ONLY;
+        er_store *s = NULL;
+        int rc = pg_open(url, &o, &s, err);
+        if (rc < 0)
+            return rc;
+        pthread_mutex_lock(&g_mu);
+        out->version = s->pool->found_version;
+        s->pool->migrated = false; /* a server's open still writes its limits */
+        pthread_mutex_unlock(&g_mu);
+        pg_close(s);
+        return 0;
+    }
+    char *conninfo = NULL;
+    char schema[ER_PG_SCHEMA_MAX + 1];
+    int rc = er_pg_url_parts(url, &conninfo, schema, err);
+    if (rc == 0)
+        rc = er_pg_schema_read(conninfo, schema, &out->version, err);
+    free(conninfo);
+    if (rc == 0 && out->version > er_pg_schema_version)
+        rc = er_error_set(err, ER_EINVAL, "store",
+                          "store schema version %d is newer than this errand supports (%d)",
+                          out->version, er_pg_schema_version);
+    return rc;
+}
+
 const er_store_ops er_postgres_ops = {
     .name = "postgres",
+    .schema = pg_schema,
     .open = pg_open,
     .close = pg_close,
     .begin = er_pg_begin,

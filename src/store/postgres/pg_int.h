@@ -106,6 +106,7 @@ extern const char er_pg_migration_8[];
 extern const char er_pg_migration_5[];
 extern const char er_pg_migration_6[];
 extern const char *const er_pg_migrations[];
+extern const char *const er_pg_migration_names[]; /* one a step, for errand migrate */
 extern const int er_pg_schema_version;
 
 /* Columns of every job SELECT/RETURNING: the job row (store/job_row.h),
@@ -254,8 +255,15 @@ int er_pg_ensure_conn(er_store *s, er_error *err);
 
 /* Creates or migrates the schema `schema` (its pool's) and writes the
  * limits row lim (NULL: the defaults), in one transaction under an
- * advisory lock. */
-int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim, er_error *err);
+ * advisory lock; *from gets the version found. With ER_MIGRATE_REFUSE it
+ * runs no DDL (a role without CREATE rights may start) and a schema behind
+ * this binary fails (ER_EUNAVAIL, field "schema_version"), changing
+ * nothing. */
+int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim,
+                  er_migrate_mode mode, int *from, er_error *err);
+/* The schema version of `schema` on a connection of its own (0 when the
+ * schema or its migrations table is absent); changes nothing. */
+int er_pg_schema_read(const char *conninfo, const char *schema, int *version, er_error *err);
 
 /* ---- rows (pg_rows.c) ---- */
 

@@ -11,6 +11,7 @@
 #include "util/log.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The limits row errand.enqueue_job validates with (and the dedup window
@@ -71,8 +72,10 @@ static int write_limits(er_store *s, const er_job_limits *lim, er_error *err)
 
 /* Creates or migrates the schema in one transaction that holds an advisory
  * lock on it, so servers starting together migrate one after the other. */
-int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim, er_error *err)
+int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim,
+                  er_migrate_mode mode, int *from, er_error *err)
 {
+    *from = 0;
     char *ident = PQescapeIdentifier(s->c->pg, schema, strlen(schema));
     char *lit = PQescapeLiteral(s->c->pg, schema, strlen(schema));
     if (!ident || !lit) {
@@ -81,23 +84,59 @@ int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim, er_
         return er_pg_nomem(err);
     }
     char sql[1024];
-    snprintf(sql, sizeof sql,
-             "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
-             " CREATE SCHEMA IF NOT EXISTS %s; SET LOCAL search_path TO %s;"
-             " CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY,"
-             " applied_at timestamptz NOT NULL DEFAULT now());"
-             " SELECT coalesce(max(version), 0) FROM migrations",
-             lit, ident, ident);
+    PGresult *r = NULL;
+    int rc = 0, version = 0;
+    if (mode == ER_MIGRATE_REFUSE) {
+        /* no DDL at all: a role without CREATE rights can start on a
+         * schema that errand migrate (run by its owner) keeps current */
+        char table[ER_PG_SCHEMA_MAX * 2 + 32];
+        snprintf(table, sizeof table, "%s.migrations", ident);
+        char *tlit = PQescapeLiteral(s->c->pg, table, strlen(table));
+        if (!tlit) {
+            PQfreemem(ident);
+            PQfreemem(lit);
+            return er_pg_nomem(err);
+        }
+        snprintf(sql, sizeof sql,
+                 "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
+                 " SELECT to_regclass(%s) IS NOT NULL",
+                 lit, tlit);
+        PQfreemem(tlit);
+        rc = er_pg_simple(s, sql, "migration", &r, err);
+        bool has = rc == 0 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        PQclear(r);
+        r = NULL;
+        if (has) {
+            snprintf(sql, sizeof sql,
+                     "SET LOCAL search_path TO %s; SELECT coalesce(max(version), 0) FROM migrations",
+                     ident);
+            rc = er_pg_simple(s, sql, "migration", &r, err);
+            version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
+        }
+    } else {
+        snprintf(sql, sizeof sql,
+                 "BEGIN; SELECT pg_advisory_xact_lock(hashtext('errand.migrate'), hashtext(%s));"
+                 " CREATE SCHEMA IF NOT EXISTS %s; SET LOCAL search_path TO %s;"
+                 " CREATE TABLE IF NOT EXISTS migrations (version integer PRIMARY KEY,"
+                 " applied_at timestamptz NOT NULL DEFAULT now());"
+                 " SELECT coalesce(max(version), 0) FROM migrations",
+                 lit, ident, ident);
+        rc = er_pg_simple(s, sql, "migration", &r, err);
+        version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
+    }
     PQfreemem(ident);
     PQfreemem(lit);
-    PGresult *r = NULL;
-    int rc = er_pg_simple(s, sql, "migration", &r, err);
-    int version = rc == 0 ? (int)er_pg_i64(r, 0, 0) : 0;
     PQclear(r);
     if (rc == 0 && version > er_pg_schema_version)
         rc = er_error_set(err, ER_EINVAL, "store",
                           "store schema version %d is newer than this errand supports (%d)",
                           version, er_pg_schema_version);
+    if (rc == 0 && mode == ER_MIGRATE_REFUSE && version < er_pg_schema_version)
+        rc = er_error_set(err, ER_EUNAVAIL, "schema_version",
+                          "store schema version %d is older than this errand's (%d)", version,
+                          er_pg_schema_version);
+    if (rc == 0)
+        *from = version;
     for (int v = version; rc == 0 && v < er_pg_schema_version; v++) {
         rc = er_pg_simple(s, er_pg_migrations[v], "migration", NULL, err);
         if (rc == 0) {
@@ -105,11 +144,57 @@ int er_pg_migrate(er_store *s, const char *schema, const er_job_limits *lim, er_
             rc = er_pg_simple(s, sql, "migration", NULL, err);
         }
     }
-    if (rc == 0)
+    if (rc == 0 && mode != ER_MIGRATE_ONLY)
         rc = write_limits(s, lim, err);
     if (rc == 0)
         rc = er_pg_simple(s, "COMMIT", "migration", NULL, err);
     if (PQtransactionStatus(s->c->pg) != PQTRANS_IDLE)
         PQclear(PQexec(s->c->pg, "ROLLBACK"));
+    return rc;
+}
+
+int er_pg_schema_read(const char *conninfo, const char *schema, int *version, er_error *err)
+{
+    *version = 0;
+    PGconn *pg = PQconnectdb(conninfo);
+    if (!pg || PQstatus(pg) != CONNECTION_OK) {
+        const char *m = pg ? PQerrorMessage(pg) : "out of memory";
+        int n = (int)strlen(m);
+        while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' '))
+            n--;
+        int rc = er_error_set(err, ER_EUNAVAIL, "store", "store: cannot connect: %.*s", n, m);
+        PQfinish(pg);
+        return rc;
+    }
+    char *ident = PQescapeIdentifier(pg, schema, strlen(schema));
+    char *lit = ident ? PQescapeLiteral(pg, ident, strlen(ident)) : NULL;
+    int rc = 0;
+    PGresult *r = NULL;
+    if (!lit) {
+        rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
+    } else {
+        char sql[512];
+        snprintf(sql, sizeof sql, "SELECT to_regclass(%s || '.migrations') IS NOT NULL", lit);
+        r = PQexec(pg, sql);
+        bool has = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                   strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        if (PQresultStatus(r) != PGRES_TUPLES_OK)
+            rc = er_error_set(err, ER_EUNAVAIL, "store", "store: %s", PQerrorMessage(pg));
+        PQclear(r);
+        r = NULL;
+        if (rc == 0 && has) {
+            snprintf(sql, sizeof sql, "SELECT coalesce(max(version), 0) FROM %s.migrations",
+                     ident);
+            r = PQexec(pg, sql);
+            if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+                *version = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+            else
+                rc = er_error_set(err, ER_EUNAVAIL, "store", "store: %s", PQerrorMessage(pg));
+        }
+    }
+    PQclear(r);
+    PQfreemem(ident);
+    PQfreemem(lit);
+    PQfinish(pg);
     return rc;
 }

@@ -12,7 +12,8 @@
 /* Migrations. Each step runs, in order, in the one transaction that holds
  * the schema's advisory lock, with search_path set to the schema, and is
  * recorded in <schema>.migrations. To change the schema, append a step
- * (never edit one that has shipped). Functions pin their search_path to the
+ * (never edit one that has shipped) and name it in er_pg_migration_names;
+ * docs/postgres.md says whether the previous release survives it. Functions pin their search_path to the
  * schema (SET search_path FROM CURRENT). */
 const char *const er_pg_migrations[] = {
     /* 1: jobs, queues, the notify helper and the fetch function */
@@ -319,6 +320,21 @@ const char *const er_pg_migrations[] = {
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
+
+/* What each step does, as `errand migrate` lists it: one entry per step,
+ * appended with it. */
+const char *const er_pg_migration_names[] = {
+    "jobs, queues, the notify helper and the fetch function",
+    "errand.enqueue and errand.enqueue_bulk for applications",
+    "schedulers, run-once leases and cursors",
+    "the limits row, errand.enqueue_job and the fetch row work",
+    "tombstones of deleted jobs' ids",
+    "groups, rate limits and queue_states2",
+    "dashboard sessions and the audit log",
+};
+_Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
+                   sizeof er_pg_migrations / sizeof er_pg_migrations[0],
+               "every PostgreSQL migration has a name");
 
 /* Every job SELECT/RETURNING lists the job row (store/job_row.h) and then
  * seq (ER_PG_COL_SEQ), with the jobs table aliased j: er_pg_row_job reads

@@ -12,7 +12,8 @@
  * open() holds, and meta.schema_version becomes the number of steps applied.
  * To change the schema: append a new string to this array (never edit or
  * reorder a step that has shipped: a database may already hold it), update
- * the statements below that use new columns, and add a store test that
+ * the statements below that use new columns, name it in
+ * er_sqlite_migration_names, and add a store test that
  * opens a database written by the previous version. A database whose
  * version is newer than this array knows is refused at open. */
 const char *const er_sqlite_migrations[] = {
@@ -151,6 +152,20 @@ const char *const er_sqlite_migrations[] = {
 
 const int er_sqlite_schema_version =
     (int)(sizeof er_sqlite_migrations / sizeof er_sqlite_migrations[0]);
+
+/* What each step does, as `errand migrate` lists it: one entry per step,
+ * appended with it. */
+const char *const er_sqlite_migration_names[] = {
+    "jobs and queues",
+    "schedulers, run-once leases and cursors",
+    "the queue-state index leaves out active jobs",
+    "tombstones of deleted jobs' ids",
+    "groups and rate limits",
+    "dashboard sessions and the audit log",
+};
+_Static_assert(sizeof er_sqlite_migration_names / sizeof er_sqlite_migration_names[0] ==
+                   sizeof er_sqlite_migrations / sizeof er_sqlite_migrations[0],
+               "every SQLite migration has a name");
 
 /* Every job SELECT/RETURNING lists the job row (store/job_row.h) and then
  * seq (ER_SQ_COL_SEQ): er_sqlite_row_job reads them in that order. */

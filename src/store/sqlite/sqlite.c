@@ -10,11 +10,13 @@
  */
 #include "store/sqlite/sqlite_int.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define BUSY_TIMEOUT_DEFAULT_MS 5000
 /* The WAL is truncated back to this size after a checkpoint resets it, so
@@ -113,7 +115,10 @@ static int pragma(er_store *s, const char *sql, char *buf, size_t bufsz, er_erro
     return ret;
 }
 
-static int migrate(er_store *s, er_error *err)
+/* Applies the pending migrations in one transaction (or, with
+ * ER_MIGRATE_REFUSE, fails when any is pending); *from gets the version
+ * found. */
+static int migrate(er_store *s, er_migrate_mode mode, int *from, er_error *err)
 {
     int rc = pragma(s, "BEGIN IMMEDIATE", NULL, 0, err);
     if (rc < 0)
@@ -129,6 +134,11 @@ static int migrate(er_store *s, er_error *err)
         rc = er_error_set(err, ER_EINVAL, "store",
                           "store schema version %d is newer than this errand supports (%d)",
                           version, er_sqlite_schema_version);
+    if (rc == 0 && mode == ER_MIGRATE_REFUSE && version < er_sqlite_schema_version)
+        rc = er_error_set(err, ER_EUNAVAIL, "schema_version",
+                          "store schema version %d is older than this errand's (%d)", version,
+                          er_sqlite_schema_version);
+    *from = version;
     for (int v = version; rc == 0 && v < er_sqlite_schema_version; v++) {
         char *msg = NULL;
         int src = sqlite3_exec(s->db, er_sqlite_migrations[v], NULL, NULL, &msg);
@@ -188,10 +198,18 @@ void er_sqlite_global_init(void)
 
 /* `url` is a file path, or a SQLite URI ("file:PATH?vfs=NAME", used by the
  * fault tests) since the file is opened with SQLITE_OPEN_URI. */
-static int sq_open(const char *url, const er_store_options *opt, er_store **out, er_error *err)
+static int open_db(const char *url, const er_store_options *opt, int *from, er_store **out,
+                   er_error *err)
 {
     *out = NULL;
+    *from = 0;
     er_sqlite_global_init();
+    struct stat sb;
+    if (opt && opt->migrate == ER_MIGRATE_REFUSE && strncmp(url, "file:", 5) != 0 &&
+        stat(url, &sb) < 0 && errno == ENOENT) /* not created just to be refused */
+        return er_error_set(err, ER_EUNAVAIL, "schema_version",
+                            "store schema version 0 (no database yet) is older than this "
+                            "errand's (%d)", er_sqlite_schema_version);
     er_store *s = calloc(1, sizeof *s);
     if (!s)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -257,9 +275,9 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
             rc = er_sqlite_error(s->db, frc, "create function", err);
     }
     if (rc == 0)
-        rc = migrate(s, err);
+        rc = migrate(s, opt ? opt->migrate : ER_MIGRATE_AUTO, from, err);
     if (rc < 0) {
-        if (err)
+        if (err && strcmp(err->field, "schema_version") != 0)
             snprintf(err->field, sizeof err->field, "store");
         sq_close(s);
         return rc;
@@ -268,8 +286,79 @@ static int sq_open(const char *url, const er_store_options *opt, er_store **out,
     return 0;
 }
 
+static int sq_open(const char *url, const er_store_options *opt, er_store **out, er_error *err)
+{
+    int from;
+    return open_db(url, opt, &from, out, err);
+}
+
+/* The version in meta, read on a read-only connection; 0 when the file or
+ * the table is absent. */
+static int read_version(const char *url, int *version, er_error *err)
+{
+    *version = 0;
+    struct stat sb;
+    if (strncmp(url, "file:", 5) != 0 && stat(url, &sb) < 0 && errno == ENOENT)
+        return 0;
+    sqlite3 *db = NULL;
+    int src = sqlite3_open_v2(url, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    sqlite3_stmt *st = NULL;
+    if (src == SQLITE_OK) {
+        sqlite3_busy_timeout(db, BUSY_TIMEOUT_DEFAULT_MS);
+        src = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_master WHERE"
+                                     " name = 'meta' AND type = 'table')", -1, &st, NULL);
+    }
+    bool has_meta = false;
+    if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        has_meta = sqlite3_column_int(st, 0) > 0;
+        src = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (src == SQLITE_OK && has_meta)
+        src = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'", -1,
+                                 &st, NULL);
+    if (src == SQLITE_OK && has_meta && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        *version = sqlite3_column_int(st, 0);
+        src = SQLITE_OK;
+    } else if (src == SQLITE_DONE) {
+        src = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    int rc = src == SQLITE_OK ? 0
+             : db         ? er_sqlite_error(db, src, "schema version", err)
+                          : er_error_set(err, ER_ENOMEM, "store", "out of memory");
+    sqlite3_close(db);
+    if (rc < 0 && err)
+        snprintf(err->field, sizeof err->field, "store");
+    return rc;
+}
+
+static int sq_schema(const char *url, const er_store_options *opt, bool apply,
+                     er_schema_info *out, er_error *err)
+{
+    out->latest = er_sqlite_schema_version;
+    out->steps = er_sqlite_migration_names;
+    er_sqlite_global_init();
+    if (!apply) {
+        int rc = read_version(url, &out->version, err);
+        if (rc == 0 && out->version > er_sqlite_schema_version)
+            rc = er_error_set(err, ER_EINVAL, "store",
+                              "store schema version %d is newer than this errand supports (%d)",
+                              out->version, er_sqlite_schema_version);
+        return rc;
+    }
+    er_store_options o = opt ? *opt : (er_store_options){0};
+    o.migrate = ER_MIGRATE_AUTO;
+    er_store *s = NULL;
+    int rc = open_db(url, &o, &out->version, &s, err);
+    sq_close(s);
+    return rc;
+}
+
 const er_store_ops er_sqlite_ops = {
     .name = "sqlite",
+    .schema = sq_schema,
     .open = sq_open,
     .close = sq_close,
     .connections = sq_connections,

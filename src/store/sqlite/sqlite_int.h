@@ -117,6 +117,7 @@ extern const char *const er_sqlite_sql[ER_SQ_NSTMT];
 /* Schema migrations, applied in order at open (see sql.c for the procedure). */
 extern const char *const er_sqlite_migrations[];
 extern const int er_sqlite_schema_version;
+extern const char *const er_sqlite_migration_names[]; /* one a step, for errand migrate */
 
 /* The column of seq in a job SELECT/RETURNING: after the job row
  * (store/job_row.h). */
