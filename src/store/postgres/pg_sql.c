@@ -331,6 +331,7 @@ const char *const er_pg_migration_names[] = {
     "tombstones of deleted jobs' ids",
     "groups, rate limits and queue_states2",
     "dashboard sessions and the audit log",
+    "the job id rule of core in errand.enqueue",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],
