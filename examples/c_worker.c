@@ -7,7 +7,8 @@
  * and otherwise completes with a result echoing what the job was told.
  * Build: cc c_worker.c $(pkg-config --cflags --libs errand jansson)
  * Run:   c_worker --server http://127.0.0.1:7400 --queue emails --concurrency 4
- * SIGTERM/SIGINT stop it gracefully; a second signal ends it at once.
+ * SIGTERM/SIGINT stop it gracefully; a second SIGINT or SIGQUIT stops it at once
+ * (running jobs released).
  */
 #include <errand/errand.h>
 #include <jansson.h>

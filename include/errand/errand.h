@@ -377,10 +377,18 @@ ERRAND_API int errand_worker_run(errand_worker *w);
  * from any thread and before run() (run then returns at once). */
 ERRAND_API void errand_worker_stop(errand_worker *w);
 
-/* Installs SIGTERM and SIGINT handlers for w: the first signal calls
- * errand_worker_stop(w), a second one ends the process at once with
- * _exit(128 + signal). One worker per process can own the signals.
- * Returns 0 or ERRAND_EINVAL. */
+/* A stop without the grace period: as errand_worker_stop, and the leases
+ * of jobs still running are released at once (their handlers see
+ * ERRAND_STOP_SHUTDOWN), so no job is left active. run() returns once the
+ * releases are sent. Async-signal-safe; may follow errand_worker_stop. */
+ERRAND_API void errand_worker_stop_now(errand_worker *w);
+
+/* Installs SIGTERM, SIGINT and SIGQUIT handlers for w. SIGTERM, however
+ * often it comes, and a first SIGINT call errand_worker_stop(w) (systemd
+ * and GNU timeout send SIGTERM to a whole process group, so a repeat is
+ * the same request); a second SIGINT, or SIGQUIT, calls
+ * errand_worker_stop_now(w). The process is never ended from the handler.
+ * One worker per process can own the signals. Returns 0 or ERRAND_EINVAL. */
 ERRAND_API int errand_worker_install_signal_handlers(errand_worker *w);
 
 /* Counters since run() began (any thread may read them). */
@@ -434,6 +442,10 @@ ERRAND_API int errand_job_fail_transient(errand_job *job, const char *msg);
 ERRAND_API int errand_job_fail_permanent(errand_job *job, const char *msg);
 ERRAND_API int errand_job_retry_later(errand_job *job, long delay_ms);
 ERRAND_API int errand_job_throttled(errand_job *job, long retry_after_ms);
+/* Gives the job back without an outcome: its lease is released and the
+ * attempt not counted (for work the worker did not get to do, such as a
+ * command killed by the shutdown). Returns 0 or ERRAND_EINVAL. */
+ERRAND_API int errand_job_release(errand_job *job);
 
 /* ---- run exactly once per key (docs/leases.md) --------------------------
  * Appended with the scheduling work (src/client/exclusive.c). */

@@ -3,7 +3,7 @@
  * `errand serve`: reads the settings, opens the engine and the HTTP server,
  * and runs the event loop until SIGTERM/SIGINT. Shutdown stops accepting,
  * answers in-flight requests, lets the writer finish its commit and exits 0;
- * a second signal exits at once.
+ * a repeated SIGTERM changes nothing, a second SIGINT or SIGQUIT exits at once.
  */
 #include "cli/cli.h"
 #include "cli/sdnotify.h"
@@ -197,9 +197,9 @@ typedef struct serve_ctx {
     er_dispatcher *dispatcher;
     int64_t grace_ms;
     er_outbox *outbox;
-    struct event *sigterm, *sigint, *poll, *watchdog;
+    struct event *sigterm, *sigint, *sigquit, *poll, *watchdog;
     bool watchdog_failed;
-    int signals;
+    int signals, sigints;
     int64_t grace_deadline;
 } serve_ctx;
 
@@ -291,9 +291,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     serve_ctx *c = arg;
-    if (++c->signals > 1) {
-        ER_LOG(ER_LOG_WARN, NULL, "second signal %d: exiting at once", (int)sig);
+    if (sig == SIGQUIT || (sig == SIGINT && c->sigints++ > 0)) {
+        ER_LOG(ER_LOG_WARN, NULL, "signal %d: exiting at once", (int)sig);
         _exit(1);
+    }
+    if (++c->signals > 1) {
+        ER_LOG(ER_LOG_INFO, NULL,
+               "signal %d: already shutting down (SIGINT twice or SIGQUIT exits at once)",
+               (int)sig);
+        return;
     }
     notify("STOPPING=1");
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
@@ -480,13 +486,15 @@ int er_cli_serve(int argc, char **argv, char **envp)
     c.grace_ms = er_settings_get(&st, "shutdown-grace")->num;
     c.sigterm = evsignal_new(c.base, SIGTERM, on_signal, &c);
     c.sigint = evsignal_new(c.base, SIGINT, on_signal, &c);
+    c.sigquit = evsignal_new(c.base, SIGQUIT, on_signal, &c);
     c.poll = evtimer_new(c.base, poll_inflight, &c);
-    if (!c.sigterm || !c.sigint || !c.poll) {
+    if (!c.sigterm || !c.sigint || !c.sigquit || !c.poll) {
         fprintf(stderr, "errand serve: cannot install signal handlers\n");
         goto out;
     }
     evsignal_add(c.sigterm, NULL);
     evsignal_add(c.sigint, NULL);
+    evsignal_add(c.sigquit, NULL);
     c.grace_deadline = INT64_MAX;
     {
         char extra[512], shown[384];
@@ -522,6 +530,8 @@ out:
         event_free(c.sigterm);
     if (c.sigint)
         event_free(c.sigint);
+    if (c.sigquit)
+        event_free(c.sigquit);
     if (c.poll)
         event_free(c.poll);
     if (c.watchdog)

@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,10 @@ static void log_line(int level, const char *line, void *user)
 }
 
 /* Logs {"ts","level","msg","job_id",...extra} from this file. */
+/* Shutdown by signal: SIGTERM (however often) and a first SIGINT drain;
+ * a second SIGINT or SIGQUIT stops now: commands killed, jobs released. */
+static atomic_int g_stopping, g_now, g_sigints; /* lock-free: async-signal-safe */
+
 static void wlog(int level, const errand_job *job, const char *msg, const char *key,
                  const char *val)
 {
@@ -234,6 +239,7 @@ static void run_command(const work *wk, errand_job *job, run_result *rr)
     sigaddset(&def, SIGPIPE);
     sigaddset(&def, SIGTERM);
     sigaddset(&def, SIGINT);
+    sigaddset(&def, SIGQUIT);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &def);
     posix_spawnattr_setpgroup(&at, 0);
@@ -294,9 +300,14 @@ static void run_command(const work *wk, errand_job *job, run_result *rr)
             exited = true;
             break;
         }
-        /* Timeout, lost lease, or the grace period over: stop the command. */
+        /* Timeout, lost lease, or the grace period over: stop the command,
+         * at once when the shutdown is immediate. */
         int stop = errand_job_should_stop(job);
-        if (!kill_at && (stop || errand_job_remaining_ms(job) <= 0)) {
+        if (atomic_load(&g_now) && stop == ERRAND_STOP_SHUTDOWN && !rr->killed) {
+            kill(-pid, SIGKILL);
+            rr->stopped = rr->killed = true;
+            kill_at = kill_at ? kill_at : er_mono_ms();
+        } else if (!kill_at && (stop || errand_job_remaining_ms(job) <= 0)) {
             rr->timed_out = stop == 0 || stop == ERRAND_STOP_TIMEOUT;
             rr->stopped = true;
             kill(-pid, SIGTERM);
@@ -448,6 +459,11 @@ static int handle(errand_job *job, void *user)
             errand_job_fail_permanent(job, msg);
         else
             errand_job_fail_transient(job, msg);
+    } else if (atomic_load(&g_stopping)) {
+        /* Killed by the shutdown (systemd and timeout signal the whole
+         * group): the work was not done, so the attempt does not count. */
+        wlog(ERRAND_LOG_WARN, job, "command killed during shutdown; job released", NULL, NULL);
+        errand_job_release(job);
     } else {
         snprintf(msg, sizeof msg, "%s killed by signal %d", wk->argv[0],
                  WIFSIGNALED(rr.status) ? WTERMSIG(rr.status) : 0);
@@ -498,7 +514,7 @@ static const er_setting work_table[] = {
     {"concurrency", ER_SET_INT, "1", 1, 1000, NULL, "jobs run at once"},
     {"prefetch", ER_SET_INT, "-1", -1, 10000, NULL, "jobs leased ahead of free slots (-1: = concurrency)"},
     {"timeout", ER_SET_DURATION, "30s", 1, 86400000, NULL, "longest run of one job (the job's own timeout_ms if shorter)"},
-    {"grace", ER_SET_DURATION, "45s", 1, 86400000, NULL, "on SIGTERM/SIGINT, how long running jobs may finish"},
+    {"grace", ER_SET_DURATION, "45s", 1, 86400000, NULL, "on SIGTERM/SIGINT, how long running jobs may finish (SIGINT twice or SIGQUIT: none)"},
     {"lease", ER_SET_DURATION, "60s", 1000, 86400000, NULL, "lease asked for and renewed every lease/3"},
     {"kill-after", ER_SET_DURATION, "5s", 0, 3600000, NULL, "SIGKILL this long after the timeout's SIGTERM"},
     {"max-started", ER_SET_INT, "0", 0, 100000, NULL, "retry-later rounds before the job fails permanently (0: the queue's setting)"},
@@ -524,13 +540,16 @@ static const char *usage_line =
     "Durations: 500ms, 30s, 5m, 1h. See docs/workers.md.";
 
 static errand_worker *g_worker;
-static volatile sig_atomic_t g_signals;
 
 static void on_signal(int sig)
 {
-    if (g_signals++ > 0)
-        _exit(128 + sig);
-    errand_worker_stop(g_worker);
+    atomic_store(&g_stopping, 1);
+    if (sig == SIGQUIT || (sig == SIGINT && atomic_fetch_add(&g_sigints, 1) > 0)) {
+        atomic_store(&g_now, 1);
+        errand_worker_stop_now(g_worker);
+    } else {
+        errand_worker_stop(g_worker);
+    }
 }
 
 int er_cli_work(int argc, char **argv)
@@ -615,6 +634,7 @@ int er_cli_work(int argc, char **argv)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
     rc = errand_worker_run(g_worker);
     errand_worker_free(g_worker); /* waits for commands being stopped */
     g_worker = NULL;

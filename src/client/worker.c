@@ -259,13 +259,22 @@ void errand_worker_stop(errand_worker *w)
     (void)r;
 }
 
+void errand_worker_stop_now(errand_worker *w)
+{
+    if (!w)
+        return;
+    atomic_store(&w->stop_now, 1);
+    errand_worker_stop(w);
+}
+
 static int start_thread(errand_worker *w, pthread_t *t, void *(*fn)(void *))
 {
-    /* Worker threads leave SIGTERM/SIGINT to the thread that called run(). */
+    /* Worker threads leave SIGTERM/SIGINT/SIGQUIT to the thread that called run(). */
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGQUIT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     int rc = pthread_create(t, NULL, fn, w);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -331,9 +340,11 @@ static void graceful_stop(errand_worker *w)
     int nnotify = 0;
     pthread_mutex_lock(&w->mu);
     int64_t until = er_mono_ms() + w->grace_ms;
-    while (w->running > 0 && er_mono_ms() < until) {
-        struct timespec ts = {.tv_sec = (time_t)(until / 1000),
-                              .tv_nsec = (long)(until % 1000) * 1000000L};
+    /* Waits of at most 50 ms: a stop_now from a signal handler cannot wake
+     * the condition variable. */
+    while (w->running > 0 && !atomic_load(&w->stop_now) && er_mono_ms() < until) {
+        int64_t t = er_mono_ms() + 50 < until ? er_mono_ms() + 50 : until;
+        struct timespec ts = {.tv_sec = (time_t)(t / 1000), .tv_nsec = (long)(t % 1000) * 1000000L};
         pthread_cond_timedwait(&w->cv_idle, &w->mu, &ts);
     }
     /* Then the leases of jobs still running are released, not failed. */
@@ -482,13 +493,15 @@ void errand_worker_free(errand_worker *w)
 /* ---- signals ------------------------------------------------------------------ */
 
 static errand_worker *_Atomic sig_worker;
-static atomic_int sig_count;
+static atomic_int sig_ints;
 
 static void on_signal(int sig)
 {
-    if (atomic_fetch_add(&sig_count, 1) > 0)
-        _exit(128 + sig);
-    errand_worker_stop(atomic_load(&sig_worker));
+    errand_worker *w = atomic_load(&sig_worker);
+    if (sig == SIGQUIT || (sig == SIGINT && atomic_fetch_add(&sig_ints, 1) > 0))
+        errand_worker_stop_now(w);
+    else
+        errand_worker_stop(w);
 }
 
 int errand_worker_install_signal_handlers(errand_worker *w)
@@ -496,13 +509,14 @@ int errand_worker_install_signal_handlers(errand_worker *w)
     if (!w)
         return ERRAND_EINVAL;
     atomic_store(&sig_worker, w);
-    atomic_store(&sig_count, 0);
+    atomic_store(&sig_ints, 0);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+        sigaction(SIGQUIT, &sa, NULL) != 0)
         return ERRAND_EINVAL;
     return 0;
 }

@@ -44,7 +44,7 @@ enum { ER_JOB_QUEUED = 1, ER_JOB_RUNNING = 2, ER_JOB_DONE = 3 };
 
 /* Handler outcomes (errand_job_complete and friends). */
 enum { ER_OC_NONE = 0, ER_OC_COMPLETE, ER_OC_TRANSIENT, ER_OC_PERMANENT, ER_OC_RETRY_LATER,
-       ER_OC_THROTTLED };
+       ER_OC_THROTTLED, ER_OC_RELEASE };
 
 struct errand_job {
     errand_worker *w;
@@ -90,6 +90,7 @@ struct errand_worker {
 
     int stop_pipe[2];
     atomic_int stop_requested;
+    atomic_int stop_now;        /* errand_worker_stop_now: no grace period */
     bool ran, sync_ready;
 
     pthread_mutex_t mu;

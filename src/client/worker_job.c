@@ -141,8 +141,16 @@ int errand_job_throttled(errand_job *job, long retry_after_ms)
     return 0;
 }
 
+int errand_job_release(errand_job *job)
+{
+    if (!job)
+        return ERRAND_EINVAL;
+    set_outcome(job, ER_OC_RELEASE, NULL, 0, NULL);
+    return 0;
+}
+
 static const char *oc_names[] = {"none", "completed", "transient", "permanent", "retry_later",
-                                  "throttled"};
+                                  "throttled", "released"};
 
 /* Writes the fail item of class cls (message msg may be NULL) into b. */
 static void fail_item(const errand_job *j, const char *cls, const char *msg, const char *dkey,
@@ -202,6 +210,7 @@ static void outcome_item(errand_worker *w, errand_job *j, int rc, er_buf *b)
     case ER_OC_TRANSIENT: fail_item(j, "transient", j->msg, NULL, 0, b); return;
     case ER_OC_PERMANENT: fail_item(j, "permanent", j->msg, NULL, 0, b); return;
     case ER_OC_RETRY_LATER: fail_item(j, "retry_later", NULL, "delay_ms", j->delay_ms, b); return;
+    case ER_OC_RELEASE: er_ack_item(j, "release", "{}", b); return;
     default: fail_item(j, "throttled", NULL, "retry_after_ms", j->delay_ms, b); return;
     }
 }
@@ -275,6 +284,8 @@ void er_worker_finish_post(errand_worker *w, errand_job *j, const er_finish *f)
 {
     if (strcmp(f->outcome, "completed") == 0)
         atomic_fetch_add(&w->st_completed, 1);
+    else if (f->drop_list_ref && f->stop == 0 && strcmp(f->outcome, "released") == 0)
+        atomic_fetch_add(&w->st_released, 1); /* errand_job_release */
     else if (f->drop_list_ref && (f->stop == 0 || f->stop == ERRAND_STOP_TIMEOUT))
         atomic_fetch_add(&w->st_failed, 1);
     job_line(w, j, f->outcome, f->dur);

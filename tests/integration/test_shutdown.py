@@ -3,7 +3,8 @@
 # Graceful shutdown: SIGTERM while clients enqueue and a long-poll fetch is
 # parked makes the server answer what it received, exit 0 within seconds,
 # and keep every request it answered with 2xx; /readyz stops saying 200; a
-# second signal during shutdown exits at once.
+# repeated SIGTERM changes nothing, while SIGQUIT or a second SIGINT exits at
+# once.
 
 import http.client
 import json
@@ -163,7 +164,7 @@ class ShutdownTest(unittest.TestCase):
         self.assertNotIn(200, seen, seen)
         self.assertEqual(self.s.wait(10), 0, self.s.log_text())
 
-    def test_second_sigterm_during_shutdown_exits_at_once(self):
+    def test_a_second_sigterm_is_the_same_request_and_sigquit_exits_at_once(self):
         self.start_producers(4, "twice")
         parked = []
 
@@ -184,15 +185,29 @@ class ShutdownTest(unittest.TestCase):
         self.s.wait_log(SHUTTING_DOWN, after=mark)
         self.assertTrue(self.s.alive(), "shutdown did not wait for the stalled reply:\n"
                         + self.s.log_text())
+        self.s.signal(signal.SIGTERM)  # during the shutdown: the same request
+        self.s.wait_log("already shutting down", after=mark)
+        self.assertTrue(self.s.alive(), "a repeated SIGTERM ended the shutdown:\n"
+                        + self.s.log_text())
         t0 = time.monotonic()
-        self.s.signal(signal.SIGTERM)  # during the shutdown
+        self.s.signal(signal.SIGQUIT)
         rc = self.s.wait(2)
-        self.assertIsNotNone(rc, "still running 2 s after a second SIGTERM:\n" + self.s.log_text())
+        self.assertIsNotNone(rc, "still running 2 s after SIGQUIT:\n" + self.s.log_text())
         self.assertLess(time.monotonic() - t0, 2.0)
         self.assertEqual(rc, 1, self.s.log_text())  # _exit(1), not the graceful 0
         self.s.join_drainers()
-        self.assertTrue(any("second signal" in o.get("msg", "")
+        self.assertTrue(any("exiting at once" in o.get("msg", "")
                             for o in self.s.log_records(after=mark)), self.s.log_text())
+
+    def test_sigint_twice_exits_at_once(self):
+        self.stalled_fetch("sd-big2")  # without it the shutdown would end by itself
+        mark = self.s.log_mark()
+        self.s.signal(signal.SIGINT)
+        self.s.wait_log(SHUTTING_DOWN, after=mark)
+        self.assertTrue(self.s.alive(), self.s.log_text())
+        self.s.signal(signal.SIGINT)
+        rc = self.s.wait(2)
+        self.assertEqual(rc, 1, self.s.log_text())
 
     def test_sigint_shuts_down_like_sigterm(self):
         st, _, _ = self.s.enqueue("sd-int", {"name": "x", "id": "int-1"})

@@ -6,7 +6,9 @@
 # job whose worker is SIGKILLed is redelivered after the lease expires and
 # completed by another worker, a lost lease stops the handler and its
 # outcome is not sent, SIGTERM completes or releases every job (none stays
-# active, none is lost, exit 0), a second signal exits at once, and the
+# active, none is lost, exit 0), a repeated SIGTERM still drains, SIGINT
+# twice or SIGQUIT stops at once with the command killed and its job
+# released, a command killed by the shutdown is released, and the
 # handler's four outcome classes reach the server.
 
 import os
@@ -164,32 +166,99 @@ class RuntimeTest(unittest.TestCase):
         finally:
             self.assertEqual(w2.stop(), 0, w2.text())
 
-    def test_second_signal_exits_at_once(self):
-        started = os.path.join(self.tmp, "twice.started")
-        # stderr away from the worker's: the job outlives it and would keep
+    def long_job(self, queue, seconds):
+        """A worker running one job of `seconds`; returns (worker, pid file)
+        once the command runs (its pid written)."""
+        pidf = os.path.join(self.tmp, queue + ".pid")
+        # stderr away from the worker's: a job that outlived it would keep
         # the pipe the test reads the worker's lines from open
-        script = write_script(self.tmp, "long.sh", "exec 2>/dev/null\ntouch '%s'\n"
-                              "cat >/dev/null\nsleep 5\n" % started)
-        self.enqueue("twice", "twice-1")
-        w = Worker.work(self.s, "twice", [script], "--timeout", "8s", "--grace", "9s",
+        script = write_script(self.tmp, queue + ".sh", "exec 2>/dev/null\necho $$ > '%s.tmp'\n"
+                              "mv '%s.tmp' '%s'\ncat >/dev/null\nsleep %d\n"
+                              % (pidf, pidf, pidf, seconds))
+        self.enqueue(queue, queue + "-1")
+        w = Worker.work(self.s, queue, [script], "--timeout", "8s", "--grace", "9s",
                         "--lease", "10s")
+        # running, not only leased (a leased job may still wait in the prefetch)
+        self.assertTrue(wait_until(lambda: os.path.exists(pidf), 10), w.text())
+        with open(pidf) as f:
+            return w, int(f.read())
+
+    def wait_stopping(self, w):
+        wait_until(lambda: any(l.get("msg", "").startswith("stopping") for l in w.logs()),
+                   timeout=10, what="the worker to log that the signal stops it")
+
+    def test_a_repeated_sigterm_still_drains(self):
+        # systemd and GNU timeout signal the whole group: a repeat is the same request
+        w, _ = self.long_job("again", 2)
         try:
-            # running, not only leased (a leased job may still wait in the prefetch)
-            self.assertTrue(wait_until(lambda: os.path.exists(started), 10))
             w.signal(signal.SIGTERM)
-            wait_until(lambda: any(l.get("msg", "").startswith("stopping")
-                                   for l in w.logs()),
-                       timeout=10, what="the worker to log that the first signal stops it")
-            time.sleep(0.3)  # a duration, not an order: the worker keeps waiting meanwhile
-            self.assertIsNone(w.proc.poll(), "the first signal waits for the running job")
-            t0 = time.monotonic()
+            self.wait_stopping(w)
             w.signal(signal.SIGTERM)
-            rc = w.wait(5)
-            self.assertEqual(rc, 128 + signal.SIGTERM)
-            # at once: well before the job's 5 s (3 s leaves room for a TSan build)
-            self.assertLess(time.monotonic() - t0, 3.0)
+            w.signal(signal.SIGTERM)
+            self.assertEqual(w.wait(15), 0, w.text())
         finally:
             w.stop()
+        j = self.s.job("again-1")
+        self.assertEqual((j["state"], j["attempts"]), ("completed", 1), j)
+
+    def stop_now(self, queue, signals):
+        w, pid = self.long_job(queue, 30)
+        try:
+            t0 = time.monotonic()
+            for i, sig in enumerate(signals):
+                w.signal(sig)
+                if i < len(signals) - 1:  # two at once would merge into one
+                    self.wait_stopping(w)
+            rc = w.wait(10)
+            # at once: well before the job's 30 s or the 9 s grace (room for TSan)
+            self.assertLess(time.monotonic() - t0, 5.0, w.text())
+            self.assertEqual(rc, 0, w.text())
+        finally:
+            w.stop()
+        self.assertTrue(wait_until(lambda: not os.path.exists("/proc/%d" % pid), 5),
+                        "the command outlived an immediate stop")
+        j = self.s.job(queue + "-1")
+        self.assertEqual((j["state"], j["attempts"]), ("waiting", 0), j)
+
+    def test_sigint_twice_stops_now_killing_the_command_and_releasing_its_job(self):
+        self.stop_now("twice", [signal.SIGINT, signal.SIGINT])
+
+    def test_sigquit_stops_now(self):
+        self.stop_now("quit", [signal.SIGQUIT])
+
+    def test_a_command_killed_by_the_shutdown_is_released_not_failed(self):
+        w, pid = self.long_job("group", 30)
+        try:
+            # what a control-group kill does: the worker and its command
+            w.signal(signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
+            self.assertEqual(w.wait(15), 0, w.text())
+        finally:
+            w.stop()
+        j = self.s.job("group-1")
+        self.assertEqual((j["state"], j["attempts"]), ("waiting", 0), j)
+        self.assertIsNone(j.get("last_error"), j)
+
+    def test_the_signal_helper_stops_now_on_sigquit(self):
+        # liberrand's errand_worker_install_signal_handlers, in the C example
+        self.enqueue("helper", "helper-1", {"sleep_ms": 30000})
+        w = Worker.example(self.s, "helper", "--lease-ms", "20000", "--timeout-ms", "15000",
+                           "--grace-ms", "18000")
+        try:
+            self.assertTrue(wait_until(lambda: self.s.job("helper-1")["state"] == "active", 10))
+            w.signal(signal.SIGTERM)
+            self.wait_stopping(w)
+            w.signal(signal.SIGTERM)  # the same request
+            time.sleep(0.3)  # a duration, not an order: it keeps draining meanwhile
+            self.assertIsNone(w.proc.poll(), "a repeated SIGTERM ended the drain")
+            t0 = time.monotonic()
+            w.signal(signal.SIGQUIT)
+            self.assertEqual(w.wait(10), 0, w.text())
+            self.assertLess(time.monotonic() - t0, 5.0)
+        finally:
+            w.stop()
+        j = self.s.job("helper-1")
+        self.assertEqual((j["state"], j["attempts"]), ("waiting", 0), j)
 
     def test_c_handler_outcome_classes(self):
         for oc in ("permanent", "transient", "retry_later", "throttled"):
