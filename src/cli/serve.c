@@ -74,9 +74,10 @@ static const er_setting serve_settings[] = {
     {"dedup-window", ER_SET_DURATION, "30d", 0, ER_DEDUP_WINDOW_MAX_MS, NULL,
      "how long a job id a client gave stays a duplicate after retention deleted its job "
      "(up to 3650d; 0 remembers none)"},
-    {"ui-host", ER_SET_STRING, NULL, 0, 0, NULL,
-     "comma-separated host names the dashboard answers to beside the listen address (a session "
-     "cookie, or a login, with any other Host is refused)"},
+    {"allowed-hosts", ER_SET_STRING, NULL, 0, 0, NULL,
+     "comma-separated host names this server answers to beside the listen address and, on "
+     "loopback, localhost: the dashboard always, and every request when no tokens are set "
+     "(any other Host is refused: DNS rebinding)"},
     {"ui-session-idle-s", ER_SET_INT, "43200", 60, 2592000, NULL,
      "seconds a dashboard session may go unused before it ends (60..2592000)"},
     {"audit-retention-s", ER_SET_INT, "7776000", 3600, 315360000, NULL,
@@ -332,7 +333,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
     }
     er_log_set_level(er_settings_get(&st, "log-level")->text);
     er_log_text = strcmp(er_settings_get(&st, "log-format")->text, "text") == 0;
-    if (er_server_check_ui_hosts(er_settings_get(&st, "ui-host")->text, &err) < 0) {
+    if (er_server_check_allowed_hosts(er_settings_get(&st, "allowed-hosts")->text, &err) < 0) {
         fprintf(stderr, "errand serve: %s\n", err.message);
         er_settings_fini(&st);
         return 2;
@@ -454,7 +455,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
     er_server_config scfg = {
         .outbox = c.outbox,
         .access_log = er_settings_get(&st, "access-log")->text,
-        .ui_hosts = er_settings_get(&st, "ui-host")->text,
+        .allowed_hosts = er_settings_get(&st, "allowed-hosts")->text,
         .ui_session_idle_ms = er_settings_get(&st, "ui-session-idle-s")->num * 1000,
         .listen = er_settings_get(&st, "listen")->text,
         .tokens = tokens,

@@ -319,9 +319,43 @@ class OpenMode(unittest.TestCase):
             st, body, _ = self.s.post("/v1/queues/xsite-q/pause", headers=h)
             self.assertEqual(st, want, (origin, host, body))
             if want == 403:
-                self.assertEqual(error_of(body)["field"], "origin")
+                self.assertEqual(error_of(body)["field"], "host" if host else "origin")
         st, body, _ = self.s.get("/v1/queues", headers={"Origin": "http://evil.example"})
         self.assertEqual(st, 200)  # reads are not changes (and CORS keeps their answers)
+        # a browser that says another site's page sent it, whatever the Origin
+        for site, want in (("cross-site", 403), ("same-site", 403), ("same-origin", 200),
+                           ("none", 200)):
+            st, body, _ = self.s.post("/v1/queues/xsite-q/resume",
+                                      headers={"Sec-Fetch-Site": site})
+            self.assertEqual(st, want, (site, body))
+
+    def test_dns_rebinding_reads_nothing(self):
+        # issue 16 item 10: a hostile name pointed at 127.0.0.1 reaches the
+        # server from the victim's browser with that name in Host
+        port = self.s.port
+        for path in ("/v1/queues", "/v1/jobs/none", "/metrics", "/v1/dead", "/v1/schedulers"):
+            st, body, _ = self.s.get(path, headers={"Host": "rebind.example:%d" % port})
+            self.assertEqual(st, 403, (path, body))
+        # probes answer to any name (a load balancer's), and tell nothing
+        st, body, _ = self.s.get("/healthz", headers={"Host": "rebind.example:%d" % port})
+        self.assertEqual(st, 200, body)
+        st, body, _ = self.s.get("/v1/queues", headers={"Host": "rebind.example:%d" % port})
+        self.assertEqual(error_of(body)["field"], "host", body)
+        for host in ("localhost:%d" % port, "127.0.0.1:%d" % port, "LOCALHOST:%d" % port):
+            st, body, _ = self.s.get("/v1/queues", headers={"Host": host})
+            self.assertEqual(st, 200, (host, body))
+
+    def test_allowed_hosts_adds_names(self):
+        with Server(args=["--allowed-hosts", "errand.internal"]) as s:
+            st, body, _ = s.get("/v1/queues", headers={"Host": "errand.internal:%d" % s.port})
+            self.assertEqual(st, 200, body)
+            st, body, _ = s.get("/v1/queues", headers={"Host": "other.internal"})
+            self.assertEqual(st, 403, body)
+        # with tokens a bearer request is judged by its token, not by Host
+        with Server(args=["--token", "admin:" + ADMIN]) as s:
+            st, body, _ = s.get("/v1/queues", headers={
+                "Host": "rebind.example", "Authorization": "Bearer " + ADMIN})
+            self.assertEqual(st, 200, body)
 
 
 class Settings(unittest.TestCase):
@@ -350,16 +384,16 @@ class Settings(unittest.TestCase):
 
     def test_out_of_range_settings_are_refused_at_start(self):
         for args in (["--ui-session-idle-s", "59"], ["--ui-session-idle-s", "2592001"],
-                     ["--audit-retention-s", "3599"], ["--ui-host", "bad host"],
-                     ["--ui-host", "a,,b"]):
+                     ["--audit-retention-s", "3599"], ["--allowed-hosts", "bad host"],
+                     ["--allowed-hosts", "a,,b"]):
             with self.subTest(args=args):
                 rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
                                            "sqlite:/nonexistent/x.db"] + args)
                 self.assertEqual(rc, 2, err)
-                self.assertRegex(err, "ui-session-idle-s|audit-retention-s|ui-host")
+                self.assertRegex(err, "ui-session-idle-s|audit-retention-s|allowed-hosts")
 
     def test_a_ui_host_name_is_accepted_with_any_port(self):
-        with Server(args=["--token", "admin:" + ADMIN, "--ui-host", "errand.example,ops.example"],
+        with Server(args=["--token", "admin:" + ADMIN, "--allowed-hosts", "errand.example,ops.example"],
                     token=ADMIN) as s:
             st, _, h = login(s, ADMIN, host="errand.example")
             self.assertEqual(st, 303)

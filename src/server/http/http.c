@@ -139,7 +139,7 @@ static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
     return false;
 }
 
-/* --ui-host: a comma-separated list of host names (no port, no spaces).
+/* --allowed-hosts: a comma-separated list of host names (no port, no spaces).
  * With s NULL it only checks. */
 static int split_hosts(er_server *s, const char *list, er_error *err)
 {
@@ -147,31 +147,31 @@ static int split_hosts(er_server *s, const char *list, er_error *err)
     do {
         size_t n = strcspn(p, ",");
         if (n == 0 || n > 253)
-            return er_error_set(err, ER_EINVAL, "ui-host", "--ui-host names must be 1..253 "
+            return er_error_set(err, ER_EINVAL, "allowed-hosts", "--allowed-hosts names must be 1..253 "
                                 "characters, comma-separated");
         for (size_t i = 0; i < n; i++) {
             char ch = p[i];
             bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                       (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
             if (!ok)
-                return er_error_set(err, ER_EINVAL, "ui-host",
-                                    "--ui-host names may hold only A-Z a-z 0-9 . -");
+                return er_error_set(err, ER_EINVAL, "allowed-hosts",
+                                    "--allowed-hosts names may hold only A-Z a-z 0-9 . -");
         }
         if (s) {
-            char **v = realloc(s->ui_hosts, (s->nui_hosts + 1) * sizeof *v);
+            char **v = realloc(s->allowed_hosts, (s->nallowed_hosts + 1) * sizeof *v);
             if (!v)
                 return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
-            s->ui_hosts = v;
-            if (!(v[s->nui_hosts] = strndup(p, n)))
+            s->allowed_hosts = v;
+            if (!(v[s->nallowed_hosts] = strndup(p, n)))
                 return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
-            s->nui_hosts++;
+            s->nallowed_hosts++;
         }
         p += n;
     } while (*p++ == ',');
     return 0;
 }
 
-int er_server_check_ui_hosts(const char *list, er_error *err)
+int er_server_check_allowed_hosts(const char *list, er_error *err)
 {
     return list ? split_hosts(NULL, list, err) : 0;
 }
@@ -235,7 +235,7 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     s->outbox = cfg->outbox;
     s->ui_idle_ms = cfg->ui_session_idle_ms > 0 ? cfg->ui_session_idle_ms
                                                 : ER_UI_SESSION_IDLE_DEFAULT_MS;
-    if (cfg->ui_hosts && split_hosts(s, cfg->ui_hosts, err) < 0) {
+    if (cfg->allowed_hosts && split_hosts(s, cfg->allowed_hosts, err) < 0) {
         er_server_free(s);
         return err->code;
     }
@@ -377,8 +377,8 @@ void er_server_free(er_server *s)
         fclose(s->access_log);
     free(s->http_counts);
     free(s->wbuf);
-    for (size_t i = 0; i < s->nui_hosts; i++)
-        free(s->ui_hosts[i]);
-    free(s->ui_hosts);
+    for (size_t i = 0; i < s->nallowed_hosts; i++)
+        free(s->allowed_hosts[i]);
+    free(s->allowed_hosts);
     free(s);
 }

@@ -235,6 +235,22 @@ static bool ct_streq(const char *a, const char *b)
 }
 
 /* The session lookup of a cookie-authenticated request finished. */
+/* Without tokens, a browser tricked by DNS rebinding (a hostile name
+ * pointed at 127.0.0.1) sends that name in Host: only this server's names
+ * pass. A request without Host (HTTP/1.0) comes from no browser. */
+static bool open_host_ok(const er_server *s, struct evhttp_request *req)
+{
+    return !evhttp_find_header(evhttp_request_get_input_headers(req), "Host") ||
+           er_host_ok(s, req);
+}
+
+/* A browser's own word that another site's page sent the request. */
+static bool cross_site_fetch(struct evhttp_request *req)
+{
+    const char *v = evhttp_find_header(evhttp_request_get_input_headers(req), "Sec-Fetch-Site");
+    return v && strcmp(v, "same-origin") != 0 && strcmp(v, "none") != 0;
+}
+
 static void on_session(er_hctx *c, er_req *r)
 {
     er_server *s = c->s;
@@ -289,8 +305,14 @@ static void authorize(er_hctx *c, const er_route *rt)
     er_server *s = c->s;
     struct evhttp_request *req = c->req;
     snprintf(c->who, sizeof c->who, "open");
-    if (rt->access == ER_ACCESS_OPEN) {
+    if (rt->access == ER_ACCESS_OPEN) { /* probes and the dashboard's static pages */
         run_route(c);
+        return;
+    }
+    if (s->ntokens == 0 && !open_host_ok(s, req)) {
+        er_http_fail(c, ER_EPERM, "host",
+                     "without tokens this server answers only to its own host names (the "
+                     "listen address, localhost, --allowed-hosts)");
         return;
     }
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -302,7 +324,7 @@ static void authorize(er_hctx *c, const er_route *rt)
             /* open: a change a browser sends from another site's page (or
              * through a rebound name) is refused; clients send no Origin */
             if (state_changing((int)evhttp_request_get_command(req)) &&
-                !er_ui_origin_ok(s, req)) {
+                (!er_ui_origin_ok(s, req) || cross_site_fetch(req))) {
                 er_http_fail(c, ER_EPERM, "origin",
                              "a change from another site's page is refused");
                 return;
@@ -324,7 +346,7 @@ static void authorize(er_hctx *c, const er_route *rt)
         run_route(c);
         return;
     }
-    if (!er_ui_host_ok(s, req)) {
+    if (!er_host_ok(s, req)) {
         er_http_fail(c, ER_EPERM, "host",
                      "a request with a session cookie must name this server in Host");
         return;

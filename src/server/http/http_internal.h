@@ -110,8 +110,8 @@ struct er_server {
     /* the dashboard (routes_ui.c): Host values a cookie is accepted with */
     char host_self[80];         /* "127.0.0.1:7400", the listen address */
     bool host_loopback;         /* localhost, 127.0.0.1 and [::1] with the port too */
-    char **ui_hosts;            /* --ui-host names (owned) */
-    size_t nui_hosts;
+    char **allowed_hosts;            /* --allowed-hosts names (owned) */
+    size_t nallowed_hosts;
     int64_t ui_idle_ms;         /* a session ends after this long unused */
     bool accepting;
     size_t inflight;
@@ -279,10 +279,10 @@ bool er_http_role_allows(er_role role, er_access access);
 
 /* True when the request's Host is this server's (the listen address, on
  * loopback also localhost, 127.0.0.1 and [::1] with its port, or a
- * --ui-host name with any port). */
-bool er_ui_host_ok(const er_server *s, struct evhttp_request *req);
+ * --allowed-hosts name with any port). */
+bool er_host_ok(const er_server *s, struct evhttp_request *req);
 /* True when the request has no Origin header, or its Origin is
- * http(s)://<Host> and Host passes er_ui_host_ok. */
+ * http(s)://<Host> and Host passes er_host_ok. */
 bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req);
 /* The session id of the request's errand_session cookie into sid[65]
  * (64 hex characters); false when there is none or it is malformed. */

@@ -31,7 +31,7 @@ static bool host_eq(const char *host, const char *want)
     return strcasecmp(host, want) == 0;
 }
 
-bool er_ui_host_ok(const er_server *s, struct evhttp_request *req)
+bool er_host_ok(const er_server *s, struct evhttp_request *req)
 {
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
     if (!host || !*host || strlen(host) > 300)
@@ -47,9 +47,9 @@ bool er_ui_host_ok(const er_server *s, struct evhttp_request *req)
                 return true;
         }
     }
-    for (size_t i = 0; i < s->nui_hosts; i++) {
-        size_t n = strlen(s->ui_hosts[i]);
-        if (strncasecmp(host, s->ui_hosts[i], n) != 0)
+    for (size_t i = 0; i < s->nallowed_hosts; i++) {
+        size_t n = strlen(s->allowed_hosts[i]);
+        if (strncasecmp(host, s->allowed_hosts[i], n) != 0)
             continue;
         const char *rest = host + n;
         if (!*rest || (rest[0] == ':' && rest[1] && strspn(rest + 1, "0123456789") == strlen(rest + 1)))
@@ -65,7 +65,7 @@ bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req)
     if (!origin)
         return true;
     const char *host = evhttp_find_header(in, "Host");
-    if (!host || !er_ui_host_ok(s, req))
+    if (!host || !er_host_ok(s, req))
         return false;
     char want[320], want_tls[320];
     snprintf(want, sizeof want, "http://%s", host);
@@ -363,7 +363,7 @@ void er_route_ui_login(er_hctx *c)
 {
     er_server *s = c->s;
     struct evkeyvalq *in = evhttp_request_get_input_headers(c->req);
-    if (!er_ui_host_ok(s, c->req)) {
+    if (!er_host_ok(s, c->req)) {
         er_http_fail(c, ER_EPERM, "host", "Host must name this server to log in");
         return;
     }
@@ -451,7 +451,7 @@ void er_route_ui_session(er_hctx *c)
         return;
     }
     if (c->s->ntokens == 0) { /* open: a session for its CSRF token */
-        if (!er_ui_host_ok(c->s, c->req)) {
+        if (!er_host_ok(c->s, c->req)) {
             er_http_fail(c, ER_EPERM, "host", "Host must name this server");
             return;
         }

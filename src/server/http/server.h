@@ -62,16 +62,16 @@ typedef struct er_server_config {
     int max_connections;
     er_outbox *outbox;         /* the outbox relay, for /readyz and /metrics; NULL: none */
     const char *access_log;    /* a file to append one JSON line a request to; NULL: off */
-    const char *ui_hosts;      /* comma-separated Host names the dashboard answers to beside
+    const char *allowed_hosts;      /* comma-separated Host names the dashboard answers to beside
                                   the listen address; NULL: none */
     int64_t ui_session_idle_ms; /* a dashboard session ends after this long unused; 0: 12 h */
 } er_server_config;
 
 #define ER_UI_SESSION_IDLE_DEFAULT_MS (12LL * 3600000)
 
-/* Checks a --ui-host list as er_server_start would (comma-separated host
+/* Checks a --allowed-hosts list as er_server_start would (comma-separated host
  * names of A-Z a-z 0-9 . -, 1..253 characters each): 0 or ER_EINVAL. */
-int er_server_check_ui_hosts(const char *list, er_error *err);
+int er_server_check_allowed_hosts(const char *list, er_error *err);
 
 typedef struct er_server er_server;
 
