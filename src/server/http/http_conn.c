@@ -56,6 +56,7 @@ typedef struct er_conn {
     struct evbuffer_cb_entry *in_cb;
     kstate state;
     bool over_limit;  /* accepted past --max-connections */
+    bool counted;     /* in s->nconns: open, and not refused */
     size_t scan;      /* K_HEAD: where the next unscanned line starts */
     int64_t deadline; /* K_HEAD, K_RAW: the head's deadline (mono ms); 0: none yet */
     int64_t body_start;
@@ -95,7 +96,8 @@ static void conn_free(er_conn *k)
     unreserve(k);
     if (k->fd >= 0 && (size_t)k->fd < s->conns_cap && s->conns[k->fd] == k)
         s->conns[k->fd] = NULL;
-    s->nconns--;
+    if (k->counted)
+        s->nconns--;
     event_free(k->timer);
     if (k->in_cb)
         evbuffer_remove_cb_entry(bufferevent_get_input(k->bev), k->in_cb);
@@ -162,6 +164,10 @@ static void refuse(er_conn *k, int route, int status, const char *code_name, con
     int cls = status / 100 - 1;
     s->http_counts[(size_t)route * 5 + (size_t)(cls < 0 || cls > 4 ? 4 : cls)]++;
     unreserve(k);
+    if (k->counted) { /* going away: no longer holds a place */
+        k->counted = false;
+        s->nconns--;
+    }
     k->state = K_REFUSED;
     bufferevent_setwatermark(k->bev, EV_READ, HOLD, 0);
     struct evbuffer *in = bufferevent_get_input(k->bev);
@@ -289,12 +295,13 @@ static char *next_line(char *h, size_t *at, size_t end)
     return p;
 }
 
-/* Parses the head h[0..len) (a copy, changed in place) into method, path
- * and headers. NULL, or why it is refused (400). */
-static const char *parse_head(char *h, size_t len, int *method, int *major, int *minor,
-                              const char **target, struct evhttp_uri **uri,
-                              struct evkeyvalq *hdrs)
+const char *er_http_head_parse(char *h, size_t len, er_http_head *out)
 {
+    memset(out, 0, sizeof *out);
+    out->headers.tqh_first = NULL; /* TAILQ_INIT */
+    out->headers.tqh_last = &out->headers.tqh_first;
+    out->major = 1;
+    struct evkeyvalq *hdrs = &out->headers;
     size_t at = 0;
     char *line = next_line(h, &at, len);
     if (!line)
@@ -307,15 +314,14 @@ static const char *parse_head(char *h, size_t len, int *method, int *major, int 
     const char *ver = sp2 + 1;
     if (strncmp(ver, "HTTP/1.", 7) != 0 || ver[7] < '0' || ver[7] > '9' || ver[8])
         return "unsupported HTTP version";
-    *major = 1;
-    *minor = ver[7] - '0';
-    *method = method_of(line);
-    if (!*method)
+    out->minor = ver[7] - '0';
+    out->method = method_of(line);
+    if (!out->method)
         return "unsupported method";
-    *uri = evhttp_uri_parse_with_flags(sp1 + 1, EVHTTP_URI_NONCONFORMANT);
-    if (!*uri)
+    out->uri = evhttp_uri_parse_with_flags(sp1 + 1, EVHTTP_URI_NONCONFORMANT);
+    if (!out->uri)
         return "malformed request target";
-    *target = sp1 + 1;
+    out->target = sp1 + 1;
     while ((line = next_line(h, &at, len)) != NULL && *line) {
         if (*line == ' ' || *line == '\t')
             return "folded header lines are refused";
@@ -335,6 +341,14 @@ static const char *parse_head(char *h, size_t len, int *method, int *major, int 
             return "malformed header value";
     }
     return NULL;
+}
+
+void er_http_head_fini(er_http_head *h)
+{
+    if (h->uri)
+        evhttp_uri_free(h->uri);
+    h->uri = NULL;
+    evhttp_clear_headers(&h->headers);
 }
 
 /* Route, token and size of a request that announced a body (or asked
@@ -399,38 +413,33 @@ static int early_check(er_conn *k, int method, const struct evhttp_uri *uri,
 static void check_head(er_conn *k, char *h, size_t hlen, size_t buffered)
 {
     er_server *s = k->s;
-    struct evkeyvalq hdrs;
-    hdrs.tqh_first = NULL; /* TAILQ_INIT */
-    hdrs.tqh_last = &hdrs.tqh_first;
-    struct evhttp_uri *uri = NULL;
-    int method = 0, major = 1, minor = 1, route = (int)er_nroutes;
+    er_http_head hd;
     k->who = (er_caller){ER_ROLE_NONE, ""};
-    const char *bad = parse_head(h, hlen, &method, &major, &minor, &k->target, &uri, &hdrs);
-    k->method = method;
+    const char *bad = er_http_head_parse(h, hlen, &hd);
+    k->method = hd.method;
+    k->target = hd.target;
     if (!bad)
-        bad = er_http_framing_problem(&hdrs, major, minor);
+        bad = er_http_framing_problem(&hd.headers, hd.major, hd.minor);
     if (bad) {
-        refuse(k, route, 400, "invalid_argument", "headers", NULL, bad);
+        refuse(k, (int)er_nroutes, 400, "invalid_argument", "headers", NULL, bad);
         goto out;
     }
     size_t want = 0;
-    const char *cl = evhttp_find_header(&hdrs, "Content-Length");
-    if (evhttp_find_header(&hdrs, "Transfer-Encoding")) {
+    const char *cl = evhttp_find_header(&hd.headers, "Content-Length");
+    if (evhttp_find_header(&hd.headers, "Transfer-Encoding")) {
         want = s->max_body; /* unknown: the most it may be */
     } else if (cl) {
         errno = 0;
         unsigned long long n = strtoull(cl, NULL, 10);
         want = errno || n > SIZE_MAX ? SIZE_MAX : (size_t)n;
     }
-    if (method == EVHTTP_REQ_HEAD)
+    if (hd.method == EVHTTP_REQ_HEAD)
         want = 0; /* evhttp reads no body for HEAD */
     /* a request without a body is left to dispatch, which answers it the
      * same way and keeps the connection */
-    if (want > 0 || evhttp_find_header(&hdrs, "Expect")) {
-        route = early_check(k, method, uri, &hdrs, want);
-        if (route < 0)
-            goto out;
-    }
+    if ((want > 0 || evhttp_find_header(&hd.headers, "Expect")) &&
+        early_check(k, hd.method, hd.uri, &hd.headers, want) < 0)
+        goto out;
     k->reserved = want;
     s->body_inflight += want;
     k->state = want ? K_BODY : K_BUSY;
@@ -444,9 +453,7 @@ static void check_head(er_conn *k, char *h, size_t hlen, size_t buffered)
     bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
 out:
     k->target = NULL;
-    if (uri)
-        evhttp_uri_free(uri);
-    evhttp_clear_headers(&hdrs);
+    er_http_head_fini(&hd);
 }
 
 /* Finds the blank line ending the head, scanning from where it stopped. */
@@ -581,6 +588,7 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
     bufferevent_incref(bev); /* a use-after-free guard, should evhttp give it up */
     bufferevent_setwatermark(bev, EV_READ, HOLD, 0);
     s->nconns++;
+    k->counted = true;
     k->over_limit = s->nconns > s->max_connections;
     event_active(k->timer, EV_TIMEOUT, 1); /* binds once evhttp has set it up */
     return bev;

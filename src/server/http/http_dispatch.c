@@ -347,6 +347,14 @@ static void authorize(er_hctx *c, const er_route *rt)
     er_http_submit(c, r, on_session);
 }
 
+/* libevent's own 503 was written: the connection waits for its next head. */
+static void on_bare_reply(struct evhttp_request *req, void *arg)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        er_http_conn_next(arg, evcon);
+}
+
 void er_http_on_request(struct evhttp_request *req, void *arg)
 {
     er_server *s = arg;
@@ -354,6 +362,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
     er_hctx *c = er_http_ctx_get(s);
     if (!c) {
         s->inflight--;
+        evhttp_request_set_on_complete_cb(req, on_bare_reply, s);
         evhttp_send_error(req, 503, NULL);
         return;
     }

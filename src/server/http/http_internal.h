@@ -10,6 +10,7 @@
 #ifndef ER_SERVER_HTTP_INTERNAL_H
 #define ER_SERVER_HTTP_INTERNAL_H
 
+#include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -182,7 +183,21 @@ void er_http_conn_next(er_server *s, struct evhttp_connection *evcon);
 void er_http_conn_set_closecb(er_server *s, struct evhttp_connection *evcon,
                               void (*cb)(struct evhttp_connection *, void *), void *arg);
 
-/* ---- dispatch (http_dispatch.c) ---- */
+/* A request head as http_conn.c reads it before evhttp does. */
+typedef struct er_http_head {
+    int method;             /* EVHTTP_REQ_* */
+    int major, minor;       /* HTTP/1.x */
+    const char *target;     /* the request target (borrowed from the parsed text) */
+    struct evhttp_uri *uri; /* the target parsed by libevent (owned) */
+    struct evkeyvalq headers; /* owned */
+} er_http_head;
+
+/* Parses a whole request head h[0..len) (its blank line included; h is
+ * changed in place) as libevent would, but refusing a folded header line:
+ * NULL, or why it is refused (static text). Either way *out is filled as
+ * far as it got and needs er_http_head_fini. */
+const char *er_http_head_parse(char *h, size_t len, er_http_head *out);
+void er_http_head_fini(er_http_head *h);
 
 /* The route of method and path: its index, and its path parameter (raw,
  * borrowed from path); -1 when none, with allow[] naming the methods the
