@@ -219,12 +219,11 @@ static bool bind_conn(er_conn *k)
             cap *= 2;
         er_conn **v = realloc(s->conns, cap * sizeof *v);
         if (!v) {
-            /* unwatched: evhttp alone serves it */
-            bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
-            k->fd = -1;
             k->evcon = arg;
+            k->fd = fd; /* not in s->conns: only refused */
             evhttp_connection_set_closecb(k->evcon, on_close, k);
-            k->state = K_BUSY;
+            refuse(k, (int)er_nroutes, 503, "unavailable", NULL, "Retry-After: 1\r\n",
+                   "out of memory");
             return true;
         }
         memset(v + s->conns_cap, 0, (cap - s->conns_cap) * sizeof *v);
@@ -302,6 +301,8 @@ const char *er_http_head_parse(char *h, size_t len, er_http_head *out)
     out->headers.tqh_last = &out->headers.tqh_first;
     out->major = 1;
     struct evkeyvalq *hdrs = &out->headers;
+    if (memchr(h, '\0', len)) /* C strings would cut a line short where libevent does too */
+        return "a NUL byte in the request head";
     size_t at = 0;
     char *line = next_line(h, &at, len);
     if (!line)
@@ -318,7 +319,7 @@ const char *er_http_head_parse(char *h, size_t len, er_http_head *out)
     out->method = method_of(line);
     if (!out->method)
         return "unsupported method";
-    out->uri = evhttp_uri_parse_with_flags(sp1 + 1, EVHTTP_URI_NONCONFORMANT);
+    out->uri = sp1[1] ? evhttp_uri_parse_with_flags(sp1 + 1, EVHTTP_URI_NONCONFORMANT) : NULL;
     if (!out->uri)
         return "malformed request target";
     out->target = sp1 + 1;
