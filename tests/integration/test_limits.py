@@ -162,6 +162,8 @@ class ConnectionLimitTest(unittest.TestCase):
                 wall = time.monotonic() - t0
                 self.assertLess(cpu, wall / 3, "the server spins at the fd limit")
                 lines = s.log_records(after=mark)
+                print("at the fd limit: %.2f s CPU in %.2f s, %d log lines"
+                      % (cpu, wall, len(lines)), file=sys.stderr)
                 self.assertLess(len(lines), 20, "log flood: %d lines" % len(lines))
             finally:
                 for c in socks:
@@ -209,6 +211,8 @@ class SlowClientTest(unittest.TestCase):
                     i += 1
                     time.sleep(1)  # the attack's pace
                 self.assertEqual(open_socks, [], "slow heads still open after 30 s")
+                print("slow heads closed after %.1f..%.1f s" % (min(lasted), max(lasted)),
+                      file=sys.stderr)
                 # cut at the deadline (2 s), with generous slack for a loaded machine
                 self.assertLess(max(lasted), 15, lasted)
                 self.assertTrue(wait_until(lambda: nfds(pid) <= base + 2, timeout=10),
