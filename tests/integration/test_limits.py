@@ -225,6 +225,34 @@ class SlowClientTest(unittest.TestCase):
                 for c in socks:
                     c.close()
 
+    def test_an_idle_kept_connection_is_not_a_slow_head(self):
+        # the deadline of a later head starts at its first byte
+        with Server(args=["--head-timeout", "500ms"]) as s:
+            c = connect(s)
+            try:
+                self.assertEqual(healthz(c)[0], 200)
+                time.sleep(1.5)  # idle past the head deadline, by design of the test
+                self.assertEqual(healthz(c)[0], 200)
+            finally:
+                c.close()
+
+    def test_pipelined_requests_are_all_answered(self):
+        with Server(args=["--head-timeout", "2s"]) as s:
+            body = b'{"name":"piped"}'
+            post = (b"POST /v1/queues/piped/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+            get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            c = connect(s)
+            try:
+                c.sendall(get + post + get + post)
+                got = [read_reply(c)[0] for _ in range(4)]
+                self.assertEqual(got[0], 200)
+                self.assertIn(got[1], (200, 201))
+                self.assertEqual(got[2], 200)
+                self.assertIn(got[3], (200, 201))
+            finally:
+                c.close()
+
     def test_a_body_below_the_minimum_rate_is_cut(self):
         with Server(args=["--body-min-rate", "1k"]) as s:
             c = connect(s)
