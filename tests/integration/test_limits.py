@@ -22,8 +22,11 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Server, wait_until  # noqa: E402
+from test_sessions import session_of  # noqa: E402
 
 PRODUCER = "limits-producer-token-0123456789"
+ADMIN = "limits-admin-token-0123456789abcd"
+VIEWER = "limits-viewer-token-0123456789abc"
 
 
 def connect(s, timeout=10):
@@ -299,7 +302,8 @@ class EarlyRefusalTest(unittest.TestCase):
         # RSS of a sanitized build would count every buffer ever freed
         asan = os.environ.get("ASAN_OPTIONS", "")
         asan = (asan + ":" if asan else "") + "quarantine_size_mb=0"
-        cls.s = Server(args=["--token", "producer:" + PRODUCER, "--max-body", "1m",
+        cls.s = Server(args=["--token", "producer:" + PRODUCER, "--token", "admin:" + ADMIN,
+                             "--token", "viewer:" + VIEWER, "--max-body", "1m",
                              "--max-body-in-flight", "2m", "--body-min-rate", "0"],
                        env={"ASAN_OPTIONS": asan}).start()
 
@@ -449,6 +453,58 @@ class EarlyRefusalTest(unittest.TestCase):
         self.assertLess(after - before, 32 << 10)
         print("RSS before %d KiB, peak %d KiB, after %d KiB" % (before, peak[0], after),
               file=sys.stderr)
+
+    def test_a_session_cookie_is_looked_up_before_the_body_is_read(self):
+        def cookie_head(sid, length, csrf=None):
+            h = (b"PUT /v1/queues/sess-early HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+                 b"Cookie: errand_session=%s\r\n" % (self.s.port, length, sid.encode()))
+            if csrf:
+                h += b"X-CSRF-Token: " + csrf.encode() + b"\r\n"
+            return h + b"\r\n"
+        # an unknown session: 401 on the head, no byte of the body sent
+        c = connect(self.s)
+        try:
+            c.sendall(cookie_head("0" * 64, 30 << 20))
+            st, _, body = read_reply(c)
+            self.assertEqual(st, 401)
+            self.assertEqual(json.loads(body)["error"]["field"], "session")
+        finally:
+            c.close()
+        # a viewer's session may not change a queue: 403 on the head
+        sid, csrf = session_of(self.s, VIEWER)
+        c = connect(self.s)
+        try:
+            c.sendall(cookie_head(sid, 1 << 20, csrf))
+            st, _, body = read_reply(c)
+            self.assertEqual(st, 403)
+            self.assertEqual(json.loads(body)["error"]["field"], "session")
+        finally:
+            c.close()
+        # an admin's session: the head is let through and the body read
+        sid, csrf = session_of(self.s, ADMIN)
+        body = b'{"paused": true}'
+        c = connect(self.s)
+        try:
+            c.sendall(cookie_head(sid, len(body), csrf))
+            c.sendall(body)
+            st, _, reply = read_reply(c)
+            self.assertEqual(st, 200, reply)
+            self.assertTrue(json.loads(reply)["settings"]["paused"])
+        finally:
+            c.close()
+
+    def test_an_open_route_takes_no_body_above_4_kib(self):
+        c = connect(self.s)
+        try:
+            c.sendall(b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+                      b"application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n"
+                      % (self.s.port, 16 << 20))
+            st, _, body = read_reply(c)
+            self.assertEqual(st, 413)
+            self.assertIn("4096", json.loads(body)["error"]["message"])
+        finally:
+            c.close()
 
     def test_a_good_request_still_works_on_a_kept_connection(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=10)

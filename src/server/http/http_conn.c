@@ -42,6 +42,7 @@
 typedef enum {
     K_HEAD,    /* waiting for a whole head, held from evhttp */
     K_RAW,     /* a pipelined head evhttp reads unchecked (only its deadline) */
+    K_SESSION, /* head held (nothing read) while its session cookie is looked up */
     K_BODY,    /* head passed; evhttp reads the body */
     K_BUSY,    /* dispatched: nothing to watch */
     K_REFUSED, /* answered by us: drops input until the client or LINGER_MS ends it */
@@ -67,6 +68,11 @@ typedef struct er_conn {
     const char *target; /* borrowed from the head's copy; NULL otherwise */
     er_caller who;
     int64_t head_start;
+    /* K_SESSION: the session lookup, and the head's verdict so far */
+    er_req *lookup;
+    int route;
+    size_t want, extra;
+    bool submitting; /* inside er_engine_submit */
     void (*close_cb)(struct evhttp_connection *, void *);
     void *close_arg;
 } er_conn;
@@ -94,6 +100,8 @@ static void conn_free(er_conn *k)
 {
     er_server *s = k->s;
     unreserve(k);
+    if (k->lookup)
+        k->lookup->arg = NULL; /* the engine's still; on_lookup frees it */
     if (k->fd >= 0 && (size_t)k->fd < s->conns_cap && s->conns[k->fd] == k)
         s->conns[k->fd] = NULL;
     if (k->counted)
@@ -170,6 +178,7 @@ static void refuse(er_conn *k, int route, int status, const char *code_name, con
     }
     k->state = K_REFUSED;
     bufferevent_setwatermark(k->bev, EV_READ, HOLD, 0);
+    bufferevent_enable(k->bev, EV_READ);
     struct evbuffer *in = bufferevent_get_input(k->bev);
     evbuffer_drain(in, evbuffer_get_length(in));
     arm(k, LINGER_MS);
@@ -352,10 +361,11 @@ void er_http_head_fini(er_http_head *h)
     evhttp_clear_headers(&h->headers);
 }
 
-/* Route, token and size of a request that announced a body (or asked
- * for 100 Continue): its route index, or -1 when refused. */
+/* Route and bearer token of a request that announced a body (or asked
+ * for 100 Continue): its route index, or -1 when refused. sid: the
+ * session cookie to look up first, "" when none. */
 static int early_check(er_conn *k, int method, const struct evhttp_uri *uri,
-                       const struct evkeyvalq *hdrs, size_t want)
+                       const struct evkeyvalq *hdrs, size_t want, char sid[65])
 {
     er_server *s = k->s;
     const char *path = evhttp_uri_get_path(uri);
@@ -378,13 +388,15 @@ static int early_check(er_conn *k, int method, const struct evhttp_uri *uri,
         return -1;
     }
     const er_route *rt = &er_routes[route];
-    /* a bearer token is checked now; a dashboard session (a store
-     * lookup) after the body, which the limits below bound */
-    char sid[65];
+    /* a bearer token is checked now; a dashboard session cookie (sid
+     * set) is looked up in the store before the body is read */
+    sid[0] = '\0';
     const char *authz = evhttp_find_header(hdrs, "Authorization");
+    bool guarded = s->ntokens > 0 && rt->access != ER_ACCESS_OPEN && rt->access != ER_ACCESS_UI;
     bool bearer = authz || !er_ui_cookie_headers(hdrs, sid);
-    explicit_bzero(sid, sizeof sid);
-    if (s->ntokens > 0 && rt->access != ER_ACCESS_OPEN && rt->access != ER_ACCESS_UI && bearer) {
+    if (!guarded || bearer)
+        explicit_bzero(sid, 65);
+    if (guarded && bearer) {
         er_error e = {0};
         if (er_http_authorize(s, authz, rt->access, &k->who, &e) < 0) {
             char *peer = NULL;
@@ -395,18 +407,108 @@ static int early_check(er_conn *k, int method, const struct evhttp_uri *uri,
             return -1;
         }
     }
-    if (want > s->max_body) {
+    return route;
+}
+
+/* The head passed: evhttp reads it and its body (want bytes announced,
+ * `extra` of them already buffered), held against the budget. */
+static void release(er_conn *k, size_t want, size_t extra)
+{
+    er_server *s = k->s;
+    /* an open route reads no body bigger than a login form */
+    bool open = k->route < (int)er_nroutes && er_routes[k->route].access == ER_ACCESS_OPEN;
+    size_t limit = open ? ER_HTTP_OPEN_BODY_MAX : s->max_body;
+    if (want > limit) {
         char msg[96];
-        snprintf(msg, sizeof msg, "request body exceeds %zu bytes", s->max_body);
-        refuse(k, route, 413, "payload_too_large", "body", NULL, msg);
-        return -1;
+        snprintf(msg, sizeof msg, "request body exceeds %zu bytes", limit);
+        refuse(k, k->route, 413, "payload_too_large", "body", NULL, msg);
+        return;
     }
     if (want > s->body_budget - s->body_inflight) {
-        refuse(k, route, 503, "unavailable", "body", "Retry-After: 1\r\n",
+        refuse(k, k->route, 503, "unavailable", "body", "Retry-After: 1\r\n",
                "too many request bodies in flight; retry later");
-        return -1;
+        return;
     }
-    return route;
+    k->reserved = want;
+    s->body_inflight += want;
+    k->state = want ? K_BODY : K_BUSY;
+    k->body_start = er_mono_ms();
+    k->body_bytes = extra;
+    evtimer_del(k->timer);
+    if (want && s->body_min_rate)
+        arm(k, 1000);
+    /* evhttp reads it past the low watermark: at once when called from
+     * on_input (its readcb runs next), else through bufferevent_trigger;
+     * it answers Expect: 100-continue now, and only now */
+    bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
+}
+
+/* The session lookup of a cookie-borne head is done (engine, loop thread). */
+static void on_lookup(er_req *r)
+{
+    er_conn *k = r->arg;
+    if (!k) { /* the connection closed meanwhile */
+        er_req_free(r);
+        return;
+    }
+    k->lookup = NULL;
+    er_server *s = k->s;
+    const er_route *rt = &er_routes[k->route];
+    bufferevent_enable(k->bev, EV_READ);
+    bool released = false;
+    if (r->rc == ER_ENOTFOUND) {
+        er_error e;
+        er_error_set(&e, ER_EAUTH, "session", "the session is unknown or expired; log in");
+        char *peer = NULL;
+        ev_uint16_t port = 0;
+        evhttp_connection_get_peer(k->evcon, &peer, &port);
+        er_http_log_auth_failure(s, peer, port, rt, &e);
+        refuse_err(k, k->route, &e, "WWW-Authenticate: Bearer\r\n");
+    } else if (r->rc) {
+        er_error e = r->err;
+        if (!e.code)
+            e.code = r->rc;
+        refuse_err(k, k->route, &e, NULL);
+    } else if (!er_http_role_allows((er_role)r->session.role, rt->access)) {
+        refuse(k, k->route, 403, "permission_denied", "session", NULL,
+               "this session's role may not call this endpoint");
+    } else if (!k->submitting) {
+        release(k, k->want, k->extra);
+        released = k->state != K_REFUSED;
+    } else { /* answered inside er_engine_submit: only a refusal is */
+        refuse(k, k->route, 503, "unavailable", NULL, NULL, "shutting down");
+    }
+    explicit_bzero(&r->session, sizeof r->session);
+    er_req_free(r);
+    if (released) /* last: evhttp may end the connection (and free k) in it */
+        bufferevent_trigger(k->bev, EV_READ, 0);
+}
+
+/* Holds a head sent with a session cookie (and no Authorization) while its
+ * session is looked up: nothing more is read meanwhile. */
+static void start_lookup(er_conn *k, const char sid[65], int route, size_t want, size_t extra)
+{
+    er_server *s = k->s;
+    er_req *r = er_req_new(ER_REQ_SESSION_TOUCH);
+    char hash[65];
+    er_ui_hash(sid, hash);
+    if (!r || !(r->id = strdup(hash))) {
+        er_req_free(r);
+        refuse(k, route, 503, "unavailable", NULL, NULL, "out of memory");
+        return;
+    }
+    r->extend_ms = s->ui_idle_ms;
+    r->done = on_lookup;
+    r->arg = k;
+    k->lookup = r;
+    k->state = K_SESSION;
+    k->route = route;
+    k->want = want;
+    k->extra = extra;
+    bufferevent_disable(k->bev, EV_READ);
+    k->submitting = true;
+    er_engine_submit(s->engine, r); /* on_lookup may run inside it (shutting down) */
+    k->submitting = false;
 }
 
 /* The head is whole (h is its copy): refuse it, or let evhttp read it and
@@ -414,6 +516,7 @@ static int early_check(er_conn *k, int method, const struct evhttp_uri *uri,
 static void check_head(er_conn *k, char *h, size_t hlen, size_t buffered)
 {
     er_server *s = k->s;
+    int route = (int)er_nroutes;
     er_http_head hd;
     k->who = (er_caller){ER_ROLE_NONE, ""};
     const char *bad = er_http_head_parse(h, hlen, &hd);
@@ -438,20 +541,17 @@ static void check_head(er_conn *k, char *h, size_t hlen, size_t buffered)
         want = 0; /* evhttp reads no body for HEAD */
     /* a request without a body is left to dispatch, which answers it the
      * same way and keeps the connection */
+    char sid[65] = "";
     if ((want > 0 || evhttp_find_header(&hd.headers, "Expect")) &&
-        early_check(k, hd.method, hd.uri, &hd.headers, want) < 0)
+        (route = early_check(k, hd.method, hd.uri, &hd.headers, want, sid)) < 0)
         goto out;
-    k->reserved = want;
-    s->body_inflight += want;
-    k->state = want ? K_BODY : K_BUSY;
-    k->body_start = er_mono_ms();
-    k->body_bytes = buffered - hlen;
-    evtimer_del(k->timer);
-    if (want && s->body_min_rate)
-        arm(k, 1000);
-    /* evhttp reads it on return (the readcb runs past the low watermark);
-     * it answers Expect: 100-continue now, and only now */
-    bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
+    if (sid[0]) {
+        start_lookup(k, sid, route, want, buffered - hlen);
+        explicit_bzero(sid, sizeof sid);
+        goto out;
+    }
+    k->route = route;
+    release(k, want, buffered - hlen);
 out:
     k->target = NULL;
     er_http_head_fini(&hd);
@@ -518,6 +618,7 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
         evbuffer_drain(in, evbuffer_get_length(in));
         break;
     case K_RAW:
+    case K_SESSION:
     case K_BUSY:
         break;
     }
@@ -537,6 +638,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     switch (k->state) {
     case K_HEAD:
     case K_RAW:
+    case K_SESSION:
         if (k->deadline && now >= k->deadline) {
             char msg[96];
             snprintf(msg, sizeof msg, "the request head took longer than %lld ms",

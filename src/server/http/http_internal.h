@@ -32,6 +32,7 @@ struct evkeyvalq;
 #define ER_PARAM_MAX 255 /* decoded path parameter, bytes */
 #define ER_HTTP_CTX_CACHE 1024
 #define ER_HTTP_MAX_HEADERS 16384 /* libevent's limit on a request's header lines */
+#define ER_HTTP_OPEN_BODY_MAX 4096 /* a body an open route reads (the login form) */
 /* An error body: {"error":{...}} with its message and field escaped. */
 #define ER_HTTP_ERROR_BODY_MAX (64 + 6 * ER_MESSAGE_MAX + 6 * ER_FIELD_MAX)
 

@@ -22,7 +22,7 @@
 #include "util/clock.h"
 
 #define COOKIE "errand_session"
-#define LOGIN_BODY_MAX 4096
+#define LOGIN_BODY_MAX ER_HTTP_OPEN_BODY_MAX
 
 /* ---- helpers for dispatch ---- */
 
