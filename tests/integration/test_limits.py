@@ -35,10 +35,13 @@ def connect(s, timeout=10):
     return sock
 
 
+_left = {}  # bytes read past a reply, by socket (pipelined replies)
+
+
 def read_reply(sock, timeout=10):
     """(status, headers dict with lower-case names, body bytes) of one reply."""
     sock.settimeout(timeout)
-    data = b""
+    data = _left.pop(id(sock), b"")
     while b"\r\n\r\n" not in data:
         chunk = sock.recv(65536)
         if not chunk:
@@ -57,6 +60,8 @@ def read_reply(sock, timeout=10):
         if not chunk:
             break
         rest += chunk
+    if len(rest) > n:
+        _left[id(sock)] = rest[n:]
     return status, headers, rest[:n]
 
 
