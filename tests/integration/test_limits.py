@@ -499,6 +499,27 @@ class EarlyRefusalTest(unittest.TestCase):
         finally:
             c.close()
 
+    def test_a_chunked_body_is_judged_on_its_head_too(self):
+        def chunked(token):
+            h = (b"POST /v1/queues/early/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                 b"application/json\r\nTransfer-Encoding: chunked\r\n")
+            if token:
+                h += b"Authorization: Bearer " + token.encode() + b"\r\n"
+            return h + b"\r\n"
+        body = b'{"name":"chunk"}'
+        c = connect(self.s)
+        try:
+            c.sendall(chunked(None))
+            self.assertEqual(read_reply(c)[0], 401)
+        finally:
+            c.close()
+        c = connect(self.s)
+        try:
+            c.sendall(chunked(PRODUCER) + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+            self.assertIn(read_reply(c)[0], (200, 201))
+        finally:
+            c.close()
+
     def test_an_open_route_takes_no_body_above_4_kib(self):
         c = connect(self.s)
         try:

@@ -72,6 +72,7 @@ typedef struct er_conn {
     er_req *lookup;
     int route;
     size_t want, extra;
+    bool chunked;    /* the head's body is chunked: its size is unknown */
     bool submitting; /* inside er_engine_submit */
     void (*close_cb)(struct evhttp_connection *, void *);
     void *close_arg;
@@ -418,6 +419,8 @@ static void release(er_conn *k, size_t want, size_t extra)
     /* an open route reads no body bigger than a login form */
     bool open = k->route < (int)er_nroutes && er_routes[k->route].access == ER_ACCESS_OPEN;
     size_t limit = open ? ER_HTTP_OPEN_BODY_MAX : s->max_body;
+    if (k->chunked && want)
+        want = limit;
     if (want > limit) {
         char msg[96];
         snprintf(msg, sizeof msg, "request body exceeds %zu bytes", limit);
@@ -530,8 +533,9 @@ static void check_head(er_conn *k, char *h, size_t hlen, size_t buffered)
     }
     size_t want = 0;
     const char *cl = evhttp_find_header(&hd.headers, "Content-Length");
-    if (evhttp_find_header(&hd.headers, "Transfer-Encoding")) {
-        want = s->max_body; /* unknown: the most it may be */
+    k->chunked = evhttp_find_header(&hd.headers, "Transfer-Encoding") != NULL;
+    if (k->chunked) {
+        want = s->max_body; /* unknown: release() counts it as the route's most */
     } else if (cl) {
         errno = 0;
         unsigned long long n = strtoull(cl, NULL, 10);
