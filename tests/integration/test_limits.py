@@ -334,6 +334,25 @@ class EarlyRefusalTest(unittest.TestCase):
         finally:
             c.close()
 
+    def test_a_pipelined_head_is_judged_too(self):
+        c = connect(self.s)
+        try:
+            # a request, and behind it in the same write an unauthenticated 30 MiB head
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + self.head(30 << 20))
+            self.assertEqual(read_reply(c)[0], 200)
+            self.assertEqual(read_reply(c)[0], 401)
+        finally:
+            c.close()
+        c = connect(self.s)
+        try:
+            body = b'{"name":"piped-ok"}'
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" +
+                      self.head(len(body), token=PRODUCER) + body)
+            self.assertEqual(read_reply(c)[0], 200)
+            self.assertIn(read_reply(c)[0], (200, 201))
+        finally:
+            c.close()
+
     def test_expect_100_continue_gets_no_100_without_a_token(self):
         c = connect(self.s)
         try:

@@ -41,7 +41,6 @@
 
 typedef enum {
     K_HEAD,    /* waiting for a whole head, held from evhttp */
-    K_RAW,     /* a pipelined head evhttp reads unchecked (only its deadline) */
     K_SESSION, /* head held (nothing read) while its session cookie is looked up */
     K_BODY,    /* head passed; evhttp reads the body */
     K_BUSY,    /* dispatched: nothing to watch */
@@ -59,7 +58,8 @@ typedef struct er_conn {
     bool over_limit;  /* accepted past --max-connections */
     bool counted;     /* in s->nconns: open, and not refused */
     size_t scan;      /* K_HEAD: where the next unscanned line starts */
-    int64_t deadline; /* K_HEAD, K_RAW: the head's deadline (mono ms); 0: none yet */
+    int64_t deadline; /* K_HEAD, K_SESSION: the head's deadline (mono ms); 0: none yet */
+    struct evbuffer *held; /* pipelined bytes set aside until evhttp starts its next request */
     int64_t body_start;
     size_t body_bytes;
     size_t reserved;  /* bytes of s->body_budget this request holds */
@@ -108,6 +108,8 @@ static void conn_free(er_conn *k)
     if (k->counted)
         s->nconns--;
     event_free(k->timer);
+    if (k->held)
+        evbuffer_free(k->held);
     if (k->in_cb)
         evbuffer_remove_cb_entry(bufferevent_get_input(k->bev), k->in_cb);
     bufferevent_decref(k->bev);
@@ -608,6 +610,8 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
         return;
     switch (k->state) {
     case K_HEAD:
+        if (k->held && evbuffer_get_length(k->held) > 0)
+            break; /* refeed puts these behind the set-aside bytes */
         if (!k->deadline) {
             k->head_start = er_mono_ms();
             k->deadline = k->head_start + k->s->head_timeout_ms;
@@ -621,10 +625,26 @@ static void on_input(struct evbuffer *in, const struct evbuffer_cb_info *info, v
     case K_REFUSED:
         evbuffer_drain(in, evbuffer_get_length(in));
         break;
-    case K_RAW:
     case K_SESSION:
     case K_BUSY:
         break;
+    }
+}
+
+/* Puts set-aside pipelined bytes back in front of the input, where
+ * on_input judges them; lets evhttp read them when their head passed. */
+static void refeed(er_conn *k)
+{
+    struct evbuffer *in = bufferevent_get_input(k->bev);
+    if (evbuffer_prepend_buffer(in, k->held) != 0) {
+        refuse(k, (int)er_nroutes, 503, "unavailable", NULL, NULL, "out of memory");
+        return;
+    }
+    if (k->state == K_HEAD) {
+        int64_t left = k->deadline - er_mono_ms();
+        arm(k, left > 0 ? left : 0);
+    } else if (k->state == K_BODY || k->state == K_BUSY) {
+        bufferevent_trigger(k->bev, EV_READ, 0); /* last: evhttp may free k in it */
     }
 }
 
@@ -638,10 +658,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     }
     er_server *s = k->s;
+    if (k->state == K_HEAD && k->held && evbuffer_get_length(k->held) > 0) {
+        refeed(k);
+        return;
+    }
     int64_t now = er_mono_ms();
     switch (k->state) {
     case K_HEAD:
-    case K_RAW:
     case K_SESSION:
         if (k->deadline && now >= k->deadline) {
             char msg[96];
@@ -719,17 +742,24 @@ void er_http_conn_next(er_server *s, struct evhttp_connection *evcon)
     unreserve(k);
     k->scan = 0;
     k->deadline = 0;
+    k->state = K_HEAD;
     evtimer_del(k->timer);
-    if (evbuffer_get_length(bufferevent_get_input(k->bev)) > 0) {
-        /* pipelined: evhttp reads what is buffered next, past any watermark */
-        k->state = K_RAW;
-        k->deadline = er_mono_ms() + s->head_timeout_ms;
-        arm(k, s->head_timeout_ms);
-        bufferevent_setwatermark(k->bev, EV_READ, 0, 0);
-    } else {
-        k->state = K_HEAD;
-        bufferevent_setwatermark(k->bev, EV_READ, HOLD, 0);
+    bufferevent_setwatermark(k->bev, EV_READ, HOLD, 0);
+    struct evbuffer *in = bufferevent_get_input(k->bev);
+    if (evbuffer_get_length(in) == 0)
+        return;
+    /* A pipelined request: evhttp would read what is buffered as soon as
+     * it starts its next request, past any watermark. Set aside here, the
+     * bytes go back (refeed) after evhttp has started it, and are judged
+     * as any head. */
+    if (!k->held && !(k->held = evbuffer_new())) {
+        refuse(k, (int)er_nroutes, 503, "unavailable", NULL, NULL, "out of memory");
+        return;
     }
+    evbuffer_add_buffer(k->held, in);
+    k->head_start = er_mono_ms();
+    k->deadline = k->head_start + s->head_timeout_ms;
+    event_active(k->timer, EV_TIMEOUT, 1);
 }
 
 void er_http_conn_set_closecb(er_server *s, struct evhttp_connection *evcon,
