@@ -538,6 +538,18 @@ class EarlyRefusalTest(unittest.TestCase):
             self.assertIn(read_reply(c)[0], (200, 201))
         finally:
             c.close()
+        # past its route's limit (1 MiB here) libevent cuts it off
+        c = connect(self.s)
+        try:
+            c.sendall(chunked(PRODUCER))
+            try:
+                for _ in range(3):
+                    c.sendall(b"80000\r\n" + b" " * 0x80000 + b"\r\n")
+            except OSError:
+                pass  # cut off while sending
+            self.assertEqual(read_reply(c)[0], 413)
+        finally:
+            c.close()
 
     def test_an_open_route_takes_no_body_above_4_kib(self):
         c = connect(self.s)

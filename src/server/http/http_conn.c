@@ -436,6 +436,8 @@ static void release(er_conn *k, size_t want, size_t extra)
     }
     k->reserved = want;
     s->body_inflight += want;
+    /* libevent cuts a chunked body off past what was counted for it */
+    evhttp_connection_set_max_body_size(k->evcon, (ev_ssize_t)(k->chunked ? want : limit));
     k->state = want ? K_BODY : K_BUSY;
     k->body_start = er_mono_ms();
     k->body_bytes = extra;
