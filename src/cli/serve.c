@@ -58,7 +58,18 @@ static const er_setting serve_settings[] = {
     {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL, "largest request body"},
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
-    {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL, "most open client connections"},
+    {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL,
+     "most open client connections; past it a new one is answered 503 (Retry-After: 1) and "
+     "closed"},
+    {"head-timeout", ER_SET_DURATION, "10s", 100, 3600000, NULL,
+     "longest time a request's head (request line and headers) may take to arrive, from the "
+     "connection's accept or the first byte of a later request (100ms..1h)"},
+    {"body-min-rate", ER_SET_SIZE, "1k", 0, 1LL << 30, NULL,
+     "bytes a second a request body must arrive at after its first second, else the "
+     "connection is closed with 408 (0: no minimum)"},
+    {"max-body-in-flight", ER_SET_SIZE, "64m", 1024, 1LL << 40, NULL,
+     "most bytes of request bodies being read at once (by their Content-Length); past it a "
+     "request gets 503 with Retry-After: 1 before its body is read; at least --max-body"},
     {"max-waiters", ER_SET_INT, "10000", 0, ER_MAX_WAITERS_MAX, NULL,
      "most GET /v1/jobs/{id}?wait_ms requests waiting for their job at once; past it they get "
      "503 with Retry-After: 1 (0: no waits, an unfinished job's wait is refused)"},
@@ -463,6 +474,9 @@ int er_cli_serve(int argc, char **argv, char **envp)
         .max_body = (size_t)er_settings_get(&st, "max-body")->num,
         .payload_max = (size_t)er_settings_get(&st, "payload-max")->num,
         .max_connections = (int)er_settings_get(&st, "max-connections")->num,
+        .head_timeout_ms = er_settings_get(&st, "head-timeout")->num,
+        .body_min_rate = (size_t)er_settings_get(&st, "body-min-rate")->num,
+        .max_body_in_flight = (size_t)er_settings_get(&st, "max-body-in-flight")->num,
     };
     if (er_server_start(c.base, c.engine, &scfg, &c.server, &err) < 0) {
         fprintf(stderr, "errand serve: %s\n", err.message);

@@ -64,6 +64,30 @@ class HelpTest(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("max-body", err)
 
+    def test_connection_and_head_limits_out_of_range_are_refused(self):
+        # each bounded; the message names the setting
+        for flag, value in (("--max-connections", "0"), ("--max-connections", "1000001"),
+                            ("--head-timeout", "50ms"), ("--head-timeout", "2h"),
+                            ("--head-timeout", "soon"), ("--body-min-rate", "2g"),
+                            ("--body-min-rate", "-1"), ("--max-body-in-flight", "512"),
+                            ("--max-body-in-flight", "2t"), ("--max-body-in-flight", "lots")):
+            with tempfile.TemporaryDirectory() as d:
+                rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                           "sqlite:%s/e.db" % d, flag, value])
+            self.assertIsNotNone(rc, "server started with %s %s" % (flag, value))
+            self.assertNotEqual(rc, 0, "%s %s" % (flag, value))
+            self.assertIn(flag[2:], err, "%s %s: %s" % (flag, value, err))
+
+    def test_max_body_in_flight_below_max_body_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                       "sqlite:%s/e.db" % d, "--max-body", "2m",
+                                       "--max-body-in-flight", "1m"])
+        self.assertIsNotNone(rc)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--max-body-in-flight", err)
+        self.assertIn("at least --max-body", err)
+
     def test_bad_durability_in_env_exits_nonzero(self):
         with tempfile.TemporaryDirectory() as d:
             rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",

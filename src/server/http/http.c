@@ -26,7 +26,6 @@
 #include "util/log.h"
 
 #define HTTP_TIMEOUT_S 60
-#define HTTP_MAX_HEADERS 16384
 #define DEFAULT_MAX_BODY (16u * 1024 * 1024)
 
 /* ---- request contexts ---- */
@@ -233,6 +232,17 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     s->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
     s->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
     s->outbox = cfg->outbox;
+    s->max_connections = cfg->max_connections > 0 ? (size_t)cfg->max_connections : 10000;
+    s->head_timeout_ms = cfg->head_timeout_ms > 0 ? cfg->head_timeout_ms : 10000;
+    s->body_min_rate = cfg->body_min_rate;
+    s->body_budget = cfg->max_body_in_flight ? cfg->max_body_in_flight : 64u << 20;
+    if (s->body_budget < s->max_body) {
+        size_t budget = s->body_budget, max_body = s->max_body;
+        er_server_free(s);
+        return er_error_set(err, ER_EINVAL, "max-body-in-flight",
+                            "--max-body-in-flight (%zu) must be at least --max-body (%zu)",
+                            budget, max_body);
+    }
     s->ui_idle_ms = cfg->ui_session_idle_ms > 0 ? cfg->ui_session_idle_ms
                                                 : ER_UI_SESSION_IDLE_DEFAULT_MS;
     if (cfg->allowed_hosts && split_hosts(s, cfg->allowed_hosts, err) < 0) {
@@ -273,13 +283,17 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
      * far beyond it (with its own 413) so memory stays bounded. */
     size_t hard = s->max_body * 2 > s->max_body + 65536 ? s->max_body * 2 : s->max_body + 65536;
     evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
-    evhttp_set_max_headers_size(s->http, HTTP_MAX_HEADERS);
+    evhttp_set_max_headers_size(s->http, ER_HTTP_MAX_HEADERS);
     evhttp_set_timeout(s->http, HTTP_TIMEOUT_S);
     evhttp_set_default_content_type(s->http, "application/json");
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(s->http, er_http_on_request, s);
+    if (er_http_conn_init(s, err) < 0) {
+        er_server_free(s);
+        return err->code;
+    }
 
     /* A reply written to a vanished client must not kill the process. */
     struct sigaction old;
@@ -325,6 +339,7 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     }
     s->host_loopback = sockaddr_is_loopback(&ss);
     s->accepting = true;
+    er_http_conn_listen(s);
     ER_LOG(ER_LOG_INFO, extra, "listening");
     *out = s;
     return 0;
@@ -364,6 +379,7 @@ void er_server_free(er_server *s)
         ER_LOG(ER_LOG_WARN, NULL, "server freed with %zu requests in flight", s->inflight);
     if (s->http)
         evhttp_free(s->http);
+    er_http_conn_fini(s);
     while (s->free_ctx) {
         er_hctx *c = s->free_ctx;
         s->free_ctx = c->next_free;

@@ -134,14 +134,37 @@ static bool route_match(const char *pat, const char *path, const char **pv, size
     return *path == '\0';
 }
 
-/* Framing a proxy in front of errand might read otherwise: NULL when
- * none, else why the request is refused. libevent reads the body by the
- * first Content-Length and accepts "+12"; errand refuses both, and an
- * HTTP/1.1 request without exactly one Host. (A folded header line
- * cannot be seen here: libevent has unfolded it already.) */
-static const char *framing_problem(struct evhttp_request *req)
+int er_http_route_find(int method, const char *path, char allow[64], const char **pv, size_t *pl,
+                       const char **pname)
 {
-    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    size_t alen = 0;
+    allow[0] = '\0';
+    for (size_t i = 0; i < er_nroutes; i++) {
+        const char *v = NULL, *nm = NULL;
+        size_t l = 0;
+        if (!route_match(er_routes[i].pattern, path, &v, &l, &nm))
+            continue;
+        /* HEAD answers like GET; libevent sends no body (http_reply.c) */
+        if (er_routes[i].method == method ||
+            (method == EVHTTP_REQ_HEAD && er_routes[i].method == EVHTTP_REQ_GET)) {
+            *pv = v;
+            *pl = l;
+            *pname = nm;
+            return (int)i;
+        }
+        int w = snprintf(allow + alen, 64 - alen, "%s%s", alen ? ", " : "",
+                         er_http_method_name(er_routes[i].method));
+        if (w > 0 && (size_t)w < 64 - alen)
+            alen += (size_t)w;
+    }
+    return -1;
+}
+
+/* libevent reads the body by the first Content-Length and accepts "+12";
+ * errand refuses both, and an HTTP/1.1 request without exactly one Host.
+ * (http_conn.c refuses a folded header line before libevent unfolds it.) */
+const char *er_http_framing_problem(const struct evkeyvalq *h, int major, int minor)
+{
     int lengths = 0, hosts = 0;
     for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
         if (evutil_ascii_strcasecmp(kv->key, "Content-Length") == 0) {
@@ -157,36 +180,36 @@ static const char *framing_problem(struct evhttp_request *req)
         return "more than one Content-Length header";
     if (hosts > 1)
         return "more than one Host header";
-    if (hosts == 0 && req->major == 1 && req->minor >= 1)
+    if (hosts == 0 && major == 1 && minor >= 1)
         return "an HTTP/1.1 request needs a Host header";
     return NULL;
 }
 
-/* One log line a second at most for refused tokens, with how many were
- * refused since the last line; the token itself is never logged. */
-static void log_auth_failure(er_server *s, struct evhttp_request *req, const er_route *rt,
-                             const er_error *err)
+void er_http_log_auth_failure(er_server *s, const char *peer, unsigned port, const er_route *rt,
+                              const er_error *err)
 {
     s->auth_failures++;
     int64_t now = er_mono_ms();
     if (now < s->auth_log_next)
         return;
     s->auth_log_next = now + 1000;
-    const char *peer = "?";
-    ev_uint16_t port = 0;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    if (evcon) {
-        char *addr = NULL;
-        evhttp_connection_get_peer(evcon, &addr, &port);
-        if (addr)
-            peer = addr;
-    }
     char extra[256];
     snprintf(extra, sizeof extra, "\"peer\":\"%.64s:%u\",\"route\":\"%s %s\",\"refused\":%llu",
-             peer, (unsigned)port, er_http_method_name(rt->method), rt->pattern,
+             peer ? peer : "?", port, er_http_method_name(rt->method), rt->pattern,
              (unsigned long long)s->auth_failures);
     s->auth_failures = 0;
     ER_LOG(ER_LOG_WARN, extra, "authentication failed: %s", err->message);
+}
+
+static void log_auth_failure(er_server *s, struct evhttp_request *req, const er_route *rt,
+                             const er_error *err)
+{
+    char *addr = NULL;
+    ev_uint16_t port = 0;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        evhttp_connection_get_peer(evcon, &addr, &port);
+    er_http_log_auth_failure(s, addr, port, rt, err);
 }
 
 /* Decodes and checks the path parameter, then runs the handler. */
@@ -364,6 +387,14 @@ static void authorize(er_hctx *c, const er_route *rt)
     er_http_submit(c, r, on_session);
 }
 
+/* libevent's own 503 was written: the connection waits for its next head. */
+static void on_bare_reply(struct evhttp_request *req, void *arg)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        er_http_conn_next(arg, evcon);
+}
+
 void er_http_on_request(struct evhttp_request *req, void *arg)
 {
     er_server *s = arg;
@@ -371,6 +402,7 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
     er_hctx *c = er_http_ctx_get(s);
     if (!c) {
         s->inflight--;
+        evhttp_request_set_on_complete_cb(req, on_bare_reply, s);
         evhttp_send_error(req, 503, NULL);
         return;
     }
@@ -381,7 +413,9 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
         path = "/";
     c->query = uri ? evhttp_uri_get_query(uri) : NULL;
     int method = (int)evhttp_request_get_command(req);
-    const char *framing = framing_problem(req);
+    er_http_conn_request(s, req);
+    const char *framing = er_http_framing_problem(evhttp_request_get_input_headers(req),
+                                                  req->major, req->minor);
     if (framing) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         er_http_fail(c, ER_EINVAL, "headers", "%s", framing);
@@ -391,29 +425,11 @@ void er_http_on_request(struct evhttp_request *req, void *arg)
     const char *pv = NULL, *pname = NULL;
     size_t pl = 0;
     char allow[64];
-    size_t alen = 0;
-    allow[0] = '\0';
-    const er_route *rt = NULL;
-    for (size_t i = 0; i < er_nroutes; i++) {
-        const char *v = NULL, *nm = NULL;
-        size_t l = 0;
-        if (!route_match(er_routes[i].pattern, path, &v, &l, &nm))
-            continue;
-        /* HEAD answers like GET; libevent sends no body (http_reply.c) */
-        if (er_routes[i].method == method ||
-            (method == EVHTTP_REQ_HEAD && er_routes[i].method == EVHTTP_REQ_GET)) {
-            rt = &er_routes[i];
-            c->route = (int)i;
-            pv = v;
-            pl = l;
-            pname = nm;
-            break;
-        }
-        int w = snprintf(allow + alen, sizeof allow - alen, "%s%s", alen ? ", " : "",
-                         er_http_method_name(er_routes[i].method));
-        if (w > 0 && (size_t)w < sizeof allow - alen)
-            alen += (size_t)w;
-    }
+    int idx = er_http_route_find(method, path, allow, &pv, &pl, &pname);
+    const er_route *rt = idx >= 0 ? &er_routes[idx] : NULL;
+    size_t alen = strlen(allow);
+    if (rt)
+        c->route = idx;
     if (!rt) {
         if (alen) {
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);

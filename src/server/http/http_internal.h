@@ -10,6 +10,7 @@
 #ifndef ER_SERVER_HTTP_INTERNAL_H
 #define ER_SERVER_HTTP_INTERNAL_H
 
+#include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,10 +25,16 @@
 
 struct evhttp;
 struct evhttp_request;
+struct evhttp_connection;
 struct evhttp_bound_socket;
+struct evkeyvalq;
 
 #define ER_PARAM_MAX 255 /* decoded path parameter, bytes */
 #define ER_HTTP_CTX_CACHE 1024
+#define ER_HTTP_MAX_HEADERS 16384 /* libevent's limit on a request's header lines */
+#define ER_HTTP_OPEN_BODY_MAX 4096 /* a body an open route reads (the login form) */
+/* An error body: {"error":{...}} with its message and field escaped. */
+#define ER_HTTP_ERROR_BODY_MAX (64 + 6 * ER_MESSAGE_MAX + 6 * ER_FIELD_MAX)
 
 /* Who may call a route. */
 typedef enum er_access {
@@ -130,6 +137,22 @@ struct er_server {
     int64_t sample_started; /* monotonic ms */
     int64_t sample_next;    /* monotonic ms: the next sample may start */
     int64_t sample_ms;      /* how long the last one took */
+    /* connections (http_conn.c) */
+    struct er_conn **conns; /* by socket; NULL where none */
+    size_t conns_cap;
+    size_t nconns;          /* open client connections */
+    size_t max_connections;
+    int64_t head_timeout_ms;
+    size_t body_min_rate;   /* bytes a second after the first; 0: no minimum */
+    size_t body_budget;     /* --max-body-in-flight */
+    size_t body_inflight;   /* bytes of bodies announced by requests being read */
+    struct event *accept_ev; /* accepting again after a failed accept */
+    int64_t accept_backoff_ms;
+    uint64_t accept_failures; /* since the last log line */
+    int64_t accept_log_next;
+    uint64_t conns_refused;   /* past --max-connections, since the last log line */
+    int64_t refuse_log_next;
+    er_server *next_server;   /* the servers of this process (accept errors find theirs) */
 };
 
 /* ---- request contexts (http.c) ---- */
@@ -140,7 +163,55 @@ er_hctx *er_http_ctx_get(er_server *s);
 /* Ends the request in flight: gives c back to the pool (or frees it). */
 void er_http_ctx_release(er_hctx *c);
 
-/* ---- dispatch (http_dispatch.c) ---- */
+/* ---- connections (http_conn.c) ---- */
+
+/* Watches every connection evhttp accepts (its own bufferevent): refuses
+ * those past max_connections, holds each request head until it is whole,
+ * checks route, token and Content-Length before libevent reads a body,
+ * bounds the bodies in flight, the head's time and the body's rate; backs
+ * off when accept fails. Call after s->http exists, before binding. */
+int er_http_conn_init(er_server *s, er_error *err);
+/* After binding: a failed accept (EMFILE) pauses accepting for a while. */
+void er_http_conn_listen(er_server *s);
+/* Frees what er_http_conn_init made; after evhttp_free. */
+void er_http_conn_fini(er_server *s);
+/* The request's head and body are in: dispatch starts. */
+void er_http_conn_request(er_server *s, struct evhttp_request *req);
+/* The reply was written: the connection waits for its next head. */
+void er_http_conn_next(er_server *s, struct evhttp_connection *evcon);
+/* Who to tell when evcon closes (one callback a connection, as
+ * evhttp_connection_set_closecb; NULL clears it). */
+void er_http_conn_set_closecb(er_server *s, struct evhttp_connection *evcon,
+                              void (*cb)(struct evhttp_connection *, void *), void *arg);
+
+/* A request head as http_conn.c reads it before evhttp does. */
+typedef struct er_http_head {
+    int method;             /* EVHTTP_REQ_* */
+    int major, minor;       /* HTTP/1.x */
+    const char *target;     /* the request target (borrowed from the parsed text) */
+    struct evhttp_uri *uri; /* the target parsed by libevent (owned) */
+    struct evkeyvalq headers; /* owned */
+} er_http_head;
+
+/* Parses a whole request head h[0..len) (its blank line included; h is
+ * changed in place) as libevent would, but refusing a folded header line:
+ * NULL, or why it is refused (static text). Either way *out is filled as
+ * far as it got and needs er_http_head_fini. */
+const char *er_http_head_parse(char *h, size_t len, er_http_head *out);
+void er_http_head_fini(er_http_head *h);
+
+/* The route of method and path: its index, and its path parameter (raw,
+ * borrowed from path); -1 when none, with allow[] naming the methods the
+ * path takes ("" when the path matches no route). */
+int er_http_route_find(int method, const char *path, char allow[64], const char **pv, size_t *pl,
+                       const char **pname);
+/* Framing a proxy in front of errand might read otherwise: NULL when
+ * none, else why the request is refused (static text). */
+const char *er_http_framing_problem(const struct evkeyvalq *h, int major, int minor);
+/* One log line a second at most for refused tokens, with how many were
+ * refused since the last line; the token itself is never logged. */
+void er_http_log_auth_failure(er_server *s, const char *peer, unsigned port, const er_route *rt,
+                              const er_error *err);
 
 /* The evhttp callback of every request (arg: the server). */
 void er_http_on_request(struct evhttp_request *req, void *arg);
@@ -162,6 +233,16 @@ void er_http_reply_error(er_hctx *c, const er_error *err);
 const char *er_http_method_name(int m);
 void er_http_send_error(er_hctx *c, int status, const char *code_name, const char *message,
                         const char *field);
+/* Appends one access-log line (s->access_log is open); uri borrowed. */
+void er_http_access_line(er_server *s, struct evhttp_connection *evcon, int method,
+                         const char *uri, er_caller caller, int status, size_t bytes,
+                         int64_t started_ms);
+/* The Date header's value for this second (loop thread; borrowed until
+ * the next call). */
+const char *er_http_date(er_server *s);
+/* Writes that error body into body[ER_HTTP_ERROR_BODY_MAX]; returns its length. */
+size_t er_http_error_body(char *body, const char *code_name, const char *message,
+                          const char *field);
 /* Builds an error and sends it. */
 void er_http_fail(er_hctx *c, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -284,6 +365,8 @@ bool er_host_ok(const er_server *s, struct evhttp_request *req);
 /* True when the request has no Origin header, or its Origin is
  * http(s)://<Host> and Host passes er_host_ok. */
 bool er_ui_origin_ok(const er_server *s, struct evhttp_request *req);
+/* The same over a header list. */
+bool er_ui_cookie_headers(const struct evkeyvalq *h, char sid[65]);
 /* The session id of the request's errand_session cookie into sid[65]
  * (64 hex characters); false when there is none or it is malformed. */
 bool er_ui_cookie(struct evhttp_request *req, char sid[65]);

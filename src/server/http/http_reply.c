@@ -57,8 +57,10 @@ static void on_reply_written(struct evhttp_request *req, void *arg)
 {
     er_hctx *c = arg;
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    if (evcon)
-        evhttp_connection_set_closecb(evcon, NULL, NULL);
+    if (evcon) {
+        er_http_conn_set_closecb(c->s, evcon, NULL, NULL);
+        er_http_conn_next(c->s, evcon);
+    }
     er_http_ctx_release(c);
 }
 
@@ -78,7 +80,7 @@ static char *put_uint(char *p, uint64_t v)
 /* The IMF-fixdate of the current second ("Sun, 06 Nov 1994 08:49:37 GMT"),
  * remade once a second: libevent would format it with gmtime_r and
  * snprintf for every reply. Loop thread only. */
-static const char *date_header(er_server *s)
+const char *er_http_date(er_server *s)
 {
     static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
     static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
@@ -121,12 +123,12 @@ static const char *date_header(er_server *s)
 /* One JSON line a request: time, peer, method, path (with its query), the
  * caller's role and token name when known, status, body bytes,
  * milliseconds. Loop thread. */
-static void access_line(er_hctx *c, int status, size_t bytes)
+void er_http_access_line(er_server *s, struct evhttp_connection *evcon, int method,
+                         const char *uri, er_caller caller, int status, size_t bytes,
+                         int64_t started_ms)
 {
-    struct evhttp_request *req = c->req;
     char *peer = NULL;
     ev_uint16_t port = 0;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     if (evcon)
         evhttp_connection_get_peer(evcon, &peer, &port);
     char ts[32];
@@ -134,18 +136,26 @@ static void access_line(er_hctx *c, int status, size_t bytes)
     er_buf b;
     er_buf_init(&b, 16384);
     er_buf_addf(&b, "{\"ts\":\"%s\",\"peer\":\"%s:%u\",\"method\":\"%s\",\"path\":", ts,
-                peer ? peer : "?", (unsigned)port, er_http_method_name(evhttp_request_get_command(req)));
-    er_json_str(&b, evhttp_request_get_uri(req));
+                peer ? peer : "?", (unsigned)port, er_http_method_name(method));
+    er_json_str(&b, uri ? uri : "");
     /* who: the role and name of the token that matched, never the token */
-    if (c->caller.role != ER_ROLE_NONE)
-        er_buf_addf(&b, ",\"role\":\"%s\"", er_role_name(c->caller.role));
-    if (c->caller.name[0])
-        er_buf_addf(&b, ",\"token\":\"%s\"", c->caller.name); /* [A-Za-z0-9._-] only */
+    if (caller.role != ER_ROLE_NONE)
+        er_buf_addf(&b, ",\"role\":\"%s\"", er_role_name(caller.role));
+    if (caller.name[0])
+        er_buf_addf(&b, ",\"token\":\"%s\"", caller.name); /* [A-Za-z0-9._-] only */
     er_buf_addf(&b, ",\"status\":%d,\"bytes\":%zu,\"ms\":%lld}\n", status, bytes,
-                (long long)(er_mono_ms() - c->started_ms));
+                (long long)(er_mono_ms() - started_ms));
     if (!b.err)
-        fwrite(b.data, 1, b.len, c->s->access_log);
+        fwrite(b.data, 1, b.len, s->access_log);
     er_buf_fini(&b);
+}
+
+static void access_line(er_hctx *c, int status, size_t bytes)
+{
+    struct evhttp_request *req = c->req;
+    er_http_access_line(c->s, evhttp_request_get_connection(req),
+                        (int)evhttp_request_get_command(req), evhttp_request_get_uri(req),
+                        c->caller, status, bytes, c->started_ms);
 }
 
 static void send_reply(er_hctx *c, int status)
@@ -161,7 +171,7 @@ static void send_reply(er_hctx *c, int status)
      * formatting of both; it adds neither when present. A HEAD reply gets
      * the length its GET would have, and no body (libevent would send it);
      * bodiless statuses are left to libevent. */
-    evhttp_add_header(out, "Date", date_header(c->s));
+    evhttp_add_header(out, "Date", er_http_date(c->s));
     if (status >= 200 && status != 204 && status != 304) {
         struct evbuffer *body = evhttp_request_get_output_buffer(req);
         char len[24];
@@ -178,7 +188,7 @@ static void send_reply(er_hctx *c, int status)
     }
     c->sending = true;
     evhttp_request_set_on_complete_cb(req, on_reply_written, c);
-    evhttp_connection_set_closecb(evcon, on_conn_close, c);
+    er_http_conn_set_closecb(c->s, evcon, on_conn_close, c);
     evhttp_send_reply(req, status, NULL, NULL);
 }
 
@@ -265,10 +275,9 @@ static void put_escaped(char *out, size_t *o, const char *s)
 /* {"error":{"code","message","field"}} written into a buffer on the stack:
  * formatting an error reply allocates nothing, so it cannot fail into a
  * different error. */
-void er_http_send_error(er_hctx *c, int status, const char *code_name, const char *message,
-                        const char *field)
+size_t er_http_error_body(char *body, const char *code_name, const char *message,
+                          const char *field)
 {
-    char body[64 + 6 * ER_MESSAGE_MAX + 6 * ER_FIELD_MAX];
     size_t o = 0;
 #define PUT(lit) (memcpy(body + o, lit, sizeof lit - 1), o += sizeof lit - 1)
     PUT("{\"error\":{\"code\":\"");
@@ -284,6 +293,14 @@ void er_http_send_error(er_hctx *c, int status, const char *code_name, const cha
         PUT("null}}");
     }
 #undef PUT
+    return o;
+}
+
+void er_http_send_error(er_hctx *c, int status, const char *code_name, const char *message,
+                        const char *field)
+{
+    char body[ER_HTTP_ERROR_BODY_MAX];
+    size_t o = er_http_error_body(body, code_name, message, field);
     struct evbuffer *out = evhttp_request_get_output_buffer(c->req);
     evbuffer_drain(out, evbuffer_get_length(out));
     evbuffer_add(out, body, o);
@@ -416,7 +433,7 @@ void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish)
     r->arg = c;
     struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
     if (evcon) {
-        evhttp_connection_set_closecb(evcon, on_conn_close, c);
+        er_http_conn_set_closecb(c->s, evcon, on_conn_close, c);
         if ((r->type == ER_REQ_FETCH && r->fetch.wait_ms > 0) ||
             (r->type == ER_REQ_GET_JOB && r->wait_ms > 0))
             watch_hangup(c, evcon);

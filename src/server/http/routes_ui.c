@@ -22,7 +22,7 @@
 #include "util/clock.h"
 
 #define COOKIE "errand_session"
-#define LOGIN_BODY_MAX 4096
+#define LOGIN_BODY_MAX ER_HTTP_OPEN_BODY_MAX
 
 /* ---- helpers for dispatch ---- */
 
@@ -98,7 +98,11 @@ bool er_ui_cookie_in(const char *value, char sid[65])
 
 bool er_ui_cookie(struct evhttp_request *req, char sid[65])
 {
-    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    return er_ui_cookie_headers(evhttp_request_get_input_headers(req), sid);
+}
+
+bool er_ui_cookie_headers(const struct evkeyvalq *h, char sid[65])
+{
     for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next)
         if (strcasecmp(kv->key, "Cookie") == 0 && er_ui_cookie_in(kv->value, sid))
             return true;

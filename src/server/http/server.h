@@ -59,7 +59,12 @@ typedef struct er_server_config {
     size_t ntokens;
     size_t max_body;           /* request body limit in bytes */
     size_t payload_max;        /* one job's serialized payload limit */
-    int max_connections;
+    int max_connections;       /* past it a new connection gets 503 and is closed; 0: 10000 */
+    int64_t head_timeout_ms;   /* a request head must arrive within this; 0: 10 s */
+    size_t body_min_rate;      /* bytes a second a body must keep up after its first
+                                  second; 0: no minimum */
+    size_t max_body_in_flight; /* bytes of bodies read at once, at least max_body; past
+                                  it 503 with Retry-After: 1; 0: 64 MiB */
     er_outbox *outbox;         /* the outbox relay, for /readyz and /metrics; NULL: none */
     const char *access_log;    /* a file to append one JSON line a request to; NULL: off */
     const char *allowed_hosts;      /* comma-separated Host names the dashboard answers to beside
