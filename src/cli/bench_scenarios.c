@@ -273,15 +273,16 @@ static int prepare(bench *b)
             : strcmp(b->scenario, "latency") == 0 ? SC_LATENCY
                                                   : SC_ENQUEUE;
     int n = snprintf(b->enq_path, sizeof b->enq_path, "/v1/queues/%s/jobs", b->queue);
-    int h = snprintf(b->hdr, sizeof b->hdr, "Host: %s\r\nContent-Type: application/json\r\n%s%s%s",
-                     b->host, b->token ? "Authorization: Bearer " : "", b->token ? b->token : "",
+    char port[16];
+    snprintf(port, sizeof port, "%d", b->port);
+    int h = snprintf(b->hdr, sizeof b->hdr,
+                     "Host: %s:%s\r\nContent-Type: application/json\r\n%s%s%s", b->host, port,
+                     b->token ? "Authorization: Bearer " : "", b->token ? b->token : "",
                      b->token ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof b->enq_path || h < 0 || (size_t)h >= sizeof b->hdr)
         return -1;
     b->hdrlen = (size_t)h;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", b->port);
     if (getaddrinfo(b->host, port, &hints, &ai) != 0 || !ai)
         return -1;
     memcpy(&b->addr, ai->ai_addr, ai->ai_addrlen);

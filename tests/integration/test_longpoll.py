@@ -51,8 +51,9 @@ class LongPollTest(unittest.TestCase):
             body = json.dumps({"queues": ["gone"], "worker_id": "ghost", "max": 1,
                                "wait_ms": 20000, "lease_ms": 600000}).encode()
             sock = socket.create_connection((s.host, s.port))
-            sock.sendall(b"POST /v1/fetch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                         b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            sock.sendall(b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: %d\r\n\r\n%s"
+                         % (s.port, len(body), body))
             s.wait_metric(PARKED, parked + 1)  # the ghost waits in the writer
             sock.close()
             # once the server saw the close, the ghost is gone from the writer

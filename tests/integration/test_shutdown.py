@@ -79,9 +79,9 @@ class ShutdownTest(unittest.TestCase):
         sock.connect((self.s.host, self.s.port))
         body = json.dumps({"queues": [queue], "worker_id": "stalled", "max": n}).encode()
         auth = "Authorization: Bearer %s\r\n" % self.s.token if self.s.token else ""
-        sock.sendall(("POST /v1/fetch HTTP/1.1\r\nHost: errand\r\n%sContent-Type: "
+        sock.sendall(("POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sContent-Type: "
                       "application/json\r\nContent-Length: %d\r\n\r\n"
-                      % (auth, len(body))).encode() + body)
+                      % (self.s.port, auth, len(body))).encode() + body)
         wait_until(lambda: self.s.queue_info(queue)["counts"]["active"] == n,
                    timeout=30, what="the stalled fetch to lease its %d jobs" % n)
 

@@ -80,8 +80,8 @@ def start_parked(srv, job_id, wait_ms=LONG_WAIT_MS):
 def raw_waiter(srv, job_id, wait_ms):
     """A wait on a raw socket (closing it is a client hanging up)."""
     sock = socket.create_connection((srv.host, srv.port))
-    sock.sendall(b"GET /v1/jobs/%s?wait_ms=%d HTTP/1.1\r\nHost: x\r\n\r\n"
-                 % (qpath(job_id).encode(), wait_ms))
+    sock.sendall(b"GET /v1/jobs/%s?wait_ms=%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+                 % (qpath(job_id).encode(), wait_ms, srv.port))
     return sock
 
 

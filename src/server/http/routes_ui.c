@@ -43,7 +43,7 @@ bool er_host_ok(const er_server *s, struct evhttp_request *req)
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             char want[64];
             snprintf(want, sizeof want, "%s:%d", names[i], s->port);
-            if (host_eq(host, want))
+            if (host_eq(host, want) || host_eq(host, names[i])) /* no port: a client's default */
                 return true;
         }
     }
