@@ -236,6 +236,11 @@ void er_server_set_dispatcher(er_server *s, er_dispatcher *d)
     s->dispatcher = d;
 }
 
+void er_server_set_faktory(er_server *s, struct er_faktory *f)
+{
+    s->faktory = f;
+}
+
 int er_server_port(const er_server *s)
 {
     return s->port;
