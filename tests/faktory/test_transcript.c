@@ -573,7 +573,7 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
     ERR(c, "custom", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
     ERR(c, "already", "HELLO {\"v\":2}");
-    ERR(c, "not implemented", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\"}");
+    ERR(c, "refused", "FLUSH");
     cr_assert_null(get_job("x"));
     /* the connection still works */
     cmd(c, "INFO");
@@ -602,6 +602,95 @@ Test(transcript, pushb_takes_the_good_jobs_and_names_the_bad)
     json_decref(h);
     ERR(c, "array", "PUSHB []");
     ERR(c, "array", "PUSHB {\"jid\":\"b4\"}");
+    fk_close(c);
+}
+
+/* ---- admin: MUTATE and QUEUE ---- */
+
+static json_t *get_queue(const char *q)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/v1/queues/%s", q);
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", path, NULL, NULL, &o), 200);
+    return o;
+}
+
+Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
+{
+    conn *c = fk_hello("w1");
+    for (int i = 0; i < 3; i++) {
+        OK(c, "PUSH {\"jid\":\"m%d\",\"jobtype\":\"%s\",\"retry\":-1}", i,
+           i == 2 ? "keep" : "drop");
+        cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+        OK(c, "FAIL {\"jid\":\"m%d\",\"message\":\"x\"}", i);
+    }
+    OK(c, "MUTATE {\"cmd\":\"requeue\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m0\"]}}");
+    json_t *h = get_job("m0-redrive-1");
+    cr_assert_str_eq(jstr(h, "state"), "waiting");
+    json_decref(h);
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"drop\"}}");
+    cr_assert_null(get_job("m1"));
+    h = get_job("m2");
+    cr_assert_str_eq(jstr(h, "state"), "dead");
+    json_decref(h);
+    OK(c, "MUTATE {\"cmd\":\"kill\",\"target\":\"dead\"}");
+    char at[32];
+    time_t tomorrow = time(NULL) + 86400;
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tomorrow));
+    OK(c, "PUSH {\"jid\":\"s1\",\"jobtype\":\"t\",\"at\":\"%s\"}", at);
+    h = get_job("s1");
+    cr_assert_str_eq(jstr(h, "state"), "scheduled");
+    json_decref(h);
+    OK(c, "MUTATE {\"cmd\":\"discard\",\"target\":\"scheduled\",\"filter\":{\"jids\":[\"s1\"]}}");
+    h = get_job("s1");
+    cr_assert_str_eq(jstr(h, "state"), "cancelled");
+    json_decref(h);
+    ERR(c, "one state", "MUTATE {\"cmd\":\"clear\",\"target\":\"retry\"}");
+    ERR(c, "not implemented", "MUTATE {\"cmd\":\"kill\",\"target\":\"retry\",\"filter\":{\"jids\":[\"x\"]}}");
+    ERR(c, "regexp", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"*a*\"}}");
+    ERR(c, "cmd", "MUTATE {\"cmd\":\"explode\",\"target\":\"dead\"}");
+    ERR(c, "target", "MUTATE {\"cmd\":\"clear\",\"target\":\"everything\"}");
+    ERR(c, "not both", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m2\"],\"jobtype\":\"keep\"}}");
+    h = get_job("m2");
+    cr_assert_str_eq(jstr(h, "state"), "dead"); /* the refusals changed nothing */
+    json_decref(h);
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", "/v1/audit", NULL, NULL, &o), 200);
+    cr_assert(strstr(json_dumps(o, 0), "faktory MUTATE"), "no audit row");
+    json_decref(o);
+    fk_close(c);
+}
+
+Test(transcript, queue_pause_resume_latency_remove)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"q1\",\"jobtype\":\"t\",\"queue\":\"qa\"}");
+    OK(c, "PUSH {\"jid\":\"q2\",\"jobtype\":\"t\",\"queue\":\"qb\"}");
+    OK(c, "QUEUE PAUSE qa qb");
+    json_t *q = get_queue("qa");
+    cr_assert(json_is_true(json_object_get(json_object_get(q, "queue"), "paused")));
+    json_decref(q);
+    OK(c, "QUEUE RESUME *");
+    q = get_queue("qb");
+    cr_assert(json_is_false(json_object_get(json_object_get(q, "queue"), "paused")));
+    json_decref(q);
+    const char *r = cmd(c, "QUEUE LATENCY qa nosuch");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "%s", r);
+    json_t *lat = json_loads(r, 0, NULL);
+    cr_assert(json_is_number(json_object_get(lat, "qa")) && json_is_number(json_object_get(lat, "nosuch")), "%s", r);
+    json_decref(lat);
+    OK(c, "QUEUE REMOVE qa");
+    json_t *h = get_job("q1");
+    cr_assert_str_eq(jstr(h, "state"), "cancelled");
+    json_decref(h);
+    h = get_job("q2");
+    cr_assert_str_eq(jstr(h, "state"), "waiting");
+    json_decref(h);
+    ERR(c, "PAUSE, RESUME", "QUEUE SHRED qa");
+    ERR(c, "queue", "QUEUE PAUSE bad/name");
+    ERR(c, "names", "QUEUE PAUSE");
+    ERR(c, "stands alone", "QUEUE REMOVE *");
     fk_close(c);
 }
 
@@ -660,7 +749,8 @@ Test(transcript_limits, roles_gate_commands)
     ERR(w, "may not FLUSH", "FLUSH");
     ERR(w, "may not QUEUE", "QUEUE PAUSE default");
     conn *a = fk_login("adm", TOKEN_ADMIN);
-    ERR(a, "not implemented", "FLUSH"); /* allowed, not built */
+    OK(a, "QUEUE PAUSE default"); /* allowed */
+    OK(a, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\"}");
     fk_close(p);
     fk_close(w);
     fk_close(a);
