@@ -31,6 +31,7 @@
 #define ER_FETCH_MAX 1000
 #define ER_WAIT_MAX_MS 60000
 #define ER_BULK_MAX 10000
+#define ER_CUSTOM_MAX (64 * 1024) /* a job's custom object, serialized */
 
 typedef enum er_state {
     ER_STATE_SCHEDULED = 0,
@@ -149,6 +150,7 @@ typedef struct er_job {
     char *last_error;    /* JSON text {"class","message",...}; NULL when none */
     char *result;        /* JSON text; NULL when none */
     char *progress;      /* JSON text; NULL when none */
+    char *custom;        /* JSON object text a Faktory client gave ("custom"); NULL when none */
     int64_t created_at, updated_at, started_at, finished_at; /* 0 when never */
     int64_t redriven_at; /* dead jobs: when redriven, 0 when not */
     int redrive_count;   /* dead jobs: copies made so far */

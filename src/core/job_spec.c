@@ -310,6 +310,11 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
     if (sp->idempotency_key.kind != ER_SPEC_ABSENT &&
         check_id(&sp->idempotency_key, "idempotency_key", err) < 0)
         return ER_EINVAL;
+    if (sp->custom.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "custom", "custom must be an object");
+    if (sp->custom.kind == ER_SPEC_SET && sp->custom.n > ER_CUSTOM_MAX)
+        return er_error_set(err, ER_ETOOBIG, "custom", "custom must be at most %d bytes as JSON",
+                            ER_CUSTOM_MAX);
 
     /* Valid: the strings. */
     if (!(job->queue = er_spec_str_dup(&sp->queue)) || !(job->name = er_spec_str_dup(&sp->name)))
@@ -336,7 +341,8 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         job->id_generated = true;
     }
     if (take_str(&sp->group, &job->group, err) < 0 ||
-        take_str(&sp->trace_id, &job->trace_id, err) < 0)
+        take_str(&sp->trace_id, &job->trace_id, err) < 0 ||
+        take_str(&sp->custom, &job->custom, err) < 0)
         return ER_ENOMEM;
     job->idempotency_key = sp->idempotency_key.kind == ER_SPEC_SET
                                ? er_spec_str_dup(&sp->idempotency_key)

@@ -87,6 +87,9 @@ typedef struct er_job_spec {
     er_spec_str group;
     er_spec_str trace_id;
     er_spec_str idempotency_key;
+    /* A Faktory job's custom object as compact JSON text (the HTTP API has
+     * no such field): kept with the job, at most ER_CUSTOM_MAX bytes. */
+    er_spec_str custom;
     /* Set by the Faktory frontend: with no backoff given the job gets
      * Faktory's retry schedule (ER_BACKOFF_FAKTORY, capped at
      * ER_DELAY_MAX_MS) instead of the queue's or the server's backoff. */

@@ -372,6 +372,30 @@ Test(transcript, push_fetch_ack_round_trip)
     fk_close(c);
 }
 
+Test(transcript, custom_is_kept_and_its_errand_members_apply)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"c1\",\"jobtype\":\"t\",\"custom\":{\"tenant\":{\"id\":9},"
+          "\"group\":\"acme\",\"trace_id\":\"tr-1\"}}");
+    const char *r = cmd(c, "FETCH default");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "reply: %s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert(same(json_object_get(j, "custom"),
+                   json_pack("{s{si}ssss}", "tenant", "id", 9, "group", "acme", "trace_id", "tr-1")),
+              "%s", r);
+    json_decref(j);
+    json_t *h = get_job("c1");
+    cr_assert_str_eq(jstr(h, "group"), "acme");
+    cr_assert_str_eq(jstr(h, "trace_id"), "tr-1");
+    json_decref(h);
+    ERR(c, "custom.group", "PUSH {\"jid\":\"c2\",\"jobtype\":\"t\",\"custom\":{\"group\":\"no spaces\"}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"c3\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "custom", "PUSH {\"jid\":\"c4\",\"jobtype\":\"t\",\"custom\":[1]}");
+    cr_assert_null(get_job("c2"));
+    OK(c, "ACK {\"jid\":\"c1\"}");
+    fk_close(c);
+}
+
 Test(transcript, http_job_is_fetched_with_its_payload_as_the_only_arg)
 {
     cr_assert_eq(http("POST", "/v1/queues/mail/jobs",

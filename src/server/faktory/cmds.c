@@ -199,12 +199,14 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
 static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
 {
     er_job_spec sp;
-    int rc = er_fk_job_spec(obj, &sp, err);
+    char *custom = NULL;
+    int rc = er_fk_job_spec(obj, &sp, &custom, err);
     if (rc == 0) {
         er_job_limits lim = {.payload_max = c->f->payload_max};
         rc = er_job_validate(&sp, &lim, er_now_ms(), &c->f->rand, job, err);
     }
     er_job_spec_fini(&sp);
+    free(custom);
     if (rc < 0)
         er_fk_error_rename(err);
     return rc;
