@@ -597,7 +597,6 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
     ERR(c, "custom", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
     ERR(c, "already", "HELLO {\"v\":2}");
-    ERR(c, "refused", "FLUSH");
     cr_assert_null(get_job("x"));
     /* the connection still works */
     cmd(c, "INFO");
@@ -718,6 +717,31 @@ Test(transcript, queue_pause_resume_latency_remove)
     fk_close(c);
 }
 
+Test(transcript, flush_cancels_waiting_and_scheduled_jobs_and_deletes_dead_letters)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"x1\",\"jobtype\":\"t\",\"retry\":-1}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+    OK(c, "FAIL {\"jid\":\"x1\",\"message\":\"m\"}");
+    OK(c, "PUSH {\"jid\":\"x2\",\"jobtype\":\"t\",\"queue\":\"other\"}");
+    char at[32];
+    time_t tomorrow = time(NULL) + 86400;
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tomorrow));
+    OK(c, "PUSH {\"jid\":\"x3\",\"jobtype\":\"t\",\"at\":\"%s\"}", at);
+    OK(c, "PUSH {\"jid\":\"x4\",\"jobtype\":\"t\"}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK); /* x4 is active */
+    OK(c, "FLUSH");
+    cr_assert_null(get_job("x1"));
+    const char *want[][2] = {{"x2", "cancelled"}, {"x3", "cancelled"}, {"x4", "active"}};
+    for (int i = 0; i < 3; i++) {
+        json_t *h = get_job(want[i][0]);
+        cr_assert_str_eq(jstr(h, "state"), want[i][1], "%s", want[i][0]);
+        json_decref(h);
+    }
+    OK(c, "ACK {\"jid\":\"x4\"}");
+    fk_close(c);
+}
+
 TestSuite(transcript_limits, .fini = stop, .timeout = 60);
 
 Test(transcript_limits, an_oversized_line_is_refused_and_closes)
@@ -774,6 +798,7 @@ Test(transcript_limits, roles_gate_commands)
     ERR(w, "may not QUEUE", "QUEUE PAUSE default");
     conn *a = fk_login("adm", TOKEN_ADMIN);
     OK(a, "QUEUE PAUSE default"); /* allowed */
+    OK(a, "FLUSH");
     OK(a, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\"}");
     fk_close(p);
     fk_close(w);

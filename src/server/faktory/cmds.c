@@ -742,9 +742,7 @@ void er_fk_run(fk_conn *c, const char *line, size_t n)
         er_fk_queue(c, cmd.arg, cmd.arg_len);
         return;
     case ER_FK_FLUSH:
-        /* errand never deletes every job at once */
-        er_fk_send_error(c, "ERR", "FLUSH is refused by errand: use MUTATE or POST /v1/bulk",
-                         false);
+        er_fk_flush(c);
         return;
     default: {
         char msg[96];

@@ -110,6 +110,8 @@ void er_fk_run(fk_conn *c, const char *line, size_t n);
 void er_fk_mutate(fk_conn *c, const char *arg, size_t n);
 void er_fk_queue(fk_conn *c, const char *arg, size_t n);
 void er_fk_names_free(fk_conn *c);
+/* FLUSH: cancels every waiting and scheduled job, deletes the dead letters. */
+void er_fk_flush(fk_conn *c);
 /* cmds.c's replies, for admin.c */
 void er_fk_reply_ok(fk_conn *c);
 void er_fk_reply_req_error(fk_conn *c, er_req *r);
