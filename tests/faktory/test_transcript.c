@@ -528,6 +528,41 @@ Test(transcript, disconnect_mid_reservation_keeps_the_lease_until_it_expires)
     fk_close(b);
 }
 
+Test(transcript, track_sets_progress_and_extends_the_lease_of_the_wids_job)
+{
+    conn *c = fk_hello("w1"), *x = fk_hello("w2");
+    OK(c, "PUSH {\"jid\":\"t1\",\"jobtype\":\"t\",\"reserve_for\":120}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+    char until[32];
+    time_t later = time(NULL) + 3600;
+    strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%S.000Z", gmtime(&later));
+    OK(c, "TRACK SET {\"jid\":\"t1\",\"percent\":40,\"desc\":\"half\",\"reserve_until\":\"%s\"}",
+       until);
+    json_t *h = get_job("t1");
+    cr_assert_str_eq(jstr(h, "lease_expires_at"), until);
+    json_decref(h);
+    const char *r = cmd(x, "TRACK GET t1");
+    cr_assert_eq(x->kind, ER_FK_R_BULK, "%s", r);
+    json_t *t = json_loads(r, 0, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(t, "percent")), 40, "%s", r);
+    cr_assert_str_eq(jstr(t, "desc"), "half");
+    cr_assert_str_eq(jstr(t, "state"), "active");
+    json_decref(t);
+    OK(c, "TRACK SET {\"jid\":\"t1\",\"percent\":60}"); /* the lease's end is kept */
+    h = get_job("t1");
+    cr_assert_str_eq(jstr(h, "lease_expires_at"), until);
+    json_decref(h);
+    ERR(x, "another worker", "TRACK SET {\"jid\":\"t1\",\"percent\":1}");
+    ERR(c, "percent", "TRACK SET {\"jid\":\"t1\",\"percent\":101}");
+    ERR(c, "reserve_until", "TRACK SET {\"jid\":\"t1\",\"reserve_until\":\"soon\"}");
+    ERR(c, "reserve_until", "TRACK SET {\"jid\":\"t1\",\"reserve_until\":\"2020-01-01T00:00:00Z\"}");
+    ERR(c, "SET", "TRACK FOO t1");
+    ERR(c, "not found", "TRACK GET nosuchjob");
+    OK(c, "ACK {\"jid\":\"t1\"}");
+    fk_close(c);
+    fk_close(x);
+}
+
 /* ---- BEAT ---- */
 
 Test(transcript, beat_go_and_ruby_style_with_state_and_rss)
@@ -680,7 +715,10 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     json_decref(h);
     json_t *o = NULL;
     cr_assert_eq(http("GET", "/v1/audit", NULL, NULL, &o), 200);
-    cr_assert(strstr(json_dumps(o, 0), "faktory MUTATE"), "no audit row");
+    char *audit = json_dumps(o, 0);
+    bool found = strstr(audit, "faktory MUTATE") != NULL;
+    free(audit);
+    cr_assert(found, "no audit row");
     json_decref(o);
     fk_close(c);
 }

@@ -65,6 +65,10 @@ struct fk_conn {
     /* ACK / FAIL in progress */
     char jid[ER_ID_MAX + 1];
     bool fail;
+    bool track;        /* TRACK SET: a heartbeat instead of an outcome */
+    int64_t track_until; /* TRACK SET's reserve_until (ms); 0: the lease's end is kept */
+    char *track_progress; /* TRACK SET's {"percent","desc"} as JSON text, or NULL */
+    int64_t lease_end; /* the lease's end as the cache or the store said */
     bool from_cache;   /* the token came from the cache */
     er_failure failure;
     int64_t lease_ms;  /* FETCH: the lease the job gets */
