@@ -645,6 +645,24 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     fk_close(c);
 }
 
+/* A peer that sends and does not read: the server stops reading past
+ * ER_FK_OUT_PENDING of unread replies and goes on once they are read. */
+Test(transcript, a_peer_that_does_not_read_its_replies_is_held_then_served)
+{
+    conn *c = fk_hello("w1");
+    enum { N = 10000 };
+    static char lines[N * 6];
+    for (int i = 0; i < N; i++)
+        memcpy(lines + 6 * i, "INFO\r\n", 6);
+    send_all(c->fd, lines, sizeof lines);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(read_reply(c), 1, "reply %d", i);
+        cr_assert_eq(c->kind, ER_FK_R_BULK);
+    }
+    OK(c, "PUSH {\"jid\":\"after\",\"jobtype\":\"t\"}");
+    fk_close(c);
+}
+
 Test(transcript, pushb_takes_the_good_jobs_and_names_the_bad)
 {
     conn *c = fk_hello("w1");

@@ -30,6 +30,7 @@ struct event;
 #define ER_FK_WORKERS_MAX 100000
 #define ER_FK_HANDSHAKE_S 10        /* HELLO must come within this */
 #define ER_FK_OUT_MAX (64u << 20)   /* one reply */
+#define ER_FK_OUT_PENDING (1u << 20) /* replies unread by the peer before reading stops */
 #define ER_FK_CACHE_MAX 200000      /* jid -> lease entries kept */
 
 typedef struct fk_worker {
@@ -58,6 +59,7 @@ struct fk_conn {
     bool closing;      /* close once the output is written */
     bool gone;         /* the socket is closed; freed when pending comes back */
     bool in_process;   /* process() is on the stack */
+    bool blocked;      /* reading stopped until the peer reads its replies */
     er_role role;
     char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
     er_req *pending;   /* the engine request in flight (one at a time) */
