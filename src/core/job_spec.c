@@ -349,6 +349,7 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
                                : strdup(job->id);
     if (!job->idempotency_key)
         return oom(err);
+    job->discard = sp->discard;
     job->created_at = job->updated_at = now;
     return 0;
 }
@@ -412,7 +413,7 @@ int er_job_set_flags(const er_job *j)
 {
     return (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) | (j->set_timeout ? 4 : 0) |
            (j->set_priority ? 8 : 0) | (j->set_backoff ? (int)(j->backoff_given & 15) << 4 : 0) |
-           (j->id_generated ? ER_FLAG_ID_GENERATED : 0);
+           (j->id_generated ? ER_FLAG_ID_GENERATED : 0) | (j->discard ? ER_FLAG_DISCARD : 0);
 }
 
 void er_job_set_flags_apply(er_job *j, int flags)
@@ -424,4 +425,5 @@ void er_job_set_flags_apply(er_job *j, int flags)
     unsigned given = (unsigned)(flags >> 4) & 15;
     j->backoff_given = j->set_backoff ? (given ? given : ER_BACKOFF_GIVEN_ALL) : 0;
     j->id_generated = (flags & ER_FLAG_ID_GENERATED) != 0;
+    j->discard = (flags & ER_FLAG_DISCARD) != 0;
 }

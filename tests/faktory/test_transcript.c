@@ -450,11 +450,18 @@ Test(transcript, retry_minus_one_and_zero_go_dead_on_the_first_failure)
         json_t *j = json_loads(r, 0, NULL);
         char jid[16];
         snprintf(jid, sizeof jid, "%s", jstr(j, "jid"));
-        json_decref(j);
+        cr_assert_eq(json_integer_value(json_object_get(j, "retry")),
+                     strcmp(jid, "d0") == 0 ? 0 : -1, "%s", r);
         OK(c, "FAIL {\"jid\":\"%s\",\"errtype\":\"E\",\"message\":\"m\"}", jid);
         json_t *h = get_job(jid);
         cr_assert_str_eq(jstr(h, "state"), "dead", "%s", jid);
+        json_t *e = json_object_get(h, "last_error");
+        if (strcmp(jid, "d0") == 0)
+            cr_assert_str_eq(jstr(e, "reason"), "discarded (retry 0)");
+        else
+            cr_assert_null(json_object_get(e, "reason"));
         json_decref(h);
+        json_decref(j);
     }
     ERR(c, "retry", "PUSH {\"jid\":\"d2\",\"jobtype\":\"t\",\"retry\":-2}");
     fk_close(c);

@@ -70,6 +70,7 @@ int er_fk_job_spec(const json_t *obj, er_job_spec *sp, char **custom_buf, er_err
         /* -1: dead at once on failure; 0: no retry; N: N retries. */
         int64_t ma = r == -1 ? 1 : r >= 0 && r < INT32_MAX ? (int64_t)r + 1 : (int64_t)r;
         sp->max_attempts = (er_spec_int){ER_SPEC_SET, ma};
+        sp->discard = r == 0;
     }
 
     json_t *rf = json_object_get(obj, "reserve_for");
@@ -206,8 +207,9 @@ void er_fk_job_write(const er_job *job, int64_t lease_s, er_jsonw *w)
     }
     er_jsonw_key(w, "priority");
     er_jsonw_int(w, job->priority);
+    /* one attempt is retry 0 when it is discarded on failure, else -1 */
     er_jsonw_key(w, "retry");
-    er_jsonw_int(w, job->max_attempts > 0 ? job->max_attempts - 1 : 0);
+    er_jsonw_int(w, job->discard ? 0 : job->max_attempts > 1 ? job->max_attempts - 1 : -1);
     er_jsonw_key(w, "reserve_for");
     er_jsonw_int(w, lease_s);
     er_jsonw_key(w, "created_at");

@@ -178,7 +178,7 @@ const int er_sqlite_schema_version =
 #define LEASE_RETURNING                                                                   \
     " RETURNING id, queue, name, payload, priority, grp, run_at, max_attempts,"           \
     " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token, created_at,"    \
-    " custom, seq"
+    " custom, set_flags, seq"
 
 const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
