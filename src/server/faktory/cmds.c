@@ -819,6 +819,12 @@ static void finish_info(fk_conn *c, er_req *r)
     int64_t enq = 0;
     for (size_t i = 0; i < r->nqueue_infos; i++)
         enq += r->queue_infos[i].counts[ER_STATE_WAITING];
+    er_engine_stats st;
+    er_engine_get_stats(f->engine, &st); /* this node's, since it started */
+    er_jsonw_key(&w, "total_failures");
+    er_jsonw_int(&w, (int64_t)st.failed);
+    er_jsonw_key(&w, "total_processed");
+    er_jsonw_int(&w, (int64_t)(st.completed + st.failed));
     er_jsonw_key(&w, "total_enqueued");
     er_jsonw_int(&w, enq);
     er_jsonw_key(&w, "total_queues");
@@ -844,6 +850,8 @@ static void finish_info(fk_conn *c, er_req *r)
     er_jsonw_int(&w, (er_now_ms() - f->started_ms) / 1000);
     er_jsonw_key(&w, "connections");
     er_jsonw_int(&w, f->nconns);
+    er_jsonw_key(&w, "command_count");
+    er_jsonw_int(&w, (int64_t)f->commands);
     er_jsonw_key(&w, "workers");
     er_jsonw_int(&w, (int64_t)f->nworkers);
     er_jsonw_end_object(&w);
@@ -862,6 +870,7 @@ static void finish_info(fk_conn *c, er_req *r)
 
 void er_fk_run(fk_conn *c, const char *line, size_t n)
 {
+    c->f->commands++;
     er_fk_command cmd;
     const char *why = NULL;
     if (er_fk_command_parse(line, n, &cmd, &why) < 0) {

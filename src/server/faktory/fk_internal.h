@@ -98,6 +98,7 @@ struct er_faktory {
     size_t nworkers;
     struct event *reap_ev;
     int64_t started_ms;
+    uint64_t commands; /* command lines read, for INFO */
     fk_lease **cache; /* FK_CACHE_BUCKETS chains */
     size_t ncache;
 };
