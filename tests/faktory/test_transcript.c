@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -91,8 +92,12 @@ static void start_with(const char *store, const char *first, ...)
     S.pid = fork();
     cr_assert(S.pid >= 0);
     if (S.pid == 0) {
+        /* the server dies with the test, and holds none of its pipes */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         FILE *lf = freopen(logp, "w", stderr);
+        FILE *nf = freopen("/dev/null", "w", stdout);
         (void)lf;
+        (void)nf;
         execv(bin, (char *const *)argv);
         _exit(127);
     }
@@ -649,6 +654,27 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     /* END closes without a reply */
     send_all(c->fd, "END\r\n", 5);
     cr_assert(closed(c));
+    fk_close(c);
+}
+
+Test(transcript, a_long_line_sent_in_small_pieces_is_read_whole)
+{
+    conn *c = fk_hello("w1");
+    enum { ARG = 50000 }; /* the reply fits this file's HTTP reader */
+    static char line[ARG + 128];
+    int n = snprintf(line, sizeof line, "PUSH {\"jid\":\"long\",\"jobtype\":\"t\",\"args\":[\"");
+    memset(line + n, 'y', ARG);
+    n += ARG;
+    n += snprintf(line + n, sizeof line - (size_t)n, "\"]}\r\n");
+    for (int at = 0; at < n; at += 997) {
+        send_all(c->fd, line + at, (size_t)(n - at < 997 ? n - at : 997));
+        usleep(100); /* separate reads, not a wait for anything */
+    }
+    cr_assert_eq(read_reply(c), 1);
+    cr_assert(c->kind == ER_FK_R_SIMPLE && strcmp(c->reply, "OK") == 0, "%s", c->reply);
+    json_t *h = get_job("long");
+    cr_assert_eq(strlen(json_string_value(json_array_get(json_object_get(h, "payload"), 0))), ARG);
+    json_decref(h);
     fk_close(c);
 }
 

@@ -163,6 +163,21 @@ static void process(fk_conn *c)
         size_t len = evbuffer_get_length(in);
         if (len == 0)
             break;
+        /* A long line arrives in many reads: look for its end only in the
+         * bytes not searched yet, and make it contiguous once, when whole. */
+        if (c->scanned < len) {
+            struct evbuffer_ptr from;
+            evbuffer_ptr_set(in, &from, c->scanned, EVBUFFER_PTR_SET);
+            struct evbuffer_ptr nl = evbuffer_search(in, "\n", 1, &from);
+            if (nl.pos < 0) {
+                c->scanned = len;
+                if (len <= c->f->line_max + 1)
+                    break; /* wait for more; the reader below judges a longer one */
+            }
+        } else if (len <= c->f->line_max + 1) {
+            break;
+        }
+        c->scanned = 0;
         size_t look = len < c->f->line_max + 2 ? len : c->f->line_max + 2;
         const char *buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)look);
         size_t n = 0, used = 0;

@@ -60,6 +60,7 @@ struct fk_conn {
     bool gone;         /* the socket is closed; freed when pending comes back */
     bool in_process;   /* process() is on the stack */
     bool blocked;      /* reading stopped until the peer reads its replies */
+    size_t scanned;    /* input bytes known to hold no line end */
     er_role role;
     char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
     er_req *pending;   /* the engine request in flight (one at a time) */
