@@ -401,6 +401,32 @@ Test(transcript, custom_is_kept_and_its_errand_members_apply)
     fk_close(c);
 }
 
+Test(transcript, an_expired_job_is_not_handed_out_and_goes_to_the_dead_letters)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"e1\",\"jobtype\":\"t\",\"queue\":\"exp\","
+          "\"custom\":{\"expires_at\":\"2020-01-01T00:00:00Z\"}}");
+    OK(c, "PUSH {\"jid\":\"e2\",\"jobtype\":\"t\",\"queue\":\"exp\",\"custom\":{\"expires_in\":3600}}");
+    const char *r = cmd(c, "FETCH exp");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "%s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert_str_eq(jstr(j, "jid"), "e2");
+    cr_assert(json_is_string(json_object_get(json_object_get(j, "custom"), "expires_at")), "%s", r);
+    cr_assert_null(json_object_get(json_object_get(j, "custom"), "expires_in"));
+    json_decref(j);
+    json_t *h = get_job("e1");
+    cr_assert_str_eq(jstr(h, "state"), "dead");
+    cr_assert(strstr(jstr(json_object_get(h, "last_error"), "message"), "expired"));
+    json_decref(h);
+    ERR(c, "expires_at", "PUSH {\"jid\":\"e3\",\"jobtype\":\"t\",\"custom\":{\"expires_at\":\"soon\"}}");
+    ERR(c, "expires_in", "PUSH {\"jid\":\"e3\",\"jobtype\":\"t\",\"custom\":{\"expires_in\":0}}");
+    ERR(c, "not both", "PUSH {\"jid\":\"e3\",\"jobtype\":\"t\",\"custom\":{\"expires_in\":5,"
+                       "\"expires_at\":\"2030-01-01T00:00:00Z\"}}");
+    cr_assert_null(get_job("e3"));
+    OK(c, "ACK {\"jid\":\"e2\"}");
+    fk_close(c);
+}
+
 Test(transcript, http_job_is_fetched_with_its_payload_as_the_only_arg)
 {
     cr_assert_eq(http("POST", "/v1/queues/mail/jobs",
@@ -642,7 +668,7 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     ERR(c, "args", "PUSH {\"jobtype\":\"t\",\"args\":{\"a\":1}}");
     ERR(c, "jobtype", "PUSH {\"jid\":\"x\",\"args\":[]}");
     ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
-    ERR(c, "custom", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
     ERR(c, "already", "HELLO {\"v\":2}");
     cr_assert_null(get_job("x"));
     /* the connection still works */

@@ -85,7 +85,7 @@ static int spec_of(const char *text, er_job_spec *sp, char **custom, er_error *e
 {
     json_t *o = json_loads(text, 0, NULL);
     cr_assert_not_null(o, "%s", text);
-    int rc = er_fk_job_spec(o, sp, custom, err);
+    int rc = er_fk_job_spec(o, 1764547200000, sp, custom, err);
     json_decref(o); /* the slices are not read after this in these tests */
     return rc;
 }

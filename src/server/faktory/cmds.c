@@ -201,10 +201,11 @@ static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
 {
     er_job_spec sp;
     char *custom = NULL;
-    int rc = er_fk_job_spec(obj, &sp, &custom, err);
+    int64_t now = er_now_ms();
+    int rc = er_fk_job_spec(obj, now, &sp, &custom, err);
     if (rc == 0) {
         er_job_limits lim = {.payload_max = c->f->payload_max};
-        rc = er_job_validate(&sp, &lim, er_now_ms(), &c->f->rand, job, err);
+        rc = er_job_validate(&sp, &lim, now, &c->f->rand, job, err);
     }
     er_job_spec_fini(&sp);
     free(custom);
@@ -342,6 +343,34 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
     er_req_free(r);
 }
 
+static void finish_fetch(fk_conn *c, er_req *r);
+
+/* The job r leased expired (custom.expires_at): it goes to the dead letters
+ * (Faktory drops it; errand keeps a record) in the transaction of the same
+ * fetch asked again. */
+static void refetch_expired(fk_conn *c, er_req *r, const char *at)
+{
+    er_job *j = &r->list.items[0];
+    er_req *n = er_req_new(ER_REQ_FETCH);
+    char msg[80];
+    snprintf(msg, sizeof msg, "expired at %s (custom.expires_at)", at);
+    if (!n || !(n->acks = calloc(1, sizeof *n->acks)) || !(n->acks[0].id = strdup(j->id)) ||
+        !(n->acks[0].token = strdup(j->lease_token)) ||
+        !(n->acks[0].failure.message = strdup(msg))) {
+        er_req_free(n);
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    n->nacks = 1;
+    n->acks[0].kind = ER_ACK_FAIL;
+    n->acks[0].failure.cls = ER_ERR_PERMANENT;
+    n->fetch = r->fetch; /* moved */
+    memset(&r->fetch, 0, sizeof r->fetch);
+    er_req_free(r);
+    er_fk_submit(c, n, finish_fetch);
+}
+
 static void finish_fetch(fk_conn *c, er_req *r)
 {
     if (r->rc) {
@@ -356,6 +385,11 @@ static void finish_fetch(fk_conn *c, er_req *r)
         return;
     }
     er_job *j = &r->list.items[0];
+    char at[32];
+    if (er_fk_job_expired(j, er_now_ms(), at)) {
+        refetch_expired(c, r, at); /* each round sends one job to the dead letters */
+        return;
+    }
     c->lease_ms = er_fk_lease_ms(j, c->f->reserve_min_ms);
     if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS) {
         er_fk_cache_put(c->f, j->id, j->lease_token, c->wid, j->lease_expires_at);
