@@ -337,7 +337,7 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
     if (r->rc) {
         er_fk_reply_req_error(c, r);
     } else {
-        er_fk_cache_put(c->f, r->job.id, r->job.lease_token, c->wid, r->expires_at);
+        er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
         reply_job(c, &r->job, c->lease_ms);
     }
     er_req_free(r);
@@ -392,7 +392,7 @@ static void finish_fetch(fk_conn *c, er_req *r)
     }
     c->lease_ms = er_fk_lease_ms(j, c->f->reserve_min_ms);
     if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS) {
-        er_fk_cache_put(c->f, j->id, j->lease_token, c->wid, j->lease_expires_at);
+        er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at);
         reply_job(c, j, c->lease_ms);
         er_req_free(r);
         return;
@@ -572,7 +572,7 @@ static void finish_ack(fk_conn *c, er_req *r)
     if (rc == ER_ESTALE && c->from_cache) {
         /* the cache was behind the store (another node, a newer lease):
          * ask the store, which decides. The failure went into r: rebuild. */
-        er_fk_cache_del(c->f, c->jid);
+        er_fk_cache_del(&c->f->leases, c->jid);
         if (c->fail && !hb) {
             c->failure = r->acks[0].failure;
             memset(&r->acks[0].failure, 0, sizeof r->acks[0].failure);
@@ -583,12 +583,12 @@ static void finish_ack(fk_conn *c, er_req *r)
         return;
     }
     if (hb && !rc) {
-        er_fk_cache_put(c->f, c->jid, r->token, c->wid, r->expires_at);
+        er_fk_cache_put(&c->f->leases, c->jid, r->token, c->wid, r->expires_at);
         er_fk_reply_ok(c);
         er_req_free(r);
         return;
     }
-    er_fk_cache_del(c->f, c->jid);
+    er_fk_cache_del(&c->f->leases, c->jid);
     if (rc) {
         er_error err = r->rc || hb ? r->err : r->acks[0].err;
         if (!err.code)
@@ -605,7 +605,7 @@ static void finish_ack(fk_conn *c, er_req *r)
  * the store's (lookup). */
 static void with_lease(fk_conn *c)
 {
-    const fk_lease *l = er_fk_cache_get(c->f, c->jid);
+    const fk_lease *l = er_fk_cache_get(&c->f->leases, c->jid);
     if (l && strcmp(l->wid, c->wid) == 0) {
         c->from_cache = true;
         c->lease_end = l->expires_at;

@@ -307,7 +307,8 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     er_faktory *f = arg;
     int64_t now = er_now_ms();
     er_fk_workers_reap(f, now);
-    er_fk_cache_sweep(f, now);
+    er_fk_cache_sweep(&f->leases, now);
+    er_fk_cache_sweep(&f->uniques, now);
 }
 
 int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
@@ -405,6 +406,7 @@ void er_faktory_free(er_faktory *f)
     if (f->reap_ev)
         event_free(f->reap_ev);
     er_fk_workers_free(f);
-    er_fk_cache_free(f);
+    er_fk_cache_free(&f->leases);
+    er_fk_cache_free(&f->uniques);
     free(f);
 }
