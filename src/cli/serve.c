@@ -10,6 +10,7 @@
 #include "cli/settings.h"
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
+#include "server/faktory/faktory.h"
 #include "server/http/server.h"
 #include "util/log.h"
 
@@ -27,6 +28,11 @@
 static const er_setting serve_settings[] = {
     {"listen", ER_SET_STRING, "127.0.0.1:7400", 0, 0, NULL,
      "address to listen on, HOST:PORT (port 0 picks a free one)"},
+    {"faktory-listen", ER_SET_STRING, "off", 0, 0, NULL,
+     "address of the Faktory protocol port, HOST:PORT (port 0 picks a free one), or off "
+     "(docs/faktory.md); off loopback it needs tokens, as --listen does"},
+    {"faktory-min-reserve", ER_SET_DURATION, "60s", 1000, 3600000, NULL,
+     "the shortest lease a Faktory job's reserve_for gives (Faktory's is 60s)"},
     {"store", ER_SET_STRING, "sqlite:./errand.db", 0, 0, NULL,
      "store URL: sqlite:PATH (embedded, default) or "
      "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
@@ -55,12 +61,13 @@ static const er_setting serve_settings[] = {
      "file to append one JSON line a request to (time, peer, method, path, role, token name, "
      "status, bytes, ms); "
      "off when unset"},
-    {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL, "largest request body"},
+    {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL,
+     "largest request body (HTTP) and command line (Faktory)"},
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
     {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL,
-     "most open client connections; past it a new one is answered 503 (Retry-After: 1) and "
-     "closed"},
+     "most open client connections on each port (HTTP, Faktory); past it a new HTTP one is "
+     "answered 503 (Retry-After: 1) and closed"},
     {"head-timeout", ER_SET_DURATION, "10s", 100, 3600000, NULL,
      "longest time a request's head (request line and headers) may take to arrive, from the "
      "connection's accept or the first byte of a later request (100ms..1h)"},
@@ -206,6 +213,7 @@ typedef struct serve_ctx {
     struct event_base *base;
     er_engine *engine;
     er_server *server;
+    er_faktory *faktory;
     er_dispatcher *dispatcher;
     int64_t grace_ms;
     er_outbox *outbox;
@@ -316,6 +324,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     notify("STOPPING=1");
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
+    er_faktory_stop_accepting(c->faktory);
     er_engine_stop_waits(c->engine); /* now, not after HTTP dispatch's grace */
     er_outbox_stop(c->outbox); /* after the batch in flight, which the drain answers */
     er_dispatcher_stop(c->dispatcher, c->grace_ms, on_dispatch_stopped, c);
@@ -482,6 +491,23 @@ int er_cli_serve(int argc, char **argv, char **envp)
         fprintf(stderr, "errand serve: %s\n", err.message);
         goto out;
     }
+    const char *fk_listen = er_settings_get(&st, "faktory-listen")->text;
+    if (fk_listen && strcmp(fk_listen, "off") != 0) {
+        er_faktory_config fcfg = {
+            .listen = fk_listen,
+            .tokens = tokens,
+            .ntokens = ntokens,
+            .line_max = (size_t)er_settings_get(&st, "max-body")->num,
+            .payload_max = (size_t)er_settings_get(&st, "payload-max")->num,
+            .max_connections = (int)er_settings_get(&st, "max-connections")->num,
+            .reserve_min_ms = er_settings_get(&st, "faktory-min-reserve")->num,
+        };
+        if (er_faktory_start(c.base, c.engine, &fcfg, &c.faktory, &err) < 0) {
+            fprintf(stderr, "errand serve: --faktory-listen: %s\n", err.message);
+            goto out;
+        }
+        er_server_set_faktory(c.server, c.faktory);
+    }
     {
         char node[300], host[256] = "errand";
         gethostname(host, sizeof host - 1);
@@ -552,6 +578,7 @@ out:
     if (c.watchdog)
         event_free(c.watchdog);
     er_outbox_free(c.outbox);
+    er_faktory_free(c.faktory);
     er_server_free(c.server);
     er_dispatcher_free(c.dispatcher);
     er_engine_free(c.engine);

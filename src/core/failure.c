@@ -32,6 +32,7 @@ void er_failure_fini(er_failure *f)
         return;
     free(f->message);
     free(f->backtrace);
+    free(f->errtype);
     memset(f, 0, sizeof *f);
 }
 
@@ -75,6 +76,8 @@ static int validate(const er_failure_spec *sp, er_failure *f, er_error *err)
     f->cls = (er_error_class)cls;
     if (sp->message.kind == ER_SPEC_BAD_TYPE)
         return er_error_set(err, ER_EINVAL, "error.message", "error.message must be a string");
+    if (sp->errtype.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "error.errtype", "error.errtype must be a string");
     /* Each delay is required by its class; given with another class it is
      * checked but has no effect (and stays 0). */
     int64_t n = 0;
@@ -102,6 +105,13 @@ static int validate(const er_failure_spec *sp, er_failure *f, er_error *err)
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         er_utf8_copy(f->message, cap, sp->message.s, sp->message.n);
     }
+    if (sp->errtype.kind == ER_SPEC_SET) {
+        size_t cap = (sp->errtype.n < ER_FAILURE_ERRTYPE_MAX ? sp->errtype.n
+                                                              : ER_FAILURE_ERRTYPE_MAX) + 1;
+        if (!(f->errtype = malloc(cap)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        er_utf8_copy(f->errtype, cap, sp->errtype.s, sp->errtype.n);
+    }
     if (sp->backtrace.kind == ER_SPEC_SET) {
         if (!(f->backtrace = malloc(sp->backtrace.n + 1)))
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -125,8 +135,19 @@ static int64_t add_sat(int64_t a, int64_t b) /* b >= 0 */
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+static void decide(const er_job *job, const er_failure *f, int max_started,
+                   int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out);
+
 void er_fail_decide(const er_job *job, const er_failure *f, int max_started,
                     int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out)
+{
+    decide(job, f, max_started, throttle_max_ms, now, r, out);
+    if (out->state == ER_STATE_DEAD && job->discard)
+        out->reason = "discarded (retry 0)";
+}
+
+static void decide(const er_job *job, const er_failure *f, int max_started,
+                   int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out)
 {
     memset(out, 0, sizeof *out);
     out->attempts = job->attempts;

@@ -93,6 +93,7 @@ void er_job_fini(er_job *job)
     free(job->last_error);
     free(job->result);
     free(job->progress);
+    free(job->custom);
     memset(job, 0, sizeof *job);
 }
 
@@ -112,7 +113,7 @@ int er_job_copy(er_job *dst, const er_job *src)
     /* Null every pointer first so a partial copy can be fini'd safely. */
     t.id = t.queue = t.name = t.payload = t.group = t.trace_id = NULL;
     t.idempotency_key = t.lease_owner = t.lease_token = NULL;
-    t.last_error = t.result = t.progress = NULL;
+    t.last_error = t.result = t.progress = t.custom = NULL;
     int rc = 0;
     if (src->payload) {
         t.payload = malloc(src->payload_len + 1);
@@ -145,6 +146,8 @@ int er_job_copy(er_job *dst, const er_job *src)
         rc = dup_str(&t.result, src->result);
     if (rc == 0)
         rc = dup_str(&t.progress, src->progress);
+    if (rc == 0)
+        rc = dup_str(&t.custom, src->custom);
     if (rc < 0) {
         er_job_fini(&t);
         er_job_init(dst);
@@ -240,6 +243,7 @@ static const char *const backoff_names[] = {
     [ER_BACKOFF_EXPONENTIAL] = "exponential",
     [ER_BACKOFF_FIXED] = "fixed",
     [ER_BACKOFF_CAPPED] = "capped",
+    [ER_BACKOFF_FAKTORY] = "faktory",
 };
 
 static void backoff_server(er_backoff *b)
@@ -262,7 +266,7 @@ void er_job_defaults_server(er_job_defaults *d)
 
 const char *er_backoff_type_name(er_backoff_type t)
 {
-    return backoff_names[(int)t >= 0 && (int)t < 3 ? (int)t : 0];
+    return backoff_names[(int)t >= 0 && (int)t < 4 ? (int)t : 0];
 }
 
 int er_backoff_type_parse(const char *s, size_t n)

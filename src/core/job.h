@@ -35,6 +35,7 @@
 #define ER_FETCH_MAX 1000
 #define ER_WAIT_MAX_MS 60000
 #define ER_BULK_MAX 10000
+#define ER_CUSTOM_MAX (64 * 1024) /* a job's custom object, serialized */
 
 typedef enum er_state {
     ER_STATE_SCHEDULED = 0,
@@ -72,6 +73,11 @@ typedef enum er_backoff_type {
     ER_BACKOFF_EXPONENTIAL = 0, /* delay * 2^(attempt-1), capped at max_delay */
     ER_BACKOFF_FIXED = 1,       /* delay */
     ER_BACKOFF_CAPPED = 2,      /* same as exponential; max_delay is required to matter */
+    /* Faktory's retry schedule: c^4 + 15 + rand(0..29) * (c + 1) seconds for
+     * retry c = attempt - 1, capped at max_delay; delay_ms and jitter are
+     * unused. Given only by the Faktory frontend (er_job_spec.faktory); a
+     * request cannot name it. */
+    ER_BACKOFF_FAKTORY = 3,
 } er_backoff_type;
 
 /* Which members of a backoff a request gave (er_job.backoff_given). */
@@ -98,10 +104,11 @@ typedef struct er_backoff {
 #define ER_DEFAULT_TIMEOUT_MS 30000
 #define ER_DEFAULT_MAX_STARTED 100 /* bound on retry_later loops */
 
-/* "exponential", "fixed" or "capped" (an out-of-range type reads as
- * exponential). */
+/* "exponential", "fixed", "capped" or "faktory" (an out-of-range type
+ * reads as exponential). */
 const char *er_backoff_type_name(er_backoff_type t);
-/* The type named by s[0..n), or -1. */
+/* The type named by s[0..n) among those a request may name (exponential,
+ * fixed, capped), or -1. */
 int er_backoff_type_parse(const char *s, size_t n);
 
 /* Computes the delay before retry number `attempt` (1 = first retry after
@@ -147,6 +154,7 @@ typedef struct er_job {
     char *last_error;    /* JSON text {"class","message",...}; NULL when none */
     char *result;        /* JSON text; NULL when none */
     char *progress;      /* JSON text; NULL when none */
+    char *custom;        /* JSON object text a Faktory client gave ("custom"); NULL when none */
     int64_t created_at, updated_at, started_at, finished_at; /* 0 when never */
     int64_t redriven_at; /* dead jobs: when redriven, 0 when not */
     int redrive_count;   /* dead jobs: copies made so far */
@@ -158,6 +166,10 @@ typedef struct er_job {
     /* The id was generated (er_job_new_id), not given by a client: it can
      * collide with no other, so it needs no tombstone (store.h). */
     bool id_generated;
+    /* A Faktory job pushed with retry 0 (ER_FLAG_DISCARD): Faktory drops it
+     * on failure; errand keeps it in the dead letters with the reason
+     * "discarded (retry 0)". */
+    bool discard;
 } er_job;
 
 void er_job_init(er_job *job);
@@ -220,6 +232,7 @@ typedef struct er_failure {
     er_error_class cls;
     char *message;        /* owned; may be NULL */
     char *backtrace;      /* owned JSON text or NULL */
+    char *errtype;        /* owned; the error's type as a Faktory worker names it, or NULL */
     int64_t delay_ms;     /* retry_later: required, >= 0 */
     int64_t retry_after_ms; /* throttled: required, >= 0 */
 } er_failure;
@@ -231,13 +244,15 @@ const char *er_error_class_name(er_error_class c);
 /* The decision for a failed active job. */
 typedef struct er_fail_outcome {
     er_state state;        /* ER_STATE_SCHEDULED or ER_STATE_DEAD */
+    const char *reason;    /* dead: why, when not the failure's class (static text); or NULL */
     int64_t run_at;        /* when scheduled */
     int attempts;          /* new value of job->attempts */
     int64_t queue_pause_until; /* throttled: fetching on the queue pauses until then; else 0 */
 } er_fail_outcome;
 
 /* Decides what a failure does to `job` (which is active, attempts counting the
- * running attempt). transient: retry after backoff unless attempts exhausted
+ * running attempt). A job with `discard` that goes dead has the reason
+ * "discarded (retry 0)". transient: retry after backoff unless attempts exhausted
  * (dead); permanent: dead; retry_later: scheduled after delay, attempt not
  * counted, dead when started >= max_started; throttled: like retry_later
  * after retry_after_ms, and the queue pauses for that long, both capped at

@@ -23,7 +23,8 @@ from harness import (PG_SKIP, PG_SKIP_WHY, PG_URL, Server, psql, psql_bin,  # no
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
                        "release-0.1.0.db")
 SQLITE_STEPS = ["tombstones of deleted jobs' ids", "groups and rate limits",
-                "dashboard sessions and the audit log"]
+                "dashboard sessions and the audit log", "a Faktory job's custom object"]
+LATEST = 3 + len(SQLITE_STEPS)  # the fixture is at version 3
 
 
 def serve_refused(store, *extra, env=None):
@@ -57,31 +58,34 @@ class SqliteMigrate(unittest.TestCase):
         rc, out, err = self.migrate("--store", self.store, "--dry-run")
         self.assertEqual((rc, err), (0, ""))
         lines = out.splitlines()
-        self.assertEqual(lines[:3], ["pending %d: %s" % (4 + i, n)
-                                     for i, n in enumerate(SQLITE_STEPS)])
-        self.assertEqual(lines[3], "schema version 3; `errand migrate` would bring it to 6")
+        self.assertEqual(lines[:-1], ["pending %d: %s" % (4 + i, n)
+                                      for i, n in enumerate(SQLITE_STEPS)])
+        self.assertEqual(lines[-1], "schema version 3; `errand migrate` would bring it to %d"
+                         % LATEST)
         self.assertEqual(self.version(), 3)
 
     def test_status_shows_both_versions(self):
         rc, out, err = self.migrate("--store", self.store, "--status")
         self.assertEqual((rc, err), (0, ""))
-        self.assertIn("schema version: 3\nthis errand: 6\npending: 3\n", out)
+        self.assertIn("schema version: 3\nthis errand: %d\npending: %d\n"
+                      % (LATEST, len(SQLITE_STEPS)), out)
         self.assertEqual(self.version(), 3)
 
     def test_no_auto_migrate_refuses_then_migrate_applies_and_it_starts(self):
         rc, out, err = serve_refused(self.store, "--no-auto-migrate")
         self.assertEqual(rc, 2, err)
-        self.assertIn("schema version 3 is older than this errand's (6)", err)
+        self.assertIn("schema version 3 is older than this errand's (%d)" % LATEST, err)
         self.assertIn("errand migrate", err)
         self.assertEqual(self.version(), 3, "a refused start changes nothing")
         rc, out, err = self.migrate("--store", self.store)
         self.assertEqual((rc, err), (0, ""))
         self.assertEqual(out.splitlines(), ["applied %d: %s" % (4 + i, n)
                                             for i, n in enumerate(SQLITE_STEPS)] +
-                         ["schema version 6 (was 3)"])
-        self.assertEqual(self.version(), 6)
+                         ["schema version %d (was 3)" % LATEST])
+        self.assertEqual(self.version(), LATEST)
         rc, out, err = self.migrate("--store", self.store)
-        self.assertEqual((rc, out), (0, "nothing to apply: schema version 6 is this errand's\n"))
+        self.assertEqual((rc, out), (0, "nothing to apply: schema version %d is this errand's\n"
+                                     % LATEST))
         s = Server(tmpdir=self.tmp, args=["--no-auto-migrate"]).start()
         try:
             st, body, _ = s.get("/v1/jobs/j-wait")
@@ -100,8 +104,8 @@ class SqliteMigrate(unittest.TestCase):
         self.assertFalse(os.path.exists(path))
         rc, out, err = self.migrate("--store", "sqlite:" + path)
         self.assertEqual(rc, 0, err)
-        self.assertEqual(out.splitlines()[-1], "schema version 6 (was 0)")
-        self.assertEqual(self.version(path), 6)
+        self.assertEqual(out.splitlines()[-1], "schema version %d (was 0)" % LATEST)
+        self.assertEqual(self.version(path), LATEST)
 
     def test_store_from_the_environment_and_from_serve_config_file(self):
         rc, out, _ = self.migrate("--status", env={"ERRAND_STORE": self.store})
@@ -195,18 +199,17 @@ class SqliteMigrate(unittest.TestCase):
                     os.remove(self.db + suffix)
             s = Server(tmpdir=self.tmp, args=args).start()
             s.cleanup()
-            self.assertEqual(self.version(), 6, args)
+            self.assertEqual(self.version(), LATEST, args)
 
 
-LAST_STEP = "the job id rule of core in errand.enqueue"
+LAST_STEP = "a Faktory job's custom object"
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
 class PostgresMigrate(unittest.TestCase):
     """A schema one step behind this binary: the current schema with its
-    last migration's row taken out (that step, the job id rule of
-    errand.enqueue, replaces one function, so applying it again is what
-    applying it to the previous release's schema does)."""
+    last migration undone (the jobs' custom column dropped, its row taken
+    out)."""
 
     def setUp(self):
         if not PG_URL or not psql_bin():
@@ -218,7 +221,8 @@ class PostgresMigrate(unittest.TestCase):
         self.latest = int(re.search(r"schema version (\d+)", out).group(1))
         # a server ran on it and wrote its limits
         Server(store=self.store, args=["--payload-max", "777777"]).start().cleanup()
-        psql('DELETE FROM "{0}".migrations WHERE version = {1}'.format(self.schema, self.latest))
+        psql('ALTER TABLE "{0}".jobs DROP COLUMN custom; DELETE FROM "{0}".migrations WHERE '
+             'version = {1}'.format(self.schema, self.latest))
 
     def tearDown(self):
         psql('DROP SCHEMA IF EXISTS "%s" CASCADE' % self.schema)

@@ -102,6 +102,7 @@ struct er_server {
     struct event_base *base;
     er_engine *engine;
     er_dispatcher *dispatcher; /* for /metrics; NULL when none */
+    struct er_faktory *faktory; /* the worker routes; NULL when no Faktory port */
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     const er_token *tokens;
@@ -396,5 +397,7 @@ void er_route_ui_session(er_hctx *c);
 void er_route_list_audit(er_hctx *c);
 /* routes_bulk.c */
 void er_route_bulk(er_hctx *c);
+void er_route_list_workers(er_hctx *c);
+void er_route_signal_worker(er_hctx *c); /* flags: 0 quiet, 1 terminate */
 
 #endif

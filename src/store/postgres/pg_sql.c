@@ -317,6 +317,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_7,
     /* 8: the job id rule of core in errand.enqueue (pg_migration_8.c) */
     er_pg_migration_8,
+    /* 9: a Faktory job's custom object (docs/faktory.md) */
+    "ALTER TABLE jobs ADD COLUMN custom text;",
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -332,6 +334,7 @@ const char *const er_pg_migration_names[] = {
     "groups, rate limits and queue_states2",
     "dashboard sessions and the audit log",
     "the job id rule of core in errand.enqueue",
+    "a Faktory job's custom object",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The Faktory frontend's insides, shared by its files: the server and its
+ * connections (conn.c: listener, buffers, framing, replies), the command
+ * handlers (cmds.c) and the worker registry with the jid -> lease cache
+ * (workers.c). Loop thread only.
+ */
+#ifndef ER_SERVER_FAKTORY_FK_INTERNAL_H
+#define ER_SERVER_FAKTORY_FK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "core/ack.h"
+#include "core/lease.h"
+#include "server/faktory/faktory.h"
+#include "server/faktory/proto.h"
+#include "util/buf.h"
+#include "util/clock.h"
+
+struct bufferevent;
+struct evconnlistener;
+struct event;
+
+#define ER_FK_HASH_ITERATIONS 100   /* "i" of the greeting */
+#define ER_FK_FETCH_WAIT_MS 2000    /* FETCH blocks this long */
+#define ER_FK_WORKER_TTL_MS 60000   /* a worker without a beat this long is reaped */
+#define ER_FK_WORKERS_MAX 100000
+#define ER_FK_HANDSHAKE_S 10        /* HELLO must come within this */
+#define ER_FK_OUT_MAX (64u << 20)   /* one reply */
+#define ER_FK_OUT_PENDING (1u << 20) /* replies unread by the peer before reading stops */
+#define ER_FK_CACHE_MAX 200000      /* jid -> lease entries kept */
+
+typedef struct fk_worker {
+    er_fk_worker_view v;
+    struct fk_worker *next;
+} fk_worker;
+
+/* A lease FETCH handed out on this node: the fast path of ACK and FAIL
+ * (the store stays the authority: a refused token falls back to it). */
+typedef struct fk_lease {
+    char *jid, *token, *wid; /* owned */
+    int64_t expires_at;
+    struct fk_lease *next;
+} fk_lease;
+
+#define FK_CACHE_BUCKETS 65536
+
+/* A jid -> (token, wid) table: the leases FETCH handed out, and the
+ * unique-job locks PUSH took (workers.c). */
+typedef struct fk_cache {
+    fk_lease **b; /* FK_CACHE_BUCKETS chains, NULL until the first put */
+    size_t n;
+} fk_cache;
+
+typedef struct fk_conn fk_conn;
+typedef void (*fk_finish)(fk_conn *c, er_req *r);
+
+struct fk_conn {
+    er_faktory *f;
+    struct bufferevent *bev;
+    char salt[17];
+    bool hello;        /* the handshake is done */
+    bool closing;      /* close once the output is written */
+    bool gone;         /* the socket is closed; freed when pending comes back */
+    bool in_process;   /* process() is on the stack */
+    bool blocked;      /* reading stopped until the peer reads its replies */
+    size_t scanned;    /* input bytes known to hold no line end */
+    er_role role;
+    char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
+    er_req *pending;   /* the engine request in flight (one at a time) */
+    fk_finish finish;
+    /* ACK / FAIL in progress */
+    char jid[ER_ID_MAX + 1];
+    bool fail;
+    bool track;        /* TRACK SET: a heartbeat instead of an outcome */
+    int64_t track_until; /* TRACK SET's reserve_until (ms); 0: the lease's end is kept */
+    char *track_progress; /* TRACK SET's {"percent","desc"} as JSON text, or NULL */
+    int64_t lease_end; /* the lease's end as the cache or the store said */
+    bool from_cache;   /* the token came from the cache */
+    er_failure failure;
+    int64_t lease_ms;  /* FETCH: the lease the job gets */
+    /* QUEUE PAUSE|RESUME over several queues (admin.c): names left */
+    char **names;
+    size_t nnames, at;
+    bool pause;
+    er_req *stash;     /* PUSH of a unique job: the enqueue waiting for its lock */
+    char stash_token[ER_LEASE_TOKEN_SIZE]; /* that lock's owner token */
+    er_buf out;        /* the reply being built */
+    fk_conn *prev, *next;
+};
+
+struct er_faktory {
+    struct event_base *base;
+    er_engine *engine;
+    const er_token *tokens;
+    size_t ntokens;
+    size_t line_max, payload_max;
+    int max_conns, nconns;
+    int64_t reserve_min_ms;
+    struct evconnlistener *lev;
+    int port;
+    fk_conn *conns;
+    er_rand rand;
+    fk_worker *workers;
+    size_t nworkers;
+    struct event *reap_ev;
+    int64_t started_ms;
+    uint64_t commands; /* command lines read, for INFO */
+    fk_cache leases;  /* jid -> the lease this node handed out */
+    fk_cache uniques; /* jid -> the unique lock its PUSH took (custom.unique_for) */
+};
+
+/* conn.c: sends c->out (and empties it); closes after it when `close`. */
+void er_fk_send(fk_conn *c, bool close);
+/* A reply of one error line, then (close) the connection closes. */
+void er_fk_send_error(fk_conn *c, const char *code, const char *msg, bool close);
+/* Submits r with finish as its continuation (c->pending until it returns). */
+void er_fk_submit(fk_conn *c, er_req *r, fk_finish finish);
+
+/* cmds.c: one command line of a connection past its handshake check. */
+void er_fk_run(fk_conn *c, const char *line, size_t n);
+
+/* admin.c: MUTATE {json} and QUEUE SUBCOMMAND args (admin commands). */
+void er_fk_mutate(fk_conn *c, const char *arg, size_t n);
+void er_fk_queue(fk_conn *c, const char *arg, size_t n);
+void er_fk_names_free(fk_conn *c);
+/* FLUSH: cancels every waiting and scheduled job, deletes the dead letters. */
+void er_fk_flush(fk_conn *c);
+/* cmds.c's replies, for admin.c */
+void er_fk_reply_ok(fk_conn *c);
+void er_fk_reply_req_error(fk_conn *c, er_req *r);
+json_t *er_fk_arg_json(fk_conn *c, const char *arg, size_t n, bool object);
+
+/* workers.c */
+fk_worker *er_fk_worker_find(er_faktory *f, const char *wid);
+/* Finds or adds wid (last_beat = now). NULL when the registry is full or
+ * memory ran out. */
+fk_worker *er_fk_worker_touch(er_faktory *f, const char *wid, int64_t now);
+void er_fk_workers_reap(er_faktory *f, int64_t now);
+void er_fk_workers_free(er_faktory *f);
+/* The lease cache: remember (copies), find (borrowed until the next
+ * change), forget. */
+void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char *wid,
+                     int64_t expires_at);
+const fk_lease *er_fk_cache_get(const fk_cache *t, const char *jid);
+void er_fk_cache_del(fk_cache *t, const char *jid);
+void er_fk_cache_sweep(fk_cache *t, int64_t now);
+void er_fk_cache_free(fk_cache *t);
+
+#endif
