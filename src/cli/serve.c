@@ -9,6 +9,7 @@
 #include "cli/settings.h"
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
+#include "server/faktory/faktory.h"
 #include "server/http/server.h"
 #include "util/log.h"
 
@@ -26,6 +27,11 @@
 static const er_setting serve_settings[] = {
     {"listen", ER_SET_STRING, "127.0.0.1:7400", 0, 0, NULL,
      "address to listen on, HOST:PORT (port 0 picks a free one)"},
+    {"faktory-listen", ER_SET_STRING, "off", 0, 0, NULL,
+     "address of the Faktory protocol port, HOST:PORT (port 0 picks a free one), or off "
+     "(docs/faktory.md); off loopback it needs tokens, as --listen does"},
+    {"faktory-min-reserve", ER_SET_DURATION, "60s", 1000, 3600000, NULL,
+     "the shortest lease a Faktory job's reserve_for gives (Faktory's is 60s)"},
     {"store", ER_SET_STRING, "sqlite:./errand.db", 0, 0, NULL,
      "store URL: sqlite:PATH (embedded, default) or "
      "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
@@ -184,6 +190,7 @@ typedef struct serve_ctx {
     struct event_base *base;
     er_engine *engine;
     er_server *server;
+    er_faktory *faktory;
     er_dispatcher *dispatcher;
     int64_t grace_ms;
     er_outbox *outbox;
@@ -260,6 +267,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
     ER_LOG(ER_LOG_INFO, NULL, "signal %d: shutting down", (int)sig);
     er_server_stop_accepting(c->server);
+    er_faktory_stop_accepting(c->faktory);
     er_engine_stop_waits(c->engine); /* now, not after HTTP dispatch's grace */
     er_outbox_stop(c->outbox); /* after the batch in flight, which the drain answers */
     er_dispatcher_stop(c->dispatcher, c->grace_ms, on_dispatch_stopped, c);
@@ -415,6 +423,23 @@ int er_cli_serve(int argc, char **argv, char **envp)
         fprintf(stderr, "errand serve: %s\n", err.message);
         goto out;
     }
+    const char *fk_listen = er_settings_get(&st, "faktory-listen")->text;
+    if (fk_listen && strcmp(fk_listen, "off") != 0) {
+        er_faktory_config fcfg = {
+            .listen = fk_listen,
+            .tokens = tokens,
+            .ntokens = ntokens,
+            .line_max = (size_t)er_settings_get(&st, "max-body")->num,
+            .payload_max = (size_t)er_settings_get(&st, "payload-max")->num,
+            .max_connections = (int)er_settings_get(&st, "max-connections")->num,
+            .reserve_min_ms = er_settings_get(&st, "faktory-min-reserve")->num,
+        };
+        if (er_faktory_start(c.base, c.engine, &fcfg, &c.faktory, &err) < 0) {
+            fprintf(stderr, "errand serve: --faktory-listen: %s\n", err.message);
+            goto out;
+        }
+        er_server_set_faktory(c.server, c.faktory);
+    }
     {
         char node[300], host[256] = "errand";
         gethostname(host, sizeof host - 1);
@@ -461,6 +486,7 @@ out:
     if (c.poll)
         event_free(c.poll);
     er_outbox_free(c.outbox);
+    er_faktory_free(c.faktory);
     er_server_free(c.server);
     er_dispatcher_free(c.dispatcher);
     er_engine_free(c.engine);

@@ -18,6 +18,7 @@
 
 #define ER_FAILURE_MESSAGE_MAX 4096          /* longer messages are cut, not refused */
 #define ER_FAILURE_BACKTRACE_MAX (16 * 1024) /* serialized size; larger is refused */
+#define ER_FAILURE_ERRTYPE_MAX 200           /* longer error types are cut, not refused */
 
 typedef enum er_ack_kind { ER_ACK_COMPLETE, ER_ACK_FAIL, ER_ACK_RELEASE } er_ack_kind;
 
@@ -61,10 +62,12 @@ typedef struct er_failure_spec {
     er_spec_int delay_ms;       /* required by retry_later */
     er_spec_int retry_after_ms; /* required by throttled */
     er_spec_str backtrace;      /* any JSON value, serialized compactly */
+    er_spec_str errtype;        /* Faktory's errtype (the HTTP API has no such member) */
 } er_failure_spec;
 
 /* Checks an error object: unknown member, class, message (cut to
- * ER_FAILURE_MESSAGE_MAX bytes at a character boundary), delay_ms,
+ * ER_FAILURE_MESSAGE_MAX bytes at a character boundary), errtype (a string,
+ * cut to ER_FAILURE_ERRTYPE_MAX bytes the same way), delay_ms,
  * retry_after_ms (each required by its class, checked with any class),
  * backtrace (ER_ETOOBIG past ER_FAILURE_BACKTRACE_MAX). Fills *f (owned:
  * er_failure_fini) and returns 0, or a negative code with *err naming the

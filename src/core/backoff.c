@@ -30,9 +30,25 @@ static int64_t jittered(int64_t d, double jitter, er_rand *r)
     return lo + x;
 }
 
+/* Faktory's schedule in ms: c^4 + 15 + rand(30) * (c + 1) seconds; c is
+ * at most ER_MAX_ATTEMPTS_MAX, so c^4 * 1000 stays far inside int64. */
+static int64_t faktory_delay(int attempt, int64_t cap, er_rand *r)
+{
+    int64_t c = attempt - 1;
+    if (c > ER_MAX_ATTEMPTS_MAX)
+        c = ER_MAX_ATTEMPTS_MAX;
+    int64_t rnd = r ? (int64_t)(30.0 * er_rand_unit(r)) : 0;
+    if (rnd > 29)
+        rnd = 29;
+    int64_t d = (c * c * c * c + 15 + rnd * (c + 1)) * 1000;
+    return d > cap ? cap : d;
+}
+
 int64_t er_backoff_delay(const er_backoff *b, int attempt, er_rand *r)
 {
     int64_t cap = b->max_delay_ms > 0 ? b->max_delay_ms : 0;
+    if (b->type == ER_BACKOFF_FAKTORY)
+        return faktory_delay(attempt < 1 ? 1 : attempt, cap, r);
     int64_t d = b->delay_ms > 0 ? b->delay_ms : 0;
     if (attempt < 1)
         attempt = 1;

@@ -32,6 +32,7 @@ void er_failure_fini(er_failure *f)
         return;
     free(f->message);
     free(f->backtrace);
+    free(f->errtype);
     memset(f, 0, sizeof *f);
 }
 
@@ -75,6 +76,8 @@ static int validate(const er_failure_spec *sp, er_failure *f, er_error *err)
     f->cls = (er_error_class)cls;
     if (sp->message.kind == ER_SPEC_BAD_TYPE)
         return er_error_set(err, ER_EINVAL, "error.message", "error.message must be a string");
+    if (sp->errtype.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "error.errtype", "error.errtype must be a string");
     /* Each delay is required by its class; given with another class it is
      * checked but has no effect (and stays 0). */
     int64_t n = 0;
@@ -101,6 +104,13 @@ static int validate(const er_failure_spec *sp, er_failure *f, er_error *err)
         if (!(f->message = malloc(cap)))
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         er_utf8_copy(f->message, cap, sp->message.s, sp->message.n);
+    }
+    if (sp->errtype.kind == ER_SPEC_SET) {
+        size_t cap = (sp->errtype.n < ER_FAILURE_ERRTYPE_MAX ? sp->errtype.n
+                                                              : ER_FAILURE_ERRTYPE_MAX) + 1;
+        if (!(f->errtype = malloc(cap)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        er_utf8_copy(f->errtype, cap, sp->errtype.s, sp->errtype.n);
     }
     if (sp->backtrace.kind == ER_SPEC_SET) {
         if (!(f->backtrace = malloc(sp->backtrace.n + 1)))

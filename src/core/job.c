@@ -219,6 +219,7 @@ static const char *const backoff_names[] = {
     [ER_BACKOFF_EXPONENTIAL] = "exponential",
     [ER_BACKOFF_FIXED] = "fixed",
     [ER_BACKOFF_CAPPED] = "capped",
+    [ER_BACKOFF_FAKTORY] = "faktory",
 };
 
 static void backoff_server(er_backoff *b)
@@ -241,7 +242,7 @@ void er_job_defaults_server(er_job_defaults *d)
 
 const char *er_backoff_type_name(er_backoff_type t)
 {
-    return backoff_names[(int)t >= 0 && (int)t < 3 ? (int)t : 0];
+    return backoff_names[(int)t >= 0 && (int)t < 4 ? (int)t : 0];
 }
 
 int er_backoff_type_parse(const char *s, size_t n)

@@ -68,6 +68,11 @@ typedef enum er_backoff_type {
     ER_BACKOFF_EXPONENTIAL = 0, /* delay * 2^(attempt-1), capped at max_delay */
     ER_BACKOFF_FIXED = 1,       /* delay */
     ER_BACKOFF_CAPPED = 2,      /* same as exponential; max_delay is required to matter */
+    /* Faktory's retry schedule: c^4 + 15 + rand(0..29) * (c + 1) seconds for
+     * retry c = attempt - 1, capped at max_delay; delay_ms and jitter are
+     * unused. Given only by the Faktory frontend (er_job_spec.faktory); a
+     * request cannot name it. */
+    ER_BACKOFF_FAKTORY = 3,
 } er_backoff_type;
 
 /* Which members of a backoff a request gave (er_job.backoff_given). */
@@ -94,10 +99,11 @@ typedef struct er_backoff {
 #define ER_DEFAULT_TIMEOUT_MS 30000
 #define ER_DEFAULT_MAX_STARTED 100 /* bound on retry_later loops */
 
-/* "exponential", "fixed" or "capped" (an out-of-range type reads as
- * exponential). */
+/* "exponential", "fixed", "capped" or "faktory" (an out-of-range type
+ * reads as exponential). */
 const char *er_backoff_type_name(er_backoff_type t);
-/* The type named by s[0..n), or -1. */
+/* The type named by s[0..n) among those a request may name (exponential,
+ * fixed, capped), or -1. */
 int er_backoff_type_parse(const char *s, size_t n);
 
 /* Computes the delay before retry number `attempt` (1 = first retry after
@@ -210,6 +216,7 @@ typedef struct er_failure {
     er_error_class cls;
     char *message;        /* owned; may be NULL */
     char *backtrace;      /* owned JSON text or NULL */
+    char *errtype;        /* owned; the error's type as a Faktory worker names it, or NULL */
     int64_t delay_ms;     /* retry_later: required, >= 0 */
     int64_t retry_after_ms; /* throttled: required, >= 0 */
 } er_failure;

@@ -292,6 +292,10 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
             return rc;
         job->backoff = er_backoff_merge(&job->backoff, &vals, job->backoff_given);
         job->set_backoff = true;
+    } else if (sp->faktory) {
+        job->backoff = (er_backoff){ER_BACKOFF_FAKTORY, 0, ER_DELAY_MAX_MS, 0.0};
+        job->backoff_given = ER_BACKOFF_GIVEN_ALL;
+        job->set_backoff = true;
     }
     if ((rc = er_spec_int_in(&sp->timeout_ms, "timeout_ms", 1, ER_TIMEOUT_MAX_MS, &n, err)) < 0)
         return rc;

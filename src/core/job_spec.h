@@ -87,6 +87,10 @@ typedef struct er_job_spec {
     er_spec_str group;
     er_spec_str trace_id;
     er_spec_str idempotency_key;
+    /* Set by the Faktory frontend: with no backoff given the job gets
+     * Faktory's retry schedule (ER_BACKOFF_FAKTORY, capped at
+     * ER_DELAY_MAX_MS) instead of the queue's or the server's backoff. */
+    bool faktory;
     /* Optional, owned by the spec's filler: the heap buffer payload.s points
      * to; er_job_validate takes it (sets it NULL) instead of copying. */
     char *payload_buf;

@@ -23,6 +23,10 @@ char *er_last_error_encode(const er_failure *f, int attempt, int64_t now)
         bad |= json_object_set_new(o, "delay_ms", json_integer(f->delay_ms));
     if (f->cls == ER_ERR_THROTTLED)
         bad |= json_object_set_new(o, "retry_after_ms", json_integer(f->retry_after_ms));
+    if (f->errtype) {
+        json_t *t = json_string(f->errtype);
+        bad |= json_object_set_new(o, "errtype", t ? t : json_null());
+    }
     if (f->backtrace) {
         json_t *bt = json_loads(f->backtrace, JSON_DECODE_ANY, NULL);
         bad |= json_object_set_new(o, "backtrace", bt ? bt : json_string(f->backtrace));

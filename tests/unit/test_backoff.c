@@ -177,3 +177,34 @@ Test(backoff, result_never_exceeds_max_delay)
         cr_assert(got >= 0 && got <= max, "got %lld max %lld", (long long)got, (long long)max);
     }
 }
+
+/* Faktory's schedule: c^4 + 15 + rand(30) * (c + 1) seconds, c = attempt - 1. */
+Test(backoff, faktory_schedule_stays_in_its_window)
+{
+    er_backoff b = pol(ER_BACKOFF_FAKTORY, 0, ER_DELAY_MAX_MS, 0);
+    er_rand r;
+    er_rand_init_seeded(&r, 11);
+    for (int a = 1; a <= 25; a++) {
+        int64_t c = a - 1;
+        int64_t lo = (c * c * c * c + 15) * 1000, hi = lo + 29 * (c + 1) * 1000;
+        for (int i = 0; i < 50; i++) {
+            int64_t d = er_backoff_delay(&b, a, &r);
+            cr_assert_geq(d, lo, "attempt %d", a);
+            cr_assert_leq(d, hi, "attempt %d", a);
+            cr_assert_eq(d % 1000, 0);
+        }
+    }
+    cr_assert_eq(er_backoff_delay(&b, 1, NULL), 15000);
+    cr_assert_eq(er_backoff_delay(&b, 3, NULL), (16 + 15) * 1000);
+}
+
+Test(backoff, faktory_schedule_is_capped_and_never_overflows)
+{
+    er_backoff b = pol(ER_BACKOFF_FAKTORY, 0, 60000, 0);
+    cr_assert_eq(er_backoff_delay(&b, 10, NULL), 60000);
+    er_backoff big = pol(ER_BACKOFF_FAKTORY, 0, INT64_MAX, 0);
+    cr_assert_gt(er_backoff_delay(&big, INT_MAX, NULL), 0);
+    cr_assert_eq(er_backoff_delay(&big, 0, NULL), 15000);
+    cr_assert_str_eq(er_backoff_type_name(ER_BACKOFF_FAKTORY), "faktory");
+    cr_assert_eq(er_backoff_type_parse("faktory", 7), -1); /* no request names it */
+}

@@ -475,3 +475,26 @@ Test(failure, delays_saturate_instead_of_overflowing)
     decide(&j, &x, HOUR, 1, &o);
     cr_assert_eq(o.run_at, INT64_MAX);
 }
+
+/* Faktory's errtype (filled by that frontend only): kept, cut, type-checked. */
+Test(failure, errtype_is_kept_cut_and_type_checked)
+{
+    er_failure_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.kind = ER_SPEC_SET;
+    sp.cls = (er_spec_str){ER_SPEC_SET, "transient", 9};
+    sp.errtype = (er_spec_str){ER_SPEC_SET, "RuntimeError", 12};
+    cr_assert_eq(er_failure_validate(&sp, &f, &err), 0);
+    cr_assert_str_eq(f.errtype, "RuntimeError");
+    er_failure_fini(&f);
+    char longer[ER_FAILURE_ERRTYPE_MAX + 50];
+    memset(longer, 'E', sizeof longer);
+    sp.errtype = (er_spec_str){ER_SPEC_SET, longer, sizeof longer};
+    cr_assert_eq(er_failure_validate(&sp, &f, &err), 0);
+    cr_assert_eq(strlen(f.errtype), ER_FAILURE_ERRTYPE_MAX);
+    er_failure_fini(&f);
+    sp.errtype.kind = ER_SPEC_BAD_TYPE;
+    cr_assert_eq(er_failure_validate(&sp, &f, &err), ER_EINVAL);
+    cr_assert_str_eq(err.field, "error.errtype");
+    cr_assert_null(f.errtype);
+}

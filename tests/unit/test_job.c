@@ -712,3 +712,49 @@ Test(job, redrive_copy_is_a_fresh_waiting_job_with_the_same_work)
     cr_assert_eq(job.priority, 7);
     cr_assert_eq(job.max_attempts, 3);
 }
+
+/* ---- the Faktory frontend's spec ---- */
+
+static int enq_faktory(const char *name, const er_spec_str *backoff_type)
+{
+    er_job_fini(&job);
+    er_job_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.queue = (er_spec_str){ER_SPEC_SET, "default", 7};
+    sp.name = (er_spec_str){ER_SPEC_SET, name, strlen(name)};
+    sp.faktory = true;
+    if (backoff_type) {
+        sp.backoff.kind = ER_SPEC_SET;
+        sp.backoff.type = *backoff_type;
+    }
+    er_job_limits lim = {.payload_max = PMAX};
+    return er_job_validate(&sp, &lim, T0, &rnd, &job, &err);
+}
+
+Test(job, faktory_spec_without_backoff_gets_faktorys_schedule)
+{
+    cr_assert_eq(enq_faktory("fk", NULL), 0);
+    cr_assert_eq(job.backoff.type, ER_BACKOFF_FAKTORY);
+    cr_assert_eq(job.backoff.max_delay_ms, ER_DELAY_MAX_MS);
+    cr_assert(job.set_backoff);
+    er_job_defaults server;
+    er_job_defaults_server(&server);
+    er_job_apply_defaults(&job, NULL, &server); /* the server's backoff does not replace it */
+    cr_assert_eq(job.backoff.type, ER_BACKOFF_FAKTORY);
+    er_job j2;
+    er_job_init(&j2);
+    er_job_set_flags_apply(&j2, er_job_set_flags(&job)); /* survives the stored flags */
+    cr_assert(j2.set_backoff);
+    cr_assert_eq(j2.backoff_given, ER_BACKOFF_GIVEN_ALL);
+    er_job_fini(&j2);
+}
+
+Test(job, faktory_spec_with_a_backoff_keeps_it)
+{
+    er_spec_str fixed = {ER_SPEC_SET, "fixed", 5};
+    cr_assert_eq(enq_faktory("fk", &fixed), 0);
+    cr_assert_eq(job.backoff.type, ER_BACKOFF_FIXED);
+    er_spec_str fk = {ER_SPEC_SET, "faktory", 7};
+    cr_assert_eq(enq_faktory("fk", &fk), ER_EINVAL); /* a request cannot name it */
+    cr_assert_str_eq(err.field, "backoff.type");
+}

@@ -23,6 +23,7 @@
 
 #include "core/job.h"
 #include "server/http/http_internal.h"
+#include "server/http/listen.h"
 #include "util/log.h"
 
 #define HTTP_TIMEOUT_S 60
@@ -79,65 +80,6 @@ void er_http_ctx_release(er_hctx *c)
 }
 
 /* ---- lifecycle ---- */
-
-static int parse_listen(const char *listen, char *host, size_t hcap, int *port, er_error *err)
-{
-    if (!listen || !*listen)
-        return er_error_set(err, ER_EINVAL, "listen", "listen address is empty");
-    const char *hs, *he, *colon;
-    if (listen[0] == '[') {
-        hs = listen + 1;
-        he = strchr(hs, ']');
-        if (!he || he[1] != ':')
-            return er_error_set(err, ER_EINVAL, "listen", "expected [IPv6]:PORT");
-        colon = he + 1;
-    } else {
-        hs = listen;
-        colon = strrchr(listen, ':');
-        if (!colon || memchr(listen, ':', (size_t)(colon - listen)))
-            return er_error_set(err, ER_EINVAL, "listen", "expected HOST:PORT or [IPv6]:PORT");
-        he = colon;
-    }
-    size_t hl = (size_t)(he - hs);
-    if (hl == 0 || hl >= hcap)
-        return er_error_set(err, ER_EINVAL, "listen", "bad host in listen address");
-    memcpy(host, hs, hl);
-    host[hl] = '\0';
-    const char *ps = colon + 1;
-    char *end;
-    errno = 0;
-    long p = strtol(ps, &end, 10);
-    if (!*ps || *end || errno || p < 0 || p > 65535)
-        return er_error_set(err, ER_EINVAL, "listen", "port must be 0..65535");
-    *port = (int)p;
-    return 0;
-}
-
-/* 1 loopback, 0 not, -1 unknown (a host name). */
-static int literal_is_loopback(const char *host)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-    return -1;
-}
-
-static bool sockaddr_is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
-               (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
-    }
-    return false;
-}
 
 /* --ui-host: a comma-separated list of host names (no port, no spaces).
  * With s NULL it only checks. */
@@ -197,32 +139,9 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
     *out = NULL;
     char host[128];
     int port = 0;
-    int rc = parse_listen(cfg->listen, host, sizeof host, &port, err);
+    int rc = er_listen_prepare(cfg->listen, cfg->ntokens, "listen", host, sizeof host, &port, err);
     if (rc < 0)
         return rc;
-    if (literal_is_loopback(host) < 0) {
-        /* a host name: resolved once here, so the loopback rule is checked
-         * before anything binds, and the address checked is the one bound */
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                                 .ai_flags = AI_PASSIVE | AI_ADDRCONFIG};
-        struct addrinfo *ai = NULL;
-        int gai = getaddrinfo(host, NULL, &hints, &ai);
-        if (gai != 0 || !ai)
-            return er_error_set(err, ER_EINVAL, "listen", "cannot resolve %s: %s", host,
-                                gai_strerror(gai));
-        char name[sizeof host];
-        const void *a = ai->ai_family == AF_INET6
-                            ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
-                            : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
-        bool ok = inet_ntop(ai->ai_family, a, name, sizeof name) != NULL;
-        freeaddrinfo(ai);
-        if (!ok)
-            return er_error_set(err, ER_EINVAL, "listen", "cannot resolve %s", host);
-        snprintf(host, sizeof host, "%s", name);
-    }
-    if (cfg->ntokens == 0 && literal_is_loopback(host) == 0)
-        return er_error_set(err, ER_EINVAL, "listen",
-                            "refusing to listen on non-loopback %s without tokens", host);
     er_server *s = calloc(1, sizeof *s);
     if (!s)
         return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
@@ -297,33 +216,15 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
      * replies go out at once instead of waiting behind Nagle. */
     int one = 1;
     setsockopt(evhttp_bound_socket_get_fd(s->bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) != 0) {
-        int e = errno;
+    char addr[sizeof s->host_self], extra[128];
+    rc = er_listen_bound(evhttp_bound_socket_get_fd(s->bound), cfg->ntokens, "listen", addr,
+                         sizeof addr, &s->port, &s->host_loopback, err);
+    if (rc < 0) {
         er_server_free(s);
-        return er_error_set(err, ER_EINTERNAL, "listen", "getsockname: %s", strerror(e));
+        return rc;
     }
-    if (cfg->ntokens == 0 && !sockaddr_is_loopback(&ss)) {
-        er_server_free(s);
-        return er_error_set(err, ER_EINVAL, "listen",
-                            "refusing to listen on non-loopback %s without tokens", host);
-    }
-    char addr[INET6_ADDRSTRLEN], extra[128];
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof addr);
-        s->port = ntohs(a->sin6_port);
-        snprintf(extra, sizeof extra, "\"listen\":\"[%s]:%d\"", addr, s->port);
-        snprintf(s->host_self, sizeof s->host_self, "[%s]:%d", addr, s->port);
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, addr, sizeof addr);
-        s->port = ntohs(a->sin_port);
-        snprintf(extra, sizeof extra, "\"listen\":\"%s:%d\"", addr, s->port);
-        snprintf(s->host_self, sizeof s->host_self, "%s:%d", addr, s->port);
-    }
-    s->host_loopback = sockaddr_is_loopback(&ss);
+    snprintf(s->host_self, sizeof s->host_self, "%s", addr);
+    snprintf(extra, sizeof extra, "\"listen\":\"%s\"", addr);
     s->accepting = true;
     ER_LOG(ER_LOG_INFO, extra, "listening");
     *out = s;
@@ -333,6 +234,11 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
 void er_server_set_dispatcher(er_server *s, er_dispatcher *d)
 {
     s->dispatcher = d;
+}
+
+void er_server_set_faktory(er_server *s, struct er_faktory *f)
+{
+    s->faktory = f;
 }
 
 int er_server_port(const er_server *s)

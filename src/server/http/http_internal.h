@@ -95,6 +95,7 @@ struct er_server {
     struct event_base *base;
     er_engine *engine;
     er_dispatcher *dispatcher; /* for /metrics; NULL when none */
+    struct er_faktory *faktory; /* the worker routes; NULL when no Faktory port */
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     const er_token *tokens;

@@ -84,6 +84,12 @@ int er_server_start(struct event_base *base, er_engine *engine, const er_server_
  * unset with NULL first). */
 void er_server_set_dispatcher(er_server *s, er_dispatcher *d);
 
+/* Serves the worker routes (/v1/workers) from f's registry (borrowed:
+ * outlives the server, or is unset with NULL first). NULL: no Faktory
+ * port, so no workers. */
+struct er_faktory;
+void er_server_set_faktory(er_server *s, struct er_faktory *f);
+
 /* The bound port (useful with port 0). */
 int er_server_port(const er_server *s);
 

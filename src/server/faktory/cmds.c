@@ -1,0 +1,743 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The Faktory commands (docs/faktory.md): HELLO, PUSH, PUSHB, FETCH, ACK,
+ * FAIL, BEAT, INFO, END, and the refusals of the ones not built yet. Each
+ * reads its argument into core specs, lets core judge them, submits an
+ * engine request and formats its answer as RESP (proto.h). ACK and FAIL
+ * carry only a jid: the lease is the one this connection's wid holds, as
+ * the store says (the cache of workers.c is a fast path it can refute).
+ */
+#include <event2/bufferevent.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fetch.h"
+#include "server/faktory/fk_internal.h"
+#include "server/faktory/job_map.h"
+#include "server/http/spec_json.h"
+#include "util/jsonw.h"
+
+/* Which roles may run a command: bit (1 << role). HELLO and END are
+ * always allowed. ER_ROLE_NONE (no tokens configured) may run everything. */
+#define R(x) (1u << (x))
+#define PRODUCER (R(ER_ROLE_PRODUCER) | R(ER_ROLE_WORKER) | R(ER_ROLE_ADMIN))
+#define WORKER (R(ER_ROLE_WORKER) | R(ER_ROLE_ADMIN))
+#define ADMIN R(ER_ROLE_ADMIN)
+#define ANYONE (PRODUCER | R(ER_ROLE_VIEWER))
+
+static unsigned allowed(er_fk_verb v)
+{
+    switch (v) {
+    case ER_FK_PUSH:
+    case ER_FK_PUSHB:
+        return PRODUCER;
+    case ER_FK_INFO:
+        return ANYONE;
+    case ER_FK_FETCH:
+    case ER_FK_ACK:
+    case ER_FK_FAIL:
+    case ER_FK_BEAT:
+        return WORKER;
+    default:
+        return ADMIN;
+    }
+}
+
+static void reply_err(fk_conn *c, const er_error *err, int rc)
+{
+    const char *msg = err->message[0] ? err->message : er_error_code_name(rc ? rc : err->code);
+    er_fk_send_error(c, "ERR", msg, false);
+}
+
+static void reply_req_err(fk_conn *c, er_req *r)
+{
+    er_error err = r->err;
+    if (!err.code)
+        err.code = r->rc ? r->rc : ER_EINTERNAL;
+    er_fk_error_rename(&err);
+    reply_err(c, &err, err.code);
+}
+
+static void reply_ok(fk_conn *c)
+{
+    er_fk_reply_simple(&c->out, "OK");
+    er_fk_send(c, false);
+}
+
+/* The argument as a JSON value; NULL after replying -ERR. */
+static json_t *arg_json(fk_conn *c, const char *arg, size_t n, bool object)
+{
+    json_error_t je;
+    json_t *v = n ? json_loadb(arg, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je) : NULL;
+    if (!v || (object && !json_is_object(v))) {
+        char msg[200];
+        if (v)
+            snprintf(msg, sizeof msg, "expected a JSON object");
+        else if (n)
+            snprintf(msg, sizeof msg, "invalid JSON: %s", je.text);
+        else
+            snprintf(msg, sizeof msg, "missing argument");
+        json_decref(v);
+        er_fk_send_error(c, "ERR", msg, false);
+        return NULL;
+    }
+    return v;
+}
+
+static er_req *new_req(fk_conn *c, er_req_type type)
+{
+    er_req *r = er_req_new(type);
+    if (!r)
+        er_fk_send_error(c, "ERR", "out of memory", false);
+    return r;
+}
+
+/* ---- HELLO ---- */
+
+/* hex(SHA-256^i(password + salt)), as Faktory clients compute it. */
+static int pwdhash(const char *pwd, const char *salt, int iterations, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx)
+        return ER_ENOMEM;
+    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+             EVP_DigestUpdate(ctx, pwd, strlen(pwd)) &&
+             EVP_DigestUpdate(ctx, salt, strlen(salt)) && EVP_DigestFinal_ex(ctx, md, &mdlen);
+    for (int i = 1; ok && i < iterations; i++)
+        ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, md, mdlen) &&
+             EVP_DigestFinal_ex(ctx, md, &mdlen);
+    EVP_MD_CTX_free(ctx);
+    if (!ok || mdlen != 32)
+        return ER_EINTERNAL;
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+    OPENSSL_cleanse(md, sizeof md);
+    return 0;
+}
+
+static void cmd_hello(fk_conn *c, const char *arg, size_t n)
+{
+    er_faktory *f = c->f;
+    if (c->hello) {
+        er_fk_send_error(c, "ERR", "HELLO was already said", false);
+        return;
+    }
+    json_t *o = arg_json(c, arg, n, true);
+    if (!o) {
+        er_fk_send(c, true);
+        return;
+    }
+    er_error err = {0};
+    json_t *v = json_object_get(o, "v");
+    if (v && (!json_is_integer(v) || json_integer_value(v) != 2)) {
+        json_decref(o);
+        er_fk_send_error(c, "ERR", "protocol version 2 only", true);
+        return;
+    }
+    er_role role = ER_ROLE_NONE;
+    if (f->ntokens) {
+        json_t *ph = json_object_get(o, "pwdhash");
+        const char *given = json_is_string(ph) ? json_string_value(ph) : NULL;
+        bool match = false;
+        for (size_t i = 0; given && strlen(given) == 64 && i < f->ntokens; i++) {
+            char h[65];
+            if (pwdhash(f->tokens[i].token, c->salt, ER_FK_HASH_ITERATIONS, h) == 0 &&
+                CRYPTO_memcmp(h, given, 64) == 0 && !match) {
+                match = true;
+                role = f->tokens[i].role;
+            }
+            OPENSSL_cleanse(h, sizeof h);
+        }
+        if (!match) {
+            json_decref(o);
+            er_fk_send_error(c, "ERR", "Invalid password", true);
+            return;
+        }
+    }
+    json_t *wid = json_object_get(o, "wid");
+    if (wid && !json_is_null(wid)) {
+        const char *w = json_is_string(wid) ? json_string_value(wid) : NULL;
+        if (!w || strlen(w) != json_string_length(wid) || er_name_validate(w, "wid", &err) < 0) {
+            if (!w)
+                er_error_set(&err, ER_EINVAL, "wid", "wid must be a string");
+            json_decref(o);
+            er_fk_send_error(c, "ERR", err.message, true);
+            return;
+        }
+        fk_worker *wk = er_fk_worker_touch(f, w, er_now_ms());
+        if (!wk) {
+            json_decref(o);
+            er_fk_send_error(c, "ERR", "too many workers", true);
+            return;
+        }
+        memcpy(c->wid, w, strlen(w) + 1);
+        json_t *h = json_object_get(o, "hostname"), *pid = json_object_get(o, "pid");
+        if (json_is_string(h))
+            snprintf(wk->v.hostname, sizeof wk->v.hostname, "%s", json_string_value(h));
+        if (json_is_integer(pid))
+            wk->v.pid = json_integer_value(pid);
+    }
+    json_decref(o);
+    c->hello = true;
+    c->role = role;
+    bufferevent_set_timeouts(c->bev, NULL, NULL);
+    reply_ok(c);
+}
+
+/* ---- PUSH, PUSHB ---- */
+
+static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
+{
+    er_job_spec sp;
+    int rc = er_fk_job_spec(obj, &sp, err);
+    if (rc == 0) {
+        er_job_limits lim = {.payload_max = c->f->payload_max};
+        rc = er_job_validate(&sp, &lim, er_now_ms(), &c->f->rand, job, err);
+    }
+    er_job_spec_fini(&sp);
+    if (rc < 0)
+        er_fk_error_rename(err);
+    return rc;
+}
+
+static void finish_push(fk_conn *c, er_req *r)
+{
+    if (r->rc)
+        reply_req_err(c, r);
+    else
+        reply_ok(c);
+    er_req_free(r);
+}
+
+static void cmd_push(fk_conn *c, const char *arg, size_t n)
+{
+    json_t *o = arg_json(c, arg, n, true);
+    if (!o)
+        return;
+    er_req *r = new_req(c, ER_REQ_ENQUEUE);
+    er_error err = {0};
+    if (r && !(r->jobs = calloc(1, sizeof *r->jobs)))
+        er_error_set(&err, ER_ENOMEM, "", "out of memory");
+    if (r && !err.code && job_from(c, o, &r->jobs[0], &err) == 0)
+        r->njobs = 1;
+    json_decref(o);
+    if (!r)
+        return;
+    if (err.code) {
+        er_req_free(r);
+        reply_err(c, &err, err.code);
+        return;
+    }
+    er_fk_submit(c, r, finish_push);
+}
+
+/* PUSHB's reply: {jid: reason} for the jobs not taken (a bulk string). */
+static void finish_pushb(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        reply_req_err(c, r);
+        er_req_free(r);
+        return;
+    }
+    const char *fails = r->text ? r->text : "{}";
+    er_fk_reply_bulk(&c->out, fails, strlen(fails));
+    er_fk_send(c, false);
+    er_req_free(r);
+}
+
+static void cmd_pushb(fk_conn *c, const char *arg, size_t n)
+{
+    json_t *a = arg_json(c, arg, n, false);
+    if (!a)
+        return;
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > ER_BULK_MAX) {
+        json_decref(a);
+        char msg[96];
+        snprintf(msg, sizeof msg, "PUSHB takes an array of 1..%d jobs", ER_BULK_MAX);
+        er_fk_send_error(c, "ERR", msg, false);
+        return;
+    }
+    size_t total = json_array_size(a);
+    er_req *r = new_req(c, ER_REQ_ENQUEUE);
+    json_t *fails = json_object();
+    if (!r || !fails || !(r->jobs = calloc(total, sizeof *r->jobs))) {
+        json_decref(a);
+        json_decref(fails);
+        if (r) {
+            er_req_free(r);
+            er_fk_send_error(c, "ERR", "out of memory", false);
+        }
+        return;
+    }
+    for (size_t i = 0; i < total; i++) {
+        json_t *item = json_array_get(a, i);
+        er_error err = {0};
+        if (job_from(c, item, &r->jobs[r->njobs], &err) == 0) {
+            r->njobs++;
+            continue;
+        }
+        json_t *jid = json_is_object(item) ? json_object_get(item, "jid") : NULL;
+        char key[ER_ID_MAX + 32];
+        if (json_is_string(jid))
+            snprintf(key, sizeof key, "%s", json_string_value(jid));
+        else
+            snprintf(key, sizeof key, "#%zu", i);
+        json_object_set_new(fails, key, json_string(err.message));
+    }
+    json_decref(a);
+    r->text = json_dumps(fails, JSON_COMPACT);
+    json_decref(fails);
+    if (!r->text) {
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    if (r->njobs == 0) {
+        finish_pushb(c, r);
+        return;
+    }
+    er_fk_submit(c, r, finish_pushb);
+}
+
+/* ---- FETCH ---- */
+
+static void reply_job(fk_conn *c, const er_job *j, int64_t lease_ms)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, ER_FK_OUT_MAX);
+    er_fk_job_write(j, lease_ms / 1000, &w);
+    if (w.failed || w.out.err) {
+        er_jsonw_fini(&w);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
+    er_jsonw_fini(&w);
+    er_fk_send(c, false);
+}
+
+/* The lease is now the job's own reserve_for. */
+static void finish_fetch_lease(fk_conn *c, er_req *r)
+{
+    /* r is the heartbeat; the fetched job rides in r->job */
+    if (r->rc) {
+        reply_req_err(c, r);
+    } else {
+        er_fk_cache_put(c->f, r->job.id, r->job.lease_token, c->wid, r->expires_at);
+        reply_job(c, &r->job, c->lease_ms);
+    }
+    er_req_free(r);
+}
+
+static void finish_fetch(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        reply_req_err(c, r);
+        er_req_free(r);
+        return;
+    }
+    if (r->list.len == 0) {
+        er_fk_reply_null(&c->out);
+        er_fk_send(c, false);
+        er_req_free(r);
+        return;
+    }
+    er_job *j = &r->list.items[0];
+    c->lease_ms = er_fk_lease_ms(j, c->f->reserve_min_ms);
+    if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS) {
+        er_fk_cache_put(c->f, j->id, j->lease_token, c->wid, j->lease_expires_at);
+        reply_job(c, j, c->lease_ms);
+        er_req_free(r);
+        return;
+    }
+    /* the job asked for another reserve_for: set the lease to it first */
+    er_req *h = er_req_new(ER_REQ_HEARTBEAT);
+    if (!h || !(h->id = strdup(j->id)) || !(h->token = strdup(j->lease_token))) {
+        er_req_free(h);
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    h->extend_ms = c->lease_ms;
+    h->job = *j; /* moved */
+    memset(j, 0, sizeof *j);
+    er_req_free(r);
+    er_fk_submit(c, h, finish_fetch_lease);
+}
+
+static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
+{
+    if (!c->wid[0]) {
+        er_fk_send_error(c, "ERR", "FETCH needs a wid: give one in HELLO", false);
+        return;
+    }
+    fk_worker *w = er_fk_worker_find(c->f, c->wid);
+    if (w && w->v.signal != ER_FK_RUN) {
+        er_fk_reply_null(&c->out); /* a quiet or stopping process gets no more jobs */
+        er_fk_send(c, false);
+        return;
+    }
+    er_spec_str qs[ER_FETCH_QUEUES_MAX + 1];
+    size_t nq = 0;
+    for (size_t i = 0; i < n && nq < ER_FETCH_QUEUES_MAX + 1;) {
+        while (i < n && arg[i] == ' ')
+            i++;
+        size_t s = i;
+        while (i < n && arg[i] != ' ')
+            i++;
+        if (i > s)
+            qs[nq++] = (er_spec_str){ER_SPEC_SET, arg + s, i - s};
+    }
+    er_fetch_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.queues_kind = ER_SPEC_SET;
+    sp.queues = qs;
+    sp.nqueues = nq;
+    sp.worker_id = (er_spec_str){ER_SPEC_SET, c->wid, strlen(c->wid)};
+    sp.max = (er_spec_int){ER_SPEC_SET, 1};
+    sp.wait_ms = (er_spec_int){ER_SPEC_SET, ER_FK_FETCH_WAIT_MS};
+    sp.lease_ms = (er_spec_int){ER_SPEC_SET, ER_FK_RESERVE_DEFAULT_MS};
+    er_req *r = new_req(c, ER_REQ_FETCH);
+    if (!r)
+        return;
+    er_error err = {0};
+    if (er_fetch_validate(&sp, &r->fetch, &err) < 0) {
+        er_req_free(r);
+        reply_err(c, &err, err.code);
+        return;
+    }
+    er_fk_submit(c, r, finish_fetch);
+}
+
+/* ---- ACK, FAIL ---- */
+
+static void finish_ack(fk_conn *c, er_req *r);
+
+/* Acknowledges c->jid with token (the lease this wid holds). */
+static void submit_ack(fk_conn *c, const char *token)
+{
+    er_req *r = new_req(c, ER_REQ_ACKS);
+    if (!r)
+        return;
+    r->acks = calloc(1, sizeof *r->acks);
+    if (!r->acks || !(r->acks[0].id = strdup(c->jid)) || !(r->acks[0].token = strdup(token))) {
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    r->nacks = 1;
+    r->acks[0].kind = c->fail ? ER_ACK_FAIL : ER_ACK_COMPLETE;
+    if (c->fail) {
+        r->acks[0].failure = c->failure; /* moved */
+        memset(&c->failure, 0, sizeof c->failure);
+    }
+    er_fk_submit(c, r, finish_ack);
+}
+
+static void finish_lookup(fk_conn *c, er_req *r)
+{
+    const er_job *j = &r->job;
+    char msg[ER_ID_MAX + 160];
+    if (r->rc == ER_ENOTFOUND || (!r->rc && !j->id)) {
+        snprintf(msg, sizeof msg, "no job %s", c->jid);
+        er_fk_send_error(c, "ERR", msg, false);
+    } else if (r->rc) {
+        reply_req_err(c, r);
+    } else if (j->state != ER_STATE_ACTIVE) {
+        snprintf(msg, sizeof msg, "job %s is %s, not reserved", c->jid, er_state_name(j->state));
+        er_fk_send_error(c, "ERR", msg, false);
+    } else if (!j->lease_owner || strcmp(j->lease_owner, c->wid) != 0 || !j->lease_token) {
+        snprintf(msg, sizeof msg, "job %s is reserved by another worker", c->jid);
+        er_fk_send_error(c, "ERR", msg, false);
+    } else {
+        c->from_cache = false;
+        char *token = strdup(j->lease_token);
+        er_req_free(r);
+        if (!token) {
+            er_fk_send_error(c, "ERR", "out of memory", false);
+            return;
+        }
+        submit_ack(c, token);
+        free(token);
+        return;
+    }
+    er_failure_fini(&c->failure);
+    er_req_free(r);
+}
+
+static void lookup(fk_conn *c)
+{
+    er_req *r = new_req(c, ER_REQ_GET_JOB);
+    if (!r)
+        return;
+    if (!(r->id = strdup(c->jid))) {
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    er_fk_submit(c, r, finish_lookup);
+}
+
+static void finish_ack(fk_conn *c, er_req *r)
+{
+    int rc = r->rc ? r->rc : r->acks[0].rc;
+    if (rc == ER_ESTALE && c->from_cache) {
+        /* the cache was behind the store (another node, a newer lease):
+         * ask the store, which decides. The failure went into r: rebuild. */
+        er_fk_cache_del(c->f, c->jid);
+        if (c->fail) {
+            c->failure = r->acks[0].failure;
+            memset(&r->acks[0].failure, 0, sizeof r->acks[0].failure);
+        }
+        er_req_free(r);
+        c->from_cache = false;
+        lookup(c);
+        return;
+    }
+    er_fk_cache_del(c->f, c->jid);
+    if (rc) {
+        er_error err = r->rc ? r->err : r->acks[0].err;
+        if (!err.code)
+            err.code = rc;
+        er_fk_error_rename(&err);
+        reply_err(c, &err, rc);
+    } else {
+        reply_ok(c);
+    }
+    er_req_free(r);
+}
+
+static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
+{
+    if (!c->wid[0]) {
+        er_fk_send_error(c, "ERR", fail ? "FAIL needs a wid: give one in HELLO"
+                                        : "ACK needs a wid: give one in HELLO",
+                         false);
+        return;
+    }
+    json_t *o = arg_json(c, arg, n, true);
+    if (!o)
+        return;
+    er_error err = {0};
+    json_t *jid = json_object_get(o, "jid");
+    const char *id = json_is_string(jid) ? json_string_value(jid) : NULL;
+    if (!id || er_id_validate(id, "jid", &err) < 0) {
+        if (!id)
+            er_error_set(&err, ER_EINVAL, "jid", "jid is required");
+        json_decref(o);
+        reply_err(c, &err, err.code);
+        return;
+    }
+    snprintf(c->jid, sizeof c->jid, "%s", id);
+    c->fail = fail;
+    er_failure_fini(&c->failure);
+    if (fail) {
+        er_failure_spec fs;
+        char *bt = NULL;
+        int rc = er_fk_failure_spec(o, &fs, &bt, &err);
+        if (rc == 0)
+            rc = er_failure_validate(&fs, &c->failure, &err);
+        free(bt);
+        if (rc < 0) {
+            json_decref(o);
+            er_fk_error_rename(&err);
+            reply_err(c, &err, rc);
+            return;
+        }
+    }
+    json_decref(o);
+    const fk_lease *l = er_fk_cache_get(c->f, c->jid);
+    if (l && strcmp(l->wid, c->wid) == 0) {
+        c->from_cache = true;
+        char *token = strdup(l->token);
+        if (token) {
+            submit_ack(c, token);
+            free(token);
+            return;
+        }
+    }
+    c->from_cache = false;
+    lookup(c);
+}
+
+/* ---- BEAT ---- */
+
+static void cmd_beat(fk_conn *c, const char *arg, size_t n)
+{
+    json_t *o = arg_json(c, arg, n, true);
+    if (!o)
+        return;
+    json_t *wid = json_object_get(o, "wid");
+    json_t *st = json_object_get(o, "current_state");
+    json_t *rss = json_object_get(o, "rss_kb");
+    const char *msg = NULL;
+    if (!json_is_string(wid) || !c->wid[0] || strcmp(json_string_value(wid), c->wid) != 0)
+        msg = "BEAT's wid must be the one given in HELLO";
+    else if (st && !json_is_null(st) &&
+             (!json_is_string(st) || (strcmp(json_string_value(st), "") != 0 &&
+                                      strcmp(json_string_value(st), "quiet") != 0 &&
+                                      strcmp(json_string_value(st), "terminate") != 0)))
+        msg = "current_state must be \"quiet\" or \"terminate\"";
+    else if (rss && !json_is_null(rss) && (!json_is_integer(rss) || json_integer_value(rss) < 0))
+        msg = "rss_kb must be an integer >= 0";
+    if (msg) {
+        json_decref(o);
+        er_fk_send_error(c, "ERR", msg, false);
+        return;
+    }
+    fk_worker *w = er_fk_worker_touch(c->f, c->wid, er_now_ms());
+    if (!w) {
+        json_decref(o);
+        er_fk_send_error(c, "ERR", "too many workers", false);
+        return;
+    }
+    snprintf(w->v.current_state, sizeof w->v.current_state, "%s",
+             json_is_string(st) ? json_string_value(st) : "");
+    if (json_is_integer(rss))
+        w->v.rss_kb = json_integer_value(rss);
+    json_decref(o);
+    if (w->v.signal == ER_FK_RUN) {
+        reply_ok(c);
+        return;
+    }
+    char body[40];
+    int len = snprintf(body, sizeof body, "{\"state\":\"%s\"}", er_fk_signal_name(w->v.signal));
+    er_fk_reply_bulk(&c->out, body, (size_t)len);
+    er_fk_send(c, false);
+}
+
+/* ---- INFO ---- */
+
+static void finish_info(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        reply_req_err(c, r);
+        er_req_free(r);
+        return;
+    }
+    er_faktory *f = c->f;
+    er_jsonw w;
+    er_jsonw_init(&w, ER_FK_OUT_MAX);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "now");
+    er_jsonw_time(&w, er_now_ms());
+    er_jsonw_key(&w, "server_utc_time");
+    er_jsonw_time(&w, er_now_ms());
+    er_jsonw_key(&w, "faktory");
+    er_jsonw_begin_object(&w);
+    int64_t enq = 0;
+    for (size_t i = 0; i < r->nqueue_infos; i++)
+        enq += r->queue_infos[i].counts[ER_STATE_WAITING];
+    er_jsonw_key(&w, "total_enqueued");
+    er_jsonw_int(&w, enq);
+    er_jsonw_key(&w, "total_queues");
+    er_jsonw_int(&w, (int64_t)r->nqueue_infos);
+    er_jsonw_key(&w, "queues");
+    er_jsonw_begin_object(&w);
+    for (size_t i = 0; i < r->nqueue_infos; i++) {
+        er_jsonw_key(&w, r->queue_infos[i].name);
+        er_jsonw_int(&w, r->queue_infos[i].counts[ER_STATE_WAITING]);
+    }
+    er_jsonw_end_object(&w);
+    er_jsonw_key(&w, "tasks");
+    er_jsonw_begin_object(&w);
+    er_jsonw_end_object(&w);
+    er_jsonw_end_object(&w);
+    er_jsonw_key(&w, "server");
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "description");
+    er_jsonw_str(&w, "errand");
+    er_jsonw_key(&w, "faktory_version");
+    er_jsonw_str(&w, "errand-" ER_VERSION);
+    er_jsonw_key(&w, "uptime");
+    er_jsonw_int(&w, (er_now_ms() - f->started_ms) / 1000);
+    er_jsonw_key(&w, "connections");
+    er_jsonw_int(&w, f->nconns);
+    er_jsonw_key(&w, "workers");
+    er_jsonw_int(&w, (int64_t)f->nworkers);
+    er_jsonw_end_object(&w);
+    er_jsonw_end_object(&w);
+    if (w.failed || w.out.err) {
+        er_fk_send_error(c, "ERR", "out of memory", false);
+    } else {
+        er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
+        er_fk_send(c, false);
+    }
+    er_jsonw_fini(&w);
+    er_req_free(r);
+}
+
+/* ---- dispatch ---- */
+
+void er_fk_run(fk_conn *c, const char *line, size_t n)
+{
+    er_fk_command cmd;
+    const char *why = NULL;
+    if (er_fk_command_parse(line, n, &cmd, &why) < 0) {
+        er_fk_send_error(c, "ERR", why, !c->hello);
+        return;
+    }
+    if (cmd.verb == ER_FK_END) {
+        er_fk_send(c, true); /* as the real server: no reply */
+        return;
+    }
+    if (cmd.verb == ER_FK_HELLO) {
+        cmd_hello(c, cmd.arg, cmd.arg_len);
+        return;
+    }
+    if (cmd.verb == ER_FK_UNKNOWN) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "Unknown command %.*s", (int)cmd.name_len, cmd.name);
+        er_fk_send_error(c, "ERR", msg, false);
+        return;
+    }
+    if (c->role != ER_ROLE_NONE && !(allowed(cmd.verb) & R(c->role))) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the %s role may not %s", er_role_name(c->role),
+                 er_fk_verb_name(cmd.verb));
+        er_fk_send_error(c, "ERR", msg, false);
+        return;
+    }
+    switch (cmd.verb) {
+    case ER_FK_PUSH:
+        cmd_push(c, cmd.arg, cmd.arg_len);
+        return;
+    case ER_FK_PUSHB:
+        cmd_pushb(c, cmd.arg, cmd.arg_len);
+        return;
+    case ER_FK_FETCH:
+        cmd_fetch(c, cmd.arg, cmd.arg_len);
+        return;
+    case ER_FK_ACK:
+        cmd_ack(c, cmd.arg, cmd.arg_len, false);
+        return;
+    case ER_FK_FAIL:
+        cmd_ack(c, cmd.arg, cmd.arg_len, true);
+        return;
+    case ER_FK_BEAT:
+        cmd_beat(c, cmd.arg, cmd.arg_len);
+        return;
+    case ER_FK_INFO: {
+        er_req *r = new_req(c, ER_REQ_LIST_QUEUES);
+        if (r)
+            er_fk_submit(c, r, finish_info);
+        return;
+    }
+    default: {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s is not implemented by errand yet", er_fk_verb_name(cmd.verb));
+        er_fk_send_error(c, "ERR", msg, false);
+        return;
+    }
+    }
+}

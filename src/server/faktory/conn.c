@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The Faktory frontend's life and its connections: the listener (the
+ * loopback rule of server/http/listen.h), a bounded number of
+ * connections, each a bufferevent with a bounded input (one command line)
+ * and one command in flight at a time, the greeting and the handshake gate
+ * (nothing but HELLO first; an HTTP-looking first line closes at once),
+ * and sending replies. Command handlers are in cmds.c.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/faktory/fk_internal.h"
+#include "server/faktory/job_map.h"
+#include "server/http/listen.h"
+#include "util/log.h"
+
+#define REAP_PERIOD_S 5
+
+static void conn_free(fk_conn *c)
+{
+    er_faktory *f = c->f;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        f->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    f->nconns--;
+    if (c->bev)
+        bufferevent_free(c->bev);
+    er_failure_fini(&c->failure);
+    er_buf_fini(&c->out);
+    free(c);
+}
+
+/* The socket is done with: closed now, the memory once no request is in
+ * flight and process() is not on the stack. */
+static void conn_close(fk_conn *c)
+{
+    if (c->bev) {
+        bufferevent_free(c->bev);
+        c->bev = NULL;
+    }
+    c->gone = true;
+    if (c->pending && c->pending->type == ER_REQ_FETCH)
+        er_engine_abandon(c->f->engine, c->pending);
+    if (!c->pending && !c->in_process)
+        conn_free(c);
+}
+
+void er_fk_send(fk_conn *c, bool close)
+{
+    if (c->gone || !c->bev) {
+        er_buf_reset(&c->out);
+        return;
+    }
+    if (c->out.err) {
+        /* a reply past ER_FK_OUT_MAX or out of memory: say so instead */
+        er_buf_reset(&c->out);
+        er_fk_reply_error(&c->out, "ERR", "reply too large or out of memory");
+    }
+    if (c->out.len)
+        bufferevent_write(c->bev, c->out.data, c->out.len);
+    er_buf_reset(&c->out);
+    if (close) {
+        c->closing = true;
+        bufferevent_disable(c->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+            conn_close(c);
+    }
+}
+
+void er_fk_send_error(fk_conn *c, const char *code, const char *msg, bool close)
+{
+    er_fk_reply_error(&c->out, code, msg);
+    er_fk_send(c, close);
+}
+
+static void process(fk_conn *c);
+
+static void on_done(er_req *r)
+{
+    fk_conn *c = r->arg;
+    if (!c) {
+        er_req_free(r);
+        return;
+    }
+    c->pending = NULL;
+    if (c->gone) {
+        er_req_free(r);
+        if (!c->in_process)
+            conn_free(c);
+        return;
+    }
+    fk_finish fin = c->finish;
+    c->finish = NULL;
+    bool nested = c->in_process;
+    c->in_process = true; /* fin may close c: freed below, not inside */
+    fin(c, r);            /* frees r, or submits it (or another) again */
+    c->in_process = nested;
+    if (nested)
+        return;
+    if (c->gone) {
+        if (!c->pending)
+            conn_free(c);
+        return;
+    }
+    if (!c->pending && !c->closing)
+        process(c);
+}
+
+void er_fk_submit(fk_conn *c, er_req *r, fk_finish finish)
+{
+    c->pending = r;
+    c->finish = finish;
+    r->arg = c;
+    r->done = on_done;
+    er_engine_submit(c->f->engine, r);
+}
+
+/* The first line: only HELLO goes on; anything else closes (an HTTP
+ * request without a word, so a web page learns nothing of the port). */
+static bool gate(fk_conn *c, const char *line, size_t n)
+{
+    if (c->hello)
+        return true;
+    if (er_fk_looks_like_http(line, n)) {
+        ER_LOG(ER_LOG_WARN, NULL, "faktory: closed a connection that spoke HTTP");
+        conn_close(c);
+        return false;
+    }
+    if (n < 5 || memcmp(line, "HELLO", 5) != 0 || (n > 5 && line[5] != ' ')) {
+        er_fk_send_error(c, "ERR", "HELLO is the first command", true);
+        return false;
+    }
+    return true;
+}
+
+static void process(fk_conn *c)
+{
+    c->in_process = true;
+    while (!c->pending && !c->closing && !c->gone) {
+        struct evbuffer *in = bufferevent_get_input(c->bev);
+        size_t len = evbuffer_get_length(in);
+        if (len == 0)
+            break;
+        size_t look = len < c->f->line_max + 2 ? len : c->f->line_max + 2;
+        const char *buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)look);
+        size_t n = 0, used = 0;
+        int rc = er_fk_line_next(buf, look, c->f->line_max, &n, &used);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "line longer than %zu bytes", c->f->line_max);
+            er_fk_send_error(c, "ERR", msg, true);
+            break;
+        }
+        if (gate(c, buf, n))
+            er_fk_run(c, buf, n);
+        if (c->gone)
+            break;
+        evbuffer_drain(in, used);
+    }
+    c->in_process = false;
+    if (c->gone) {
+        if (!c->pending)
+            conn_free(c);
+        return;
+    }
+    if (c->pending)
+        bufferevent_disable(c->bev, EV_READ); /* one command at a time */
+    else if (!c->closing)
+        bufferevent_enable(c->bev, EV_READ);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    process(arg);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    fk_conn *c = arg;
+    if (c->closing && !c->gone)
+        conn_close(c);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    fk_conn *c = arg;
+    conn_close(c); /* EOF, error or the handshake's timeout */
+}
+
+static void greet(fk_conn *c)
+{
+    er_faktory *f = c->f;
+    char tok[33];
+    er_secure_token(tok);
+    memcpy(c->salt, tok, 16);
+    c->salt[16] = '\0';
+    char hi[128];
+    if (f->ntokens)
+        snprintf(hi, sizeof hi, "HI {\"v\":2,\"s\":\"%s\",\"i\":%d}", c->salt,
+                 ER_FK_HASH_ITERATIONS);
+    else
+        snprintf(hi, sizeof hi, "HI {\"v\":2}");
+    er_fk_reply_simple(&c->out, hi);
+    er_fk_send(c, false);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)salen;
+    er_faktory *f = arg;
+    if (f->nconns >= f->max_conns) {
+        static const char full[] = "-ERR too many connections\r\n";
+        ssize_t w = send(fd, full, sizeof full - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w;
+        evutil_closesocket(fd);
+        return;
+    }
+    fk_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        evutil_closesocket(fd);
+        return;
+    }
+    c->f = f;
+    er_buf_init(&c->out, ER_FK_OUT_MAX);
+    c->bev = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev) {
+        evutil_closesocket(fd);
+        er_buf_fini(&c->out);
+        free(c);
+        return;
+    }
+    c->next = f->conns;
+    if (f->conns)
+        f->conns->prev = c;
+    f->conns = c;
+    f->nconns++;
+    /* input stops at one line and its end: the line reader refuses more */
+    bufferevent_setwatermark(c->bev, EV_READ, 0, f->line_max + 2);
+    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    struct timeval hs = {ER_FK_HANDSHAKE_S, 0};
+    bufferevent_set_timeouts(c->bev, &hs, NULL);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    greet(c);
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_faktory *f = arg;
+    int64_t now = er_now_ms();
+    er_fk_workers_reap(f, now);
+    er_fk_cache_sweep(f, now);
+}
+
+int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
+                     er_faktory **out, er_error *err)
+{
+    *out = NULL;
+    char host[128], portstr[16];
+    int port = 0;
+    int rc = er_listen_prepare(cfg->listen, cfg->ntokens, "faktory-listen", host, sizeof host,
+                               &port, err);
+    if (rc < 0)
+        return rc;
+    er_faktory *f = calloc(1, sizeof *f);
+    if (!f)
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    f->base = base;
+    f->engine = engine;
+    f->tokens = cfg->tokens;
+    f->ntokens = cfg->ntokens;
+    f->line_max = cfg->line_max ? cfg->line_max : ER_FK_LINE_MAX_DEFAULT;
+    f->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
+    f->max_conns = cfg->max_connections > 0 ? cfg->max_connections : 10000;
+    f->reserve_min_ms = cfg->reserve_min_ms > 0 ? cfg->reserve_min_ms : ER_FK_RESERVE_MIN_MS;
+    f->started_ms = er_now_ms();
+    er_rand_init_system(&f->rand);
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    snprintf(portstr, sizeof portstr, "%d", port);
+    if (getaddrinfo(host, portstr, &hints, &ai) != 0 || !ai) {
+        er_faktory_free(f);
+        return er_error_set(err, ER_EINVAL, "faktory-listen", "cannot use address %s", host);
+    }
+    f->lev = evconnlistener_new_bind(base, on_accept, f,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 128, ai->ai_addr,
+                                     (int)ai->ai_addrlen);
+    int e = errno;
+    freeaddrinfo(ai);
+    if (!f->lev) {
+        er_faktory_free(f);
+        return er_error_set(err, ER_EUNAVAIL, "faktory-listen", "cannot listen on %s: %s",
+                            cfg->listen, strerror(e));
+    }
+    int fd = evconnlistener_get_fd(f->lev);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char addr[80], extra[128];
+    bool loopback;
+    rc = er_listen_bound(fd, cfg->ntokens, "faktory-listen", addr, sizeof addr, &f->port,
+                         &loopback, err);
+    if (rc < 0) {
+        er_faktory_free(f);
+        return rc;
+    }
+    f->reap_ev = event_new(base, -1, EV_PERSIST, on_reap, f);
+    struct timeval period = {REAP_PERIOD_S, 0};
+    if (!f->reap_ev || event_add(f->reap_ev, &period) != 0) {
+        er_faktory_free(f);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
+    snprintf(extra, sizeof extra, "\"listen\":\"%s\"", addr);
+    ER_LOG(ER_LOG_INFO, extra, "faktory listening");
+    *out = f;
+    return 0;
+}
+
+int er_faktory_port(const er_faktory *f)
+{
+    return f->port;
+}
+
+void er_faktory_stop_accepting(er_faktory *f)
+{
+    if (f && f->lev) {
+        evconnlistener_free(f->lev);
+        f->lev = NULL;
+    }
+}
+
+void er_faktory_free(er_faktory *f)
+{
+    if (!f)
+        return;
+    er_faktory_stop_accepting(f);
+    while (f->conns) {
+        fk_conn *c = f->conns;
+        if (c->pending) {
+            /* the engine is gone by now or answers later: forget the link */
+            c->pending->arg = NULL;
+            c->pending = NULL;
+        }
+        conn_free(c);
+    }
+    if (f->reap_ev)
+        event_free(f->reap_ev);
+    er_fk_workers_free(f);
+    er_fk_cache_free(f);
+    free(f);
+}

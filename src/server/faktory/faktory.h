@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The Faktory Work Protocol frontend (docs/faktory.md): a TCP listener on
+ * the engine's event loop whose connections speak protocol version 2, and
+ * the registry of the worker processes that said HELLO with a wid. It only
+ * reads commands into core specs and formats the engine's answers; every
+ * rule about jobs lives in src/core and the stores. Loop thread only.
+ */
+#ifndef ER_SERVER_FAKTORY_FAKTORY_H
+#define ER_SERVER_FAKTORY_FAKTORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/job.h"
+#include "engine/engine.h"
+#include "server/http/server.h"
+#include "util/err.h"
+
+struct event_base;
+
+typedef struct er_faktory er_faktory;
+
+typedef struct er_faktory_config {
+    const char *listen;      /* "HOST:PORT"; port 0 picks a free port */
+    const er_token *tokens;  /* borrowed for the frontend's life; HELLO passwords */
+    size_t ntokens;
+    size_t line_max;         /* longest command line (bytes) */
+    size_t payload_max;      /* one job's serialized args */
+    int max_connections;
+    int64_t reserve_min_ms;  /* reserve_for's floor; 0: ER_FK_RESERVE_MIN_MS (60 s) */
+} er_faktory_config;
+
+/* Binds and starts serving. Refuses (ER_EINVAL) a non-loopback address with
+ * no tokens, as the HTTP listener does. Logs {"msg":"faktory listening",
+ * "listen":"HOST:PORT"} with the real port. Returns 0 and *out, or a
+ * negative code with *err. */
+int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
+                     er_faktory **out, er_error *err);
+
+/* The bound port. */
+int er_faktory_port(const er_faktory *f);
+
+/* Stops accepting connections (shutdown); open ones keep being served. */
+void er_faktory_stop_accepting(er_faktory *f);
+
+/* Closes every connection and frees the frontend. NULL-safe. */
+void er_faktory_free(er_faktory *f);
+
+/* ---- worker processes (BEAT) ---- */
+
+typedef enum er_fk_signal {
+    ER_FK_RUN = 0,
+    ER_FK_QUIET = 1,     /* fetch no more jobs, finish the ones running */
+    ER_FK_TERMINATE = 2, /* stop */
+} er_fk_signal;
+
+/* "", "quiet", "terminate". */
+const char *er_fk_signal_name(er_fk_signal s);
+
+typedef struct er_fk_worker_view {
+    char wid[ER_NAME_MAX + 1];
+    char hostname[ER_NAME_MAX + 1];
+    int64_t pid;
+    int64_t started_at;  /* first HELLO (ms) */
+    int64_t last_beat;   /* last HELLO or BEAT (ms) */
+    er_fk_signal signal;  /* what the next BEAT tells it */
+    char current_state[16]; /* what its last BEAT said ("", "quiet", "terminate") */
+    int64_t rss_kb;       /* -1 when never told */
+    int connections;      /* open connections with this wid now */
+} er_fk_worker_view;
+
+/* The workers seen within the last 60 s on this node, into *out (returns
+ * owned: free()) and *n. f NULL: none. 0 or ER_ENOMEM. */
+int er_faktory_workers(const er_faktory *f, er_fk_worker_view **out, size_t *n);
+
+/* Tells worker wid to quiet or terminate at its next BEAT (a terminate is
+ * never taken back by a quiet). ER_ENOTFOUND when no such worker is known
+ * here (f NULL: none is). */
+int er_faktory_worker_signal(er_faktory *f, const char *wid, er_fk_signal s, er_error *err);
+
+#endif

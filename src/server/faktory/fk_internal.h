@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The Faktory frontend's insides, shared by its files: the server and its
+ * connections (conn.c: listener, buffers, framing, replies), the command
+ * handlers (cmds.c) and the worker registry with the jid -> lease cache
+ * (workers.c). Loop thread only.
+ */
+#ifndef ER_SERVER_FAKTORY_FK_INTERNAL_H
+#define ER_SERVER_FAKTORY_FK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ack.h"
+#include "server/faktory/faktory.h"
+#include "server/faktory/proto.h"
+#include "util/buf.h"
+#include "util/clock.h"
+
+struct bufferevent;
+struct evconnlistener;
+struct event;
+
+#define ER_FK_HASH_ITERATIONS 100   /* "i" of the greeting */
+#define ER_FK_FETCH_WAIT_MS 2000    /* FETCH blocks this long */
+#define ER_FK_WORKER_TTL_MS 60000   /* a worker without a beat this long is reaped */
+#define ER_FK_WORKERS_MAX 100000
+#define ER_FK_HANDSHAKE_S 10        /* HELLO must come within this */
+#define ER_FK_OUT_MAX (64u << 20)   /* one reply */
+#define ER_FK_CACHE_MAX 200000      /* jid -> lease entries kept */
+
+typedef struct fk_worker {
+    er_fk_worker_view v;
+    struct fk_worker *next;
+} fk_worker;
+
+/* A lease FETCH handed out on this node: the fast path of ACK and FAIL
+ * (the store stays the authority: a refused token falls back to it). */
+typedef struct fk_lease {
+    char *jid, *token, *wid; /* owned */
+    int64_t expires_at;
+    struct fk_lease *next;
+} fk_lease;
+
+#define FK_CACHE_BUCKETS 65536
+
+typedef struct fk_conn fk_conn;
+typedef void (*fk_finish)(fk_conn *c, er_req *r);
+
+struct fk_conn {
+    er_faktory *f;
+    struct bufferevent *bev;
+    char salt[17];
+    bool hello;        /* the handshake is done */
+    bool closing;      /* close once the output is written */
+    bool gone;         /* the socket is closed; freed when pending comes back */
+    bool in_process;   /* process() is on the stack */
+    er_role role;
+    char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
+    er_req *pending;   /* the engine request in flight (one at a time) */
+    fk_finish finish;
+    /* ACK / FAIL in progress */
+    char jid[ER_ID_MAX + 1];
+    bool fail;
+    bool from_cache;   /* the token came from the cache */
+    er_failure failure;
+    int64_t lease_ms;  /* FETCH: the lease the job gets */
+    er_buf out;        /* the reply being built */
+    fk_conn *prev, *next;
+};
+
+struct er_faktory {
+    struct event_base *base;
+    er_engine *engine;
+    const er_token *tokens;
+    size_t ntokens;
+    size_t line_max, payload_max;
+    int max_conns, nconns;
+    int64_t reserve_min_ms;
+    struct evconnlistener *lev;
+    int port;
+    fk_conn *conns;
+    er_rand rand;
+    fk_worker *workers;
+    size_t nworkers;
+    struct event *reap_ev;
+    int64_t started_ms;
+    fk_lease **cache; /* FK_CACHE_BUCKETS chains */
+    size_t ncache;
+};
+
+/* conn.c: sends c->out (and empties it); closes after it when `close`. */
+void er_fk_send(fk_conn *c, bool close);
+/* A reply of one error line, then (close) the connection closes. */
+void er_fk_send_error(fk_conn *c, const char *code, const char *msg, bool close);
+/* Submits r with finish as its continuation (c->pending until it returns). */
+void er_fk_submit(fk_conn *c, er_req *r, fk_finish finish);
+
+/* cmds.c: one command line of a connection past its handshake check. */
+void er_fk_run(fk_conn *c, const char *line, size_t n);
+
+/* workers.c */
+fk_worker *er_fk_worker_find(er_faktory *f, const char *wid);
+/* Finds or adds wid (last_beat = now). NULL when the registry is full or
+ * memory ran out. */
+fk_worker *er_fk_worker_touch(er_faktory *f, const char *wid, int64_t now);
+void er_fk_workers_reap(er_faktory *f, int64_t now);
+void er_fk_workers_free(er_faktory *f);
+/* The lease cache: remember (copies), find (borrowed until the next
+ * change), forget. */
+void er_fk_cache_put(er_faktory *f, const char *jid, const char *token, const char *wid,
+                     int64_t expires_at);
+const fk_lease *er_fk_cache_get(er_faktory *f, const char *jid);
+void er_fk_cache_del(er_faktory *f, const char *jid);
+void er_fk_cache_sweep(er_faktory *f, int64_t now);
+void er_fk_cache_free(er_faktory *f);
+
+#endif

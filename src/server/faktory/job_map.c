@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The Faktory job hash <-> errand's job (job_map.h).
+ */
+#include "server/faktory/job_map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/http/spec_json.h"
+
+/* Members of a job hash that map to errand fields, or that the protocol
+ * defines as the server's to set (created_at, enqueued_at: errand keeps
+ * its own times). */
+static const char *const members[] = {"jid",      "jobtype",     "queue",      "args",
+                                      "priority", "at",          "retry",      "reserve_for",
+                                      "custom",   "created_at",  "enqueued_at", NULL};
+/* Members of custom that carry errand options. */
+static const char *const custom_members[] = {"group", "idempotency_key", "trace_id", NULL};
+
+static bool known_in(const char *const *list, const char *s, size_t n)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (strlen(list[i]) == n && memcmp(list[i], s, n) == 0)
+            return true;
+    return false;
+}
+
+static bool member_known(const char *s, size_t n)
+{
+    return known_in(members, s, n);
+}
+
+static bool custom_known(const char *s, size_t n)
+{
+    return known_in(custom_members, s, n);
+}
+
+int er_fk_job_spec(const json_t *obj, er_job_spec *sp, er_error *err)
+{
+    memset(sp, 0, sizeof *sp);
+    if (!json_is_object(obj))
+        return er_error_set(err, ER_EINVAL, "job", "a job must be a JSON object");
+    sp->faktory = true;
+    er_http_first_unknown(obj, member_known, &sp->unknown);
+    json_t *q = json_object_get(obj, "queue");
+    if (q && !json_is_null(q))
+        er_http_spec_str(q, ER_SPEC_ABSENT, &sp->queue);
+    else
+        sp->queue = (er_spec_str){ER_SPEC_SET, "default", 7};
+    er_http_spec_str(json_object_get(obj, "jobtype"), ER_SPEC_ABSENT, &sp->name);
+    er_http_spec_str(json_object_get(obj, "jid"), ER_SPEC_ABSENT, &sp->id);
+    er_http_spec_int(json_object_get(obj, "priority"), ER_SPEC_ABSENT, &sp->priority);
+    json_t *at = json_object_get(obj, "at");
+    if (!(json_is_string(at) && json_string_length(at) == 0)) /* "" means now */
+        er_http_spec_str(at, ER_SPEC_ABSENT, &sp->run_at);
+
+    json_t *retry = json_object_get(obj, "retry");
+    if (!retry || json_is_null(retry)) {
+        sp->max_attempts = (er_spec_int){ER_SPEC_SET, ER_FK_RETRY_DEFAULT + 1};
+    } else if (!json_is_integer(retry)) {
+        return er_error_set(err, ER_EINVAL, "retry", "retry must be an integer");
+    } else {
+        json_int_t r = json_integer_value(retry);
+        /* -1: dead at once on failure; 0: no retry; N: N retries. */
+        int64_t ma = r == -1 ? 1 : r >= 0 && r < INT32_MAX ? (int64_t)r + 1 : (int64_t)r;
+        sp->max_attempts = (er_spec_int){ER_SPEC_SET, ma};
+    }
+
+    json_t *rf = json_object_get(obj, "reserve_for");
+    int64_t reserve_s = ER_FK_RESERVE_DEFAULT_MS / 1000;
+    if (rf && !json_is_null(rf)) {
+        if (!json_is_integer(rf))
+            return er_error_set(err, ER_EINVAL, "reserve_for",
+                                "reserve_for must be an integer (seconds)");
+        json_int_t v = json_integer_value(rf);
+        /* clamped, as Faktory clamps it (to 60 s at least) */
+        if (v < ER_FK_RESERVE_MIN_MS / 1000)
+            v = ER_FK_RESERVE_MIN_MS / 1000;
+        if (v > ER_FK_RESERVE_MAX_MS / 1000)
+            v = ER_FK_RESERVE_MAX_MS / 1000;
+        reserve_s = (int64_t)v;
+    }
+    sp->timeout_ms = (er_spec_int){ER_SPEC_SET, reserve_s * 1000};
+
+    json_t *custom = json_object_get(obj, "custom");
+    if (custom && !json_is_null(custom)) {
+        if (!json_is_object(custom))
+            return er_error_set(err, ER_EINVAL, "custom", "custom must be an object");
+        er_spec_str unknown = {0};
+        er_http_first_unknown(custom, custom_known, &unknown);
+        if (unknown.kind != ER_SPEC_ABSENT)
+            return er_error_set(err, ER_EINVAL, "custom",
+                                "custom.%.*s is not kept by errand (custom may hold group, "
+                                "idempotency_key and trace_id)",
+                                (int)(unknown.n > 64 ? 64 : unknown.n), unknown.s);
+        er_http_spec_str(json_object_get(custom, "group"), ER_SPEC_ABSENT, &sp->group);
+        er_http_spec_str(json_object_get(custom, "idempotency_key"), ER_SPEC_ABSENT,
+                         &sp->idempotency_key);
+        er_http_spec_str(json_object_get(custom, "trace_id"), ER_SPEC_ABSENT, &sp->trace_id);
+    }
+
+    json_t *args = json_object_get(obj, "args");
+    if (args && !json_is_array(args))
+        return er_error_set(err, ER_EINVAL, "args", "args must be an array");
+    if (args) {
+        char *text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+        if (!text)
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        sp->payload_buf = text;
+        sp->payload = (er_spec_str){ER_SPEC_SET, text, strlen(text)};
+    } else {
+        sp->payload = (er_spec_str){ER_SPEC_SET, "[]", 2};
+    }
+    return 0;
+}
+
+void er_fk_error_rename(er_error *err)
+{
+    static const struct {
+        const char *errand, *faktory;
+    } names[] = {
+        {"id", "jid"},           {"name", "jobtype"},         {"payload", "args"},
+        {"run_at", "at"},        {"timeout_ms", "reserve_for"}, {"group", "custom.group"},
+        {"trace_id", "custom.trace_id"}, {"idempotency_key", "custom.idempotency_key"},
+        {"error.message", "message"}, {"error.backtrace", "backtrace"},
+        {"error.errtype", "errtype"},
+    };
+    if (strcmp(err->field, "max_attempts") == 0) {
+        snprintf(err->field, sizeof err->field, "retry");
+        snprintf(err->message, sizeof err->message, "retry must be an integer -1..%d",
+                 ER_MAX_ATTEMPTS_MAX - 1);
+        return;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(err->field, names[i].errand) == 0) {
+            snprintf(err->field, sizeof err->field, "%s", names[i].faktory);
+            return;
+        }
+}
+
+int er_fk_failure_spec(const json_t *obj, er_failure_spec *sp, char **bt, er_error *err)
+{
+    memset(sp, 0, sizeof *sp);
+    *bt = NULL;
+    json_t *b = json_object_get(obj, "backtrace");
+    if (b && !json_is_null(b)) {
+        if (!(*bt = json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        sp->backtrace = (er_spec_str){ER_SPEC_SET, *bt, strlen(*bt)};
+    }
+    sp->kind = ER_SPEC_SET;
+    sp->cls = (er_spec_str){ER_SPEC_SET, "transient", 9};
+    er_http_spec_str(json_object_get(obj, "message"), ER_SPEC_ABSENT, &sp->message);
+    er_http_spec_str(json_object_get(obj, "errtype"), ER_SPEC_ABSENT, &sp->errtype);
+    return 0;
+}
+
+int64_t er_fk_lease_ms(const er_job *job, int64_t min_ms)
+{
+    int64_t ms = job->timeout_ms > 0 ? job->timeout_ms : ER_FK_RESERVE_DEFAULT_MS;
+    if (ms < min_ms)
+        ms = min_ms;
+    if (ms > ER_FK_RESERVE_MAX_MS)
+        ms = ER_FK_RESERVE_MAX_MS;
+    return ms;
+}
+
+void er_fk_job_write(const er_job *job, int64_t lease_s, er_jsonw *w)
+{
+    er_jsonw_begin_object(w);
+    er_jsonw_key(w, "jid");
+    er_jsonw_str(w, job->id);
+    er_jsonw_key(w, "jobtype");
+    er_jsonw_str(w, job->name ? job->name : "");
+    er_jsonw_key(w, "queue");
+    er_jsonw_str(w, job->queue);
+    er_jsonw_key(w, "args");
+    const char *p = job->payload ? job->payload : "null";
+    size_t n = job->payload ? job->payload_len : 4;
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+        i++;
+    if (i < n && p[i] == '[') {
+        er_jsonw_raw(w, p, n);
+    } else {
+        er_jsonw_begin_array(w);
+        er_jsonw_raw(w, p, n);
+        er_jsonw_end_array(w);
+    }
+    er_jsonw_key(w, "priority");
+    er_jsonw_int(w, job->priority);
+    er_jsonw_key(w, "retry");
+    er_jsonw_int(w, job->max_attempts > 0 ? job->max_attempts - 1 : 0);
+    er_jsonw_key(w, "reserve_for");
+    er_jsonw_int(w, lease_s);
+    er_jsonw_key(w, "created_at");
+    er_jsonw_time(w, job->created_at);
+    er_jsonw_key(w, "enqueued_at");
+    er_jsonw_time(w, job->run_at);
+    bool idem = job->idempotency_key && strcmp(job->idempotency_key, job->id) != 0;
+    if (job->group || idem || job->trace_id) {
+        er_jsonw_key(w, "custom");
+        er_jsonw_begin_object(w);
+        if (job->group) {
+            er_jsonw_key(w, "group");
+            er_jsonw_str(w, job->group);
+        }
+        if (idem) {
+            er_jsonw_key(w, "idempotency_key");
+            er_jsonw_str(w, job->idempotency_key);
+        }
+        if (job->trace_id) {
+            er_jsonw_key(w, "trace_id");
+            er_jsonw_str(w, job->trace_id);
+        }
+        er_jsonw_end_object(w);
+    }
+    er_jsonw_end_object(w);
+}
