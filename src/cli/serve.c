@@ -57,10 +57,12 @@ static const er_setting serve_settings[] = {
      "file to append one JSON line a request to (time, peer, method, path, role, token name, "
      "status, bytes, ms); "
      "off when unset"},
-    {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL, "largest request body"},
+    {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL,
+     "largest request body (HTTP) and command line (Faktory)"},
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
-    {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL, "most open client connections"},
+    {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL,
+     "most open client connections on each port (HTTP, Faktory)"},
     {"max-waiters", ER_SET_INT, "10000", 0, ER_MAX_WAITERS_MAX, NULL,
      "most GET /v1/jobs/{id}?wait_ms requests waiting for their job at once; past it they get "
      "503 with Retry-After: 1 (0: no waits, an unfinished job's wait is refused)"},

@@ -50,7 +50,7 @@ static void push(const char *arg, size_t n)
         check(err.code == rc && err.message[0]);
         check(!job.id && !job.payload);
     } else {
-        check(job.max_attempts >= 1 && job.timeout_ms >= ER_FK_RESERVE_MIN_MS);
+        check(job.max_attempts >= 1 && job.timeout_ms >= 1000);
         er_jsonw w;
         er_jsonw_init(&w, 1 << 20);
         er_fk_job_write(&job, er_fk_lease_ms(&job, ER_FK_RESERVE_MIN_MS) / 1000, &w);

@@ -62,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDED = ["test_dispatch", "test_api", "test_sched", "test_tombstones", "test_auth",
             "test_worker_outcomes", "test_leases", "test_bad_input", "test_cursors",
             "test_wait", "test_longpoll", "test_roles", "test_lists", "test_sessions",
-            "test_bulk"]
+            "test_bulk", "test_faktory"]
 PARALLEL = 4
 MODULE_TIMEOUT_S = 400
 

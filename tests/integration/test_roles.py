@@ -155,7 +155,7 @@ class ViewerTest(unittest.TestCase):
 
     BUSY_TABLES = ()
 
-    PARAMS = {"queue": "rq", "id": "wait-1", "key": "rs", "name": "rc"}
+    PARAMS = {"queue": "rq", "id": "wait-1", "key": "rs", "name": "rc", "wid": "rw"}
     QUERY = {"/v1/cron/next": "?expr=0+3+*+*+*"}
 
     def concrete(self, pattern):

@@ -53,7 +53,7 @@ static void reply_err(fk_conn *c, const er_error *err, int rc)
     er_fk_send_error(c, "ERR", msg, false);
 }
 
-static void reply_req_err(fk_conn *c, er_req *r)
+void er_fk_reply_req_error(fk_conn *c, er_req *r)
 {
     er_error err = r->err;
     if (!err.code)
@@ -62,14 +62,14 @@ static void reply_req_err(fk_conn *c, er_req *r)
     reply_err(c, &err, err.code);
 }
 
-static void reply_ok(fk_conn *c)
+void er_fk_reply_ok(fk_conn *c)
 {
     er_fk_reply_simple(&c->out, "OK");
     er_fk_send(c, false);
 }
 
 /* The argument as a JSON value; NULL after replying -ERR. */
-static json_t *arg_json(fk_conn *c, const char *arg, size_t n, bool object)
+json_t *er_fk_arg_json(fk_conn *c, const char *arg, size_t n, bool object)
 {
     json_error_t je;
     json_t *v = n ? json_loadb(arg, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je) : NULL;
@@ -132,7 +132,7 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
         er_fk_send_error(c, "ERR", "HELLO was already said", false);
         return;
     }
-    json_t *o = arg_json(c, arg, n, true);
+    json_t *o = er_fk_arg_json(c, arg, n, true);
     if (!o) {
         er_fk_send(c, true);
         return;
@@ -191,7 +191,7 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
     c->hello = true;
     c->role = role;
     bufferevent_set_timeouts(c->bev, NULL, NULL);
-    reply_ok(c);
+    er_fk_reply_ok(c);
 }
 
 /* ---- PUSH, PUSHB ---- */
@@ -213,15 +213,15 @@ static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
 static void finish_push(fk_conn *c, er_req *r)
 {
     if (r->rc)
-        reply_req_err(c, r);
+        er_fk_reply_req_error(c, r);
     else
-        reply_ok(c);
+        er_fk_reply_ok(c);
     er_req_free(r);
 }
 
 static void cmd_push(fk_conn *c, const char *arg, size_t n)
 {
-    json_t *o = arg_json(c, arg, n, true);
+    json_t *o = er_fk_arg_json(c, arg, n, true);
     if (!o)
         return;
     er_req *r = new_req(c, ER_REQ_ENQUEUE);
@@ -245,7 +245,7 @@ static void cmd_push(fk_conn *c, const char *arg, size_t n)
 static void finish_pushb(fk_conn *c, er_req *r)
 {
     if (r->rc) {
-        reply_req_err(c, r);
+        er_fk_reply_req_error(c, r);
         er_req_free(r);
         return;
     }
@@ -257,7 +257,7 @@ static void finish_pushb(fk_conn *c, er_req *r)
 
 static void cmd_pushb(fk_conn *c, const char *arg, size_t n)
 {
-    json_t *a = arg_json(c, arg, n, false);
+    json_t *a = er_fk_arg_json(c, arg, n, false);
     if (!a)
         return;
     if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > ER_BULK_MAX) {
@@ -331,7 +331,7 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
 {
     /* r is the heartbeat; the fetched job rides in r->job */
     if (r->rc) {
-        reply_req_err(c, r);
+        er_fk_reply_req_error(c, r);
     } else {
         er_fk_cache_put(c->f, r->job.id, r->job.lease_token, c->wid, r->expires_at);
         reply_job(c, &r->job, c->lease_ms);
@@ -342,7 +342,7 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
 static void finish_fetch(fk_conn *c, er_req *r)
 {
     if (r->rc) {
-        reply_req_err(c, r);
+        er_fk_reply_req_error(c, r);
         er_req_free(r);
         return;
     }
@@ -452,7 +452,7 @@ static void finish_lookup(fk_conn *c, er_req *r)
         snprintf(msg, sizeof msg, "no job %s", c->jid);
         er_fk_send_error(c, "ERR", msg, false);
     } else if (r->rc) {
-        reply_req_err(c, r);
+        er_fk_reply_req_error(c, r);
     } else if (j->state != ER_STATE_ACTIVE) {
         snprintf(msg, sizeof msg, "job %s is %s, not reserved", c->jid, er_state_name(j->state));
         er_fk_send_error(c, "ERR", msg, false);
@@ -512,7 +512,7 @@ static void finish_ack(fk_conn *c, er_req *r)
         er_fk_error_rename(&err);
         reply_err(c, &err, rc);
     } else {
-        reply_ok(c);
+        er_fk_reply_ok(c);
     }
     er_req_free(r);
 }
@@ -525,7 +525,7 @@ static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
                          false);
         return;
     }
-    json_t *o = arg_json(c, arg, n, true);
+    json_t *o = er_fk_arg_json(c, arg, n, true);
     if (!o)
         return;
     er_error err = {0};
@@ -574,7 +574,7 @@ static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
 
 static void cmd_beat(fk_conn *c, const char *arg, size_t n)
 {
-    json_t *o = arg_json(c, arg, n, true);
+    json_t *o = er_fk_arg_json(c, arg, n, true);
     if (!o)
         return;
     json_t *wid = json_object_get(o, "wid");
@@ -607,7 +607,7 @@ static void cmd_beat(fk_conn *c, const char *arg, size_t n)
         w->v.rss_kb = json_integer_value(rss);
     json_decref(o);
     if (w->v.signal == ER_FK_RUN) {
-        reply_ok(c);
+        er_fk_reply_ok(c);
         return;
     }
     char body[40];
@@ -621,7 +621,7 @@ static void cmd_beat(fk_conn *c, const char *arg, size_t n)
 static void finish_info(fk_conn *c, er_req *r)
 {
     if (r->rc) {
-        reply_req_err(c, r);
+        er_fk_reply_req_error(c, r);
         er_req_free(r);
         return;
     }
@@ -733,6 +733,17 @@ void er_fk_run(fk_conn *c, const char *line, size_t n)
             er_fk_submit(c, r, finish_info);
         return;
     }
+    case ER_FK_MUTATE:
+        er_fk_mutate(c, cmd.arg, cmd.arg_len);
+        return;
+    case ER_FK_QUEUE:
+        er_fk_queue(c, cmd.arg, cmd.arg_len);
+        return;
+    case ER_FK_FLUSH:
+        /* errand never deletes every job at once */
+        er_fk_send_error(c, "ERR", "FLUSH is refused by errand: use MUTATE or POST /v1/bulk",
+                         false);
+        return;
     default: {
         char msg[96];
         snprintf(msg, sizeof msg, "%s is not implemented by errand yet", er_fk_verb_name(cmd.verb));

@@ -41,6 +41,7 @@ static void conn_free(fk_conn *c)
     if (c->bev)
         bufferevent_free(c->bev);
     er_failure_fini(&c->failure);
+    er_fk_names_free(c);
     er_buf_fini(&c->out);
     free(c);
 }

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "core/ack.h"
 #include "server/faktory/faktory.h"
 #include "server/faktory/proto.h"
@@ -66,6 +68,10 @@ struct fk_conn {
     bool from_cache;   /* the token came from the cache */
     er_failure failure;
     int64_t lease_ms;  /* FETCH: the lease the job gets */
+    /* QUEUE PAUSE|RESUME over several queues (admin.c): names left */
+    char **names;
+    size_t nnames, at;
+    bool pause;
     er_buf out;        /* the reply being built */
     fk_conn *prev, *next;
 };
@@ -99,6 +105,15 @@ void er_fk_submit(fk_conn *c, er_req *r, fk_finish finish);
 
 /* cmds.c: one command line of a connection past its handshake check. */
 void er_fk_run(fk_conn *c, const char *line, size_t n);
+
+/* admin.c: MUTATE {json} and QUEUE SUBCOMMAND args (admin commands). */
+void er_fk_mutate(fk_conn *c, const char *arg, size_t n);
+void er_fk_queue(fk_conn *c, const char *arg, size_t n);
+void er_fk_names_free(fk_conn *c);
+/* cmds.c's replies, for admin.c */
+void er_fk_reply_ok(fk_conn *c);
+void er_fk_reply_req_error(fk_conn *c, er_req *r);
+json_t *er_fk_arg_json(fk_conn *c, const char *arg, size_t n, bool object);
 
 /* workers.c */
 fk_worker *er_fk_worker_find(er_faktory *f, const char *wid);

@@ -75,9 +75,10 @@ int er_fk_job_spec(const json_t *obj, er_job_spec *sp, er_error *err)
             return er_error_set(err, ER_EINVAL, "reserve_for",
                                 "reserve_for must be an integer (seconds)");
         json_int_t v = json_integer_value(rf);
-        /* clamped, as Faktory clamps it (to 60 s at least) */
-        if (v < ER_FK_RESERVE_MIN_MS / 1000)
-            v = ER_FK_RESERVE_MIN_MS / 1000;
+        /* clamped, not refused, as Faktory does; the floor of the lease is
+         * the server's setting (er_fk_lease_ms) */
+        if (v < 1)
+            v = 1;
         if (v > ER_FK_RESERVE_MAX_MS / 1000)
             v = ER_FK_RESERVE_MAX_MS / 1000;
         reserve_s = (int64_t)v;
@@ -135,6 +136,14 @@ void er_fk_error_rename(er_error *err)
     }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(err->field, names[i].errand) == 0) {
+            /* core's messages begin with the field's name: say Faktory's */
+            size_t n = strlen(names[i].errand);
+            if (strncmp(err->message, names[i].errand, n) == 0 &&
+                (err->message[n] == ' ' || err->message[n] == '\0')) {
+                char rest[sizeof err->message];
+                snprintf(rest, sizeof rest, "%s", err->message + n);
+                snprintf(err->message, sizeof err->message, "%s%s", names[i].faktory, rest);
+            }
             snprintf(err->field, sizeof err->field, "%s", names[i].faktory);
             return;
         }

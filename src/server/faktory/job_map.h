@@ -19,7 +19,7 @@
 
 #define ER_FK_RETRY_DEFAULT 25                  /* Faktory's: 26 attempts */
 #define ER_FK_RESERVE_DEFAULT_MS (1800LL * 1000) /* Faktory's reserve_for */
-#define ER_FK_RESERVE_MIN_MS (60LL * 1000)
+#define ER_FK_RESERVE_MIN_MS (60LL * 1000) /* the default floor (--faktory-min-reserve) */
 #define ER_FK_RESERVE_MAX_MS (24LL * 3600 * 1000)
 
 /* Fills *spec from one job hash (slices borrowed from obj, which must

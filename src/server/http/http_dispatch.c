@@ -68,6 +68,12 @@ const er_route er_routes[] = {
     {EVHTTP_REQ_PUT, "/v1/cursors/{name}", ER_ACCESS_WORK, er_route_put_cursor, 0, NULL},
     {EVHTTP_REQ_GET, "/v1/audit", ER_ACCESS_ADMIN, er_route_list_audit, 0, NULL},
     {EVHTTP_REQ_POST, "/v1/bulk", ER_ACCESS_ADMIN, er_route_bulk, 0, NULL},
+    /* Faktory worker processes (routes_workers.c) */
+    {EVHTTP_REQ_GET, "/v1/workers", ER_ACCESS_READ, er_route_list_workers, 0, NULL},
+    {EVHTTP_REQ_POST, "/v1/workers/{wid}/quiet", ER_ACCESS_ADMIN, er_route_signal_worker, 0,
+     "worker.quiet"},
+    {EVHTTP_REQ_POST, "/v1/workers/{wid}/terminate", ER_ACCESS_ADMIN, er_route_signal_worker, 1,
+     "worker.terminate"},
     /* the dashboard (routes_ui.c) */
     {EVHTTP_REQ_GET, "/ui", ER_ACCESS_OPEN, er_route_ui_page, 0, NULL},
     {EVHTTP_REQ_GET, "/ui/", ER_ACCESS_UI, er_route_ui_page, 1, NULL},

@@ -314,5 +314,7 @@ void er_route_ui_session(er_hctx *c);
 void er_route_list_audit(er_hctx *c);
 /* routes_bulk.c */
 void er_route_bulk(er_hctx *c);
+void er_route_list_workers(er_hctx *c);
+void er_route_signal_worker(er_hctx *c); /* flags: 0 quiet, 1 terminate */
 
 #endif

@@ -1,0 +1,780 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Transcript tests of the Faktory port: each test starts a real
+ * `errand serve --faktory-listen 127.0.0.1:0` on a temporary SQLite file
+ * (one test also on PostgreSQL when ERRAND_TEST_PG_URL is set), reads the
+ * bound addresses from its log, and speaks the raw protocol over sockets;
+ * what the HTTP API shows of the jobs is read over HTTP. Replies are read
+ * with the frontend's own reply reader (src/server/faktory/proto.h).
+ */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/faktory/proto.h"
+#include "../store/pg_test_url.h"
+
+#define TOKEN_ADMIN "admin-token-0123456789"
+#define TOKEN_WORKER "worker-token-0123456789"
+#define TOKEN_PRODUCER "producer-token-0123456789"
+
+typedef struct srv {
+    pid_t pid;
+    char dir[64];
+    int fk_port, http_port;
+    char pg_schema[64];
+} srv;
+
+static srv S;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The port of the log line whose msg is `msg`, or 0. */
+static int port_in_log(const char *path, const char *msg)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int port = 0;
+    while (!port && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *m = json_string_value(json_object_get(o, "msg"));
+        const char *l = json_string_value(json_object_get(o, "listen"));
+        if (m && l && strcmp(m, msg) == 0 && strrchr(l, ':'))
+            port = (int)strtol(strrchr(l, ':') + 1, NULL, 10);
+        json_decref(o);
+    }
+    fclose(f);
+    return port;
+}
+
+/* Starts errand serve with extra flags (NULL-terminated). */
+static void start_with(const char *store, const char *first, ...)
+{
+    const char *bin = getenv("ERRAND_BIN");
+    cr_assert(bin, "ERRAND_BIN is not set");
+    snprintf(S.dir, sizeof S.dir, "/tmp/errand-fk-XXXXXX");
+    cr_assert(mkdtemp(S.dir));
+    char db[128], logp[128];
+    snprintf(db, sizeof db, "sqlite:%s/e.db", S.dir);
+    snprintf(logp, sizeof logp, "%s/log", S.dir);
+    const char *argv[40] = {bin, "serve", "--listen", "127.0.0.1:0", "--faktory-listen",
+                            "127.0.0.1:0", "--store", store ? store : db,
+                            "--faktory-min-reserve", "1s", "--maintenance-interval", "20ms"};
+    int n = 12;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 38; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    S.pid = fork();
+    cr_assert(S.pid >= 0);
+    if (S.pid == 0) {
+        FILE *lf = freopen(logp, "w", stderr);
+        (void)lf;
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 600 && (!S.fk_port || !S.http_port); i++) {
+        int st;
+        cr_assert_eq(waitpid(S.pid, &st, WNOHANG), 0, "errand serve exited early");
+        S.fk_port = port_in_log(logp, "faktory listening");
+        S.http_port = port_in_log(logp, "listening");
+        if (!S.fk_port || !S.http_port)
+            usleep(50000);
+    }
+    cr_assert(S.fk_port && S.http_port, "errand serve did not log its ports");
+}
+
+static void start(void)
+{
+    start_with(NULL, NULL);
+}
+
+static void stop(void)
+{
+    if (S.pid > 0) {
+        kill(S.pid, SIGTERM);
+        int st;
+        waitpid(S.pid, &st, 0);
+        S.pid = 0;
+    }
+    if (S.pg_schema[0])
+        pg_test_drop_schema(S.pg_schema);
+    if (S.dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", S.dir);
+        int rc = system(cmd);
+        (void)rc;
+    }
+}
+
+/* ---- sockets ---- */
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void send_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return; /* the server may close first: what it read is what counts */
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+typedef struct conn {
+    int fd;
+    char buf[1 << 16];
+    size_t len;
+    char reply[1 << 16]; /* the last reply's text, NUL-terminated */
+    er_fk_reply_kind kind;
+} conn;
+
+/* Reads one reply (15 s at most): 1, or 0 at EOF. */
+static int read_reply(conn *c)
+{
+    for (;;) {
+        er_fk_reply r;
+        size_t used;
+        int rc = er_fk_reply_next(c->buf, c->len, sizeof c->buf, sizeof c->buf, &r, &used);
+        cr_assert_geq(rc, 0, "bad reply bytes: %.*s", (int)c->len, c->buf);
+        if (rc == 1) {
+            c->kind = r.kind;
+            memcpy(c->reply, r.data ? r.data : "", r.len);
+            c->reply[r.len] = '\0';
+            memmove(c->buf, c->buf + used, c->len - used);
+            c->len -= used;
+            return 1;
+        }
+        struct pollfd p = {c->fd, POLLIN, 0};
+        cr_assert_eq(poll(&p, 1, 15000), 1, "no reply within 15 s");
+        ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+        if (n <= 0)
+            return 0;
+        c->len += (size_t)n;
+    }
+}
+
+/* True when the server closes the connection (within 15 s) with nothing
+ * more to read. */
+static bool closed(conn *c)
+{
+    struct pollfd p = {c->fd, POLLIN, 0};
+    if (poll(&p, 1, 15000) != 1)
+        return false;
+    char b[16];
+    /* a reset counts: the server closed with our excess bytes unread */
+    return recv(c->fd, b, sizeof b, 0) <= 0 && c->len == 0;
+}
+
+static conn *fk_open(void)
+{
+    conn *c = calloc(1, sizeof *c);
+    c->fd = dial(S.fk_port);
+    cr_assert_eq(read_reply(c), 1);
+    cr_assert_eq(c->kind, ER_FK_R_SIMPLE);
+    cr_assert_eq(strncmp(c->reply, "HI {", 4), 0, "greeting: %s", c->reply);
+    return c;
+}
+
+static void fk_close(conn *c)
+{
+    close(c->fd);
+    free(c);
+}
+
+/* Sends a command line and reads its reply. */
+static const char *cmd(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *cmd(conn *c, const char *fmt, ...)
+{
+    char line[1 << 15];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 2, fmt, ap);
+    va_end(ap);
+    memcpy(line + n, "\r\n", 2);
+    send_all(c->fd, line, (size_t)n + 2);
+    cr_assert_eq(read_reply(c), 1, "no reply to %s", line);
+    return c->reply;
+}
+
+#define OK(c, ...)                                                                      \
+    do {                                                                                \
+        const char *r_ = cmd(c, __VA_ARGS__);                                           \
+        cr_assert(c->kind == ER_FK_R_SIMPLE && strcmp(r_, "OK") == 0, "reply: %s", r_); \
+    } while (0)
+#define ERR(c, part, ...)                                                               \
+    do {                                                                                \
+        const char *r_ = cmd(c, __VA_ARGS__);                                           \
+        cr_assert(c->kind == ER_FK_R_ERROR && strstr(r_, part), "reply: %s", r_);       \
+    } while (0)
+
+static conn *fk_hello(const char *wid)
+{
+    conn *c = fk_open();
+    if (wid)
+        OK(c, "HELLO {\"v\":2,\"wid\":\"%s\",\"hostname\":\"t\",\"pid\":1,\"labels\":[]}", wid);
+    else
+        OK(c, "HELLO {\"v\":2}");
+    return c;
+}
+
+static void hash_hex(const char *pwd, const char *salt, int iters, char out[65])
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    char in[256];
+    snprintf(in, sizeof in, "%s%s", pwd, salt);
+    EVP_Digest(in, strlen(in), md, &n, EVP_sha256(), NULL);
+    for (int i = 1; i < iters; i++)
+        EVP_Digest(md, 32, md, &n, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Connects and says HELLO with password pwd (hashed with the greeting's
+ * salt); returns the connection and the reply kind in c->kind. */
+static conn *fk_login(const char *wid, const char *pwd)
+{
+    conn *c = fk_open();
+    json_t *hi = json_loads(c->reply + 3, 0, NULL);
+    const char *salt = json_string_value(json_object_get(hi, "s"));
+    int iters = (int)json_integer_value(json_object_get(hi, "i"));
+    cr_assert(salt && iters >= 1, "greeting without a salt: %s", c->reply);
+    char h[65];
+    hash_hex(pwd, salt, iters, h);
+    json_decref(hi);
+    cmd(c, "HELLO {\"v\":2,\"wid\":\"%s\",\"pwdhash\":\"%s\"}", wid, h);
+    return c;
+}
+
+/* ---- HTTP ---- */
+
+/* method path body -> status and the parsed JSON body (*out, NULL when none). */
+static int http(const char *method, const char *path, const char *body, const char *token,
+                json_t **out)
+{
+    int fd = dial(S.http_port);
+    char req[8192];
+    char auth[128] = "";
+    if (token)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     method, path, auth, body ? strlen(body) : 0, body ? body : "");
+    send_all(fd, req, (size_t)n);
+    static char resp[1 << 16];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = recv(fd, resp + len, sizeof resp - 1 - len, 0)) > 0)
+        len += (size_t)r;
+    resp[len] = '\0';
+    close(fd);
+    int status = 0;
+    sscanf(resp, "HTTP/1.1 %d", &status);
+    char *b = strstr(resp, "\r\n\r\n");
+    if (out)
+        *out = b ? json_loads(b + 4, 0, NULL) : NULL;
+    return status;
+}
+
+static json_t *get_job(const char *id)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    json_t *o = NULL;
+    int st = http("GET", path, NULL, NULL, &o);
+    if (st != 200) {
+        json_decref(o);
+        return NULL;
+    }
+    json_t *j = json_incref(json_object_get(o, "job"));
+    json_decref(o);
+    return j;
+}
+
+/* json_equal against a new reference, which it releases. */
+static bool same(const json_t *a, json_t *want)
+{
+    bool eq = json_equal(a, want);
+    json_decref(want);
+    return eq;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+TestSuite(transcript, .init = start, .fini = stop, .timeout = 60);
+
+/* ---- the round trip, both directions ---- */
+
+Test(transcript, push_fetch_ack_round_trip)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"j1\",\"jobtype\":\"send\",\"args\":[1,\"two\",{\"three\":3}]}");
+    const char *r = cmd(c, "FETCH default");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "reply: %s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert_str_eq(jstr(j, "jid"), "j1");
+    cr_assert_str_eq(jstr(j, "jobtype"), "send");
+    cr_assert_str_eq(jstr(j, "queue"), "default");
+    cr_assert(same(json_object_get(j, "args"), json_pack("[is{si}]", 1, "two", "three", 3)));
+    cr_assert_eq(json_integer_value(json_object_get(j, "retry")), 25);
+    json_decref(j);
+    json_t *h = get_job("j1");
+    cr_assert_str_eq(jstr(h, "state"), "active");
+    cr_assert_str_eq(jstr(h, "lease_owner"), "w1");
+    cr_assert_str_eq(jstr(h, "name"), "send");
+    cr_assert_eq(json_integer_value(json_object_get(h, "max_attempts")), 26);
+    cr_assert_str_eq(jstr(json_object_get(h, "backoff"), "type"), "faktory");
+    json_decref(h);
+    OK(c, "ACK {\"jid\":\"j1\"}");
+    h = get_job("j1");
+    cr_assert_str_eq(jstr(h, "state"), "completed");
+    json_decref(h);
+    ERR(c, "completed", "ACK {\"jid\":\"j1\"}"); /* twice: refused */
+    fk_close(c);
+}
+
+Test(transcript, http_job_is_fetched_with_its_payload_as_the_only_arg)
+{
+    cr_assert_eq(http("POST", "/v1/queues/mail/jobs",
+                      "{\"id\":\"h1\",\"name\":\"welcome\",\"payload\":{\"user\":7}}", NULL, NULL),
+                 201);
+    conn *c = fk_hello("w1");
+    const char *r = cmd(c, "FETCH critical mail");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "reply: %s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert_str_eq(jstr(j, "jid"), "h1");
+    cr_assert(same(json_object_get(j, "args"), json_pack("[{si}]", "user", 7)));
+    json_decref(j);
+    OK(c, "ACK {\"jid\":\"h1\"}");
+    fk_close(c);
+}
+
+Test(transcript, fetch_waits_then_answers_null_and_wakes_on_a_push)
+{
+    conn *c = fk_hello("w1");
+    int64_t t0 = now_ms();
+    cmd(c, "FETCH empty");
+    cr_assert_eq(c->kind, ER_FK_R_NULL);
+    cr_assert_geq(now_ms() - t0, 1500, "FETCH returned before its wait");
+    fk_close(c);
+}
+
+Test(transcript, fail_keeps_errtype_message_and_backtrace)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"f1\",\"jobtype\":\"t\",\"args\":[],\"retry\":2}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+    OK(c, "FAIL {\"jid\":\"f1\",\"errtype\":\"RuntimeError\",\"message\":\"boom\","
+          "\"backtrace\":[\"app.rb:1\",\"lib.rb:2\"]}");
+    json_t *h = get_job("f1");
+    cr_assert_str_eq(jstr(h, "state"), "scheduled");
+    json_t *e = json_object_get(h, "last_error");
+    cr_assert_str_eq(jstr(e, "errtype"), "RuntimeError");
+    cr_assert_str_eq(jstr(e, "message"), "boom");
+    cr_assert(same(json_object_get(e, "backtrace"), json_pack("[ss]", "app.rb:1", "lib.rb:2")));
+    json_decref(h);
+    fk_close(c);
+}
+
+Test(transcript, retry_minus_one_and_zero_go_dead_on_the_first_failure)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"d1\",\"jobtype\":\"t\",\"retry\":-1}");
+    OK(c, "PUSH {\"jid\":\"d0\",\"jobtype\":\"t\",\"retry\":0}");
+    for (int i = 0; i < 2; i++) {
+        const char *r = cmd(c, "FETCH default");
+        cr_assert_eq(c->kind, ER_FK_R_BULK, "reply: %s", r);
+        json_t *j = json_loads(r, 0, NULL);
+        char jid[16];
+        snprintf(jid, sizeof jid, "%s", jstr(j, "jid"));
+        json_decref(j);
+        OK(c, "FAIL {\"jid\":\"%s\",\"errtype\":\"E\",\"message\":\"m\"}", jid);
+        json_t *h = get_job(jid);
+        cr_assert_str_eq(jstr(h, "state"), "dead", "%s", jid);
+        json_decref(h);
+    }
+    ERR(c, "retry", "PUSH {\"jid\":\"d2\",\"jobtype\":\"t\",\"retry\":-2}");
+    fk_close(c);
+}
+
+/* ---- acknowledgements and leases ---- */
+
+Test(transcript, ack_on_another_connection_with_the_same_wid_works_another_wid_is_refused)
+{
+    conn *a = fk_hello("pool-1"), *b = fk_hello("pool-1"), *x = fk_hello("other");
+    OK(a, "PUSH {\"jid\":\"p1\",\"jobtype\":\"t\"}");
+    OK(a, "PUSH {\"jid\":\"p2\",\"jobtype\":\"t\"}");
+    cr_assert_eq((cmd(a, "FETCH default"), a->kind), ER_FK_R_BULK);
+    cr_assert_eq((cmd(a, "FETCH default"), a->kind), ER_FK_R_BULK);
+    OK(b, "ACK {\"jid\":\"p1\"}");
+    ERR(x, "another worker", "ACK {\"jid\":\"p2\"}");
+    ERR(x, "another worker", "FAIL {\"jid\":\"p2\",\"message\":\"m\"}");
+    json_t *h = get_job("p2");
+    cr_assert_str_eq(jstr(h, "state"), "active"); /* the refusal changed nothing */
+    json_decref(h);
+    ERR(x, "no job", "ACK {\"jid\":\"nope\"}");
+    ERR(x, "jid", "ACK {}");
+    OK(a, "ACK {\"jid\":\"p2\"}");
+    fk_close(a);
+    fk_close(b);
+    fk_close(x);
+}
+
+Test(transcript, a_connection_without_wid_pushes_but_cannot_fetch_or_ack)
+{
+    conn *c = fk_hello(NULL);
+    OK(c, "PUSH {\"jid\":\"n1\",\"jobtype\":\"t\"}");
+    ERR(c, "wid", "FETCH default");
+    ERR(c, "wid", "ACK {\"jid\":\"n1\"}");
+    fk_close(c);
+}
+
+Test(transcript, disconnect_mid_reservation_keeps_the_lease_until_it_expires)
+{
+    conn *a = fk_hello("gone");
+    OK(a, "PUSH {\"jid\":\"r1\",\"jobtype\":\"t\",\"reserve_for\":3}");
+    const char *r = cmd(a, "FETCH default");
+    cr_assert_eq(a->kind, ER_FK_R_BULK, "reply: %s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(j, "reserve_for")), 3);
+    json_decref(j);
+    fk_close(a); /* without ACK */
+    json_t *h = get_job("r1");
+    cr_assert_str_eq(jstr(h, "state"), "active");
+    cr_assert_str_eq(jstr(h, "lease_owner"), "gone");
+    char expires[64];
+    snprintf(expires, sizeof expires, "%s", jstr(h, "lease_expires_at"));
+    json_decref(h);
+    struct tm tm = {0};
+    int ms = 0;
+    cr_assert(sscanf(expires, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) == 7, "%s", expires);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    int64_t exp_ms = (int64_t)timegm(&tm) * 1000 + ms;
+    conn *b = fk_hello("next");
+    int64_t got_at = 0;
+    for (int i = 0; i < 15 && !got_at; i++) {
+        cmd(b, "FETCH default");
+        if (b->kind == ER_FK_R_BULK)
+            got_at = now_ms();
+    }
+    cr_assert(got_at, "the job was never redelivered");
+    cr_assert_geq(got_at, exp_ms, "redelivered before the lease expired");
+    OK(b, "ACK {\"jid\":\"r1\"}");
+    fk_close(b);
+}
+
+/* ---- BEAT ---- */
+
+Test(transcript, beat_go_and_ruby_style_with_state_and_rss)
+{
+    conn *c = fk_hello("beater");
+    OK(c, "BEAT {\"wid\":\"beater\"}");
+    OK(c, "BEAT {\"wid\":\"beater\",\"current_state\":\"quiet\",\"rss_kb\":123456}");
+    OK(c, "BEAT {\"wid\":\"beater\",\"current_state\":\"\",\"rss_kb\":1}");
+    ERR(c, "wid", "BEAT {\"wid\":\"someone-else\"}");
+    ERR(c, "current_state", "BEAT {\"wid\":\"beater\",\"current_state\":\"sleepy\"}");
+    ERR(c, "rss_kb", "BEAT {\"wid\":\"beater\",\"rss_kb\":-5}");
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", "/v1/workers", NULL, NULL, &o), 200);
+    json_t *w = json_array_get(json_object_get(o, "workers"), 0);
+    cr_assert_str_eq(jstr(w, "wid"), "beater");
+    cr_assert_eq(json_integer_value(json_object_get(w, "rss_kb")), 1);
+    json_decref(o);
+    cr_assert_eq(http("POST", "/v1/workers/beater/quiet", "", NULL, NULL), 200);
+    const char *r = cmd(c, "BEAT {\"wid\":\"beater\"}");
+    cr_assert(c->kind == ER_FK_R_BULK && strcmp(r, "{\"state\":\"quiet\"}") == 0, "%s", r);
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_NULL); /* quiet: no more jobs */
+    cr_assert_eq(http("POST", "/v1/workers/beater/terminate", "", NULL, NULL), 200);
+    r = cmd(c, "BEAT {\"wid\":\"beater\",\"current_state\":\"quiet\"}");
+    cr_assert(c->kind == ER_FK_R_BULK && strcmp(r, "{\"state\":\"terminate\"}") == 0, "%s", r);
+    cr_assert_eq(http("POST", "/v1/workers/nobody/quiet", "", NULL, NULL), 404);
+    fk_close(c);
+}
+
+/* ---- bad input ---- */
+
+Test(transcript, commands_before_hello_close_the_connection_and_change_nothing)
+{
+    conn *c = fk_open();
+    cmd(c, "PUSH {\"jid\":\"early\",\"jobtype\":\"t\"}");
+    cr_assert_eq(c->kind, ER_FK_R_ERROR);
+    cr_assert(strstr(c->reply, "HELLO"), "%s", c->reply);
+    cr_assert(closed(c));
+    fk_close(c);
+    cr_assert_null(get_job("early"));
+}
+
+Test(transcript, an_http_request_is_closed_without_a_word)
+{
+    conn *c = fk_open();
+    send_all(c->fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+    cr_assert(closed(c));
+    fk_close(c);
+    c = fk_open();
+    send_all(c->fd, "POST /v1/queues/q/jobs HTTP/1.1\r\n", 33);
+    cr_assert(closed(c));
+    fk_close(c);
+}
+
+Test(transcript, malformed_lines_and_unknown_commands_get_errors)
+{
+    conn *c = fk_hello("w1");
+    ERR(c, "malformed", "push {\"jid\":\"x\"}");
+    ERR(c, "malformed", "*2");
+    ERR(c, "malformed", "$4");
+    ERR(c, "empty", "%s", "");
+    ERR(c, "Unknown command", "FROBNICATE now");
+    ERR(c, "invalid JSON", "PUSH {\"jid\":");
+    ERR(c, "JSON object", "PUSH [1,2]");
+    ERR(c, "missing", "PUSH");
+    ERR(c, "args", "PUSH {\"jobtype\":\"t\",\"args\":{\"a\":1}}");
+    ERR(c, "jobtype", "PUSH {\"jid\":\"x\",\"args\":[]}");
+    ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
+    ERR(c, "custom", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "already", "HELLO {\"v\":2}");
+    ERR(c, "refused", "FLUSH");
+    cr_assert_null(get_job("x"));
+    /* the connection still works */
+    cmd(c, "INFO");
+    cr_assert_eq(c->kind, ER_FK_R_BULK);
+    json_t *info = json_loads(c->reply, 0, NULL);
+    cr_assert(json_is_object(json_object_get(info, "faktory")), "%s", c->reply);
+    json_decref(info);
+    /* END closes without a reply */
+    send_all(c->fd, "END\r\n", 5);
+    cr_assert(closed(c));
+    fk_close(c);
+}
+
+Test(transcript, pushb_takes_the_good_jobs_and_names_the_bad)
+{
+    conn *c = fk_hello("w1");
+    const char *r = cmd(c, "PUSHB [{\"jid\":\"b1\",\"jobtype\":\"t\"},{\"jid\":\"b 2\",\"jobtype\":\"t\"},"
+                           "{\"jid\":\"b3\",\"jobtype\":\"t\",\"args\":[3]}]");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "%s", r);
+    json_t *fails = json_loads(r, 0, NULL);
+    cr_assert_eq(json_object_size(fails), 1, "%s", r);
+    cr_assert(json_object_get(fails, "b 2"));
+    json_decref(fails);
+    json_t *h = get_job("b3");
+    cr_assert_str_eq(jstr(h, "state"), "waiting");
+    json_decref(h);
+    ERR(c, "array", "PUSHB []");
+    ERR(c, "array", "PUSHB {\"jid\":\"b4\"}");
+    fk_close(c);
+}
+
+/* ---- admin: MUTATE and QUEUE ---- */
+
+static json_t *get_queue(const char *q)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/v1/queues/%s", q);
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", path, NULL, NULL, &o), 200);
+    return o;
+}
+
+Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
+{
+    conn *c = fk_hello("w1");
+    for (int i = 0; i < 3; i++) {
+        OK(c, "PUSH {\"jid\":\"m%d\",\"jobtype\":\"%s\",\"retry\":-1}", i,
+           i == 2 ? "keep" : "drop");
+        cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+        OK(c, "FAIL {\"jid\":\"m%d\",\"message\":\"x\"}", i);
+    }
+    OK(c, "MUTATE {\"cmd\":\"requeue\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m0\"]}}");
+    json_t *h = get_job("m0-redrive-1");
+    cr_assert_str_eq(jstr(h, "state"), "waiting");
+    json_decref(h);
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"drop\"}}");
+    cr_assert_null(get_job("m1"));
+    h = get_job("m2");
+    cr_assert_str_eq(jstr(h, "state"), "dead");
+    json_decref(h);
+    OK(c, "MUTATE {\"cmd\":\"kill\",\"target\":\"dead\"}");
+    char at[32];
+    time_t tomorrow = time(NULL) + 86400;
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tomorrow));
+    OK(c, "PUSH {\"jid\":\"s1\",\"jobtype\":\"t\",\"at\":\"%s\"}", at);
+    h = get_job("s1");
+    cr_assert_str_eq(jstr(h, "state"), "scheduled");
+    json_decref(h);
+    OK(c, "MUTATE {\"cmd\":\"discard\",\"target\":\"scheduled\",\"filter\":{\"jids\":[\"s1\"]}}");
+    h = get_job("s1");
+    cr_assert_str_eq(jstr(h, "state"), "cancelled");
+    json_decref(h);
+    ERR(c, "one state", "MUTATE {\"cmd\":\"clear\",\"target\":\"retry\"}");
+    ERR(c, "not implemented", "MUTATE {\"cmd\":\"kill\",\"target\":\"retry\",\"filter\":{\"jids\":[\"x\"]}}");
+    ERR(c, "regexp", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"*a*\"}}");
+    ERR(c, "cmd", "MUTATE {\"cmd\":\"explode\",\"target\":\"dead\"}");
+    ERR(c, "target", "MUTATE {\"cmd\":\"clear\",\"target\":\"everything\"}");
+    ERR(c, "not both", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m2\"],\"jobtype\":\"keep\"}}");
+    h = get_job("m2");
+    cr_assert_str_eq(jstr(h, "state"), "dead"); /* the refusals changed nothing */
+    json_decref(h);
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", "/v1/audit", NULL, NULL, &o), 200);
+    cr_assert(strstr(json_dumps(o, 0), "faktory MUTATE"), "no audit row");
+    json_decref(o);
+    fk_close(c);
+}
+
+Test(transcript, queue_pause_resume_latency_remove)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"q1\",\"jobtype\":\"t\",\"queue\":\"qa\"}");
+    OK(c, "PUSH {\"jid\":\"q2\",\"jobtype\":\"t\",\"queue\":\"qb\"}");
+    OK(c, "QUEUE PAUSE qa qb");
+    json_t *q = get_queue("qa");
+    cr_assert(json_is_true(json_object_get(json_object_get(q, "queue"), "paused")));
+    json_decref(q);
+    OK(c, "QUEUE RESUME *");
+    q = get_queue("qb");
+    cr_assert(json_is_false(json_object_get(json_object_get(q, "queue"), "paused")));
+    json_decref(q);
+    const char *r = cmd(c, "QUEUE LATENCY qa nosuch");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "%s", r);
+    json_t *lat = json_loads(r, 0, NULL);
+    cr_assert(json_is_number(json_object_get(lat, "qa")) && json_is_number(json_object_get(lat, "nosuch")), "%s", r);
+    json_decref(lat);
+    OK(c, "QUEUE REMOVE qa");
+    json_t *h = get_job("q1");
+    cr_assert_str_eq(jstr(h, "state"), "cancelled");
+    json_decref(h);
+    h = get_job("q2");
+    cr_assert_str_eq(jstr(h, "state"), "waiting");
+    json_decref(h);
+    ERR(c, "PAUSE, RESUME", "QUEUE SHRED qa");
+    ERR(c, "queue", "QUEUE PAUSE bad/name");
+    ERR(c, "names", "QUEUE PAUSE");
+    ERR(c, "stands alone", "QUEUE REMOVE *");
+    fk_close(c);
+}
+
+TestSuite(transcript_limits, .fini = stop, .timeout = 60);
+
+Test(transcript_limits, an_oversized_line_is_refused_and_closes)
+{
+    start_with(NULL, "--max-body", "1024", NULL);
+    conn *c = fk_hello("w1");
+    char big[3000];
+    int n = snprintf(big, sizeof big, "PUSH {\"jid\":\"big\",\"jobtype\":\"t\",\"args\":[\"");
+    memset(big + n, 'x', sizeof big - (size_t)n - 8);
+    memcpy(big + sizeof big - 8, "\"]}\r\n", 5);
+    send_all(c->fd, big, sizeof big - 3);
+    cr_assert_eq(read_reply(c), 1);
+    cr_assert(c->kind == ER_FK_R_ERROR && strstr(c->reply, "longer than 1024"), "%s", c->reply);
+    cr_assert(closed(c));
+    fk_close(c);
+    cr_assert_null(get_job("big"));
+}
+
+Test(transcript_limits, a_wrong_password_is_refused_and_closes)
+{
+    start_with(NULL, "--token", "admin:" TOKEN_ADMIN, NULL);
+    conn *c = fk_login("w1", "not-the-token-at-all");
+    cr_assert(c->kind == ER_FK_R_ERROR && strstr(c->reply, "Invalid password"), "%s", c->reply);
+    cr_assert(closed(c));
+    fk_close(c);
+    c = fk_open(); /* no pwdhash at all */
+    cmd(c, "HELLO {\"v\":2,\"wid\":\"w1\"}");
+    cr_assert(c->kind == ER_FK_R_ERROR && strstr(c->reply, "Invalid password"), "%s", c->reply);
+    cr_assert(closed(c));
+    fk_close(c);
+    c = fk_login("w1", TOKEN_ADMIN);
+    cr_assert(c->kind == ER_FK_R_SIMPLE, "%s", c->reply);
+    fk_close(c);
+}
+
+Test(transcript_limits, roles_gate_commands)
+{
+    start_with(NULL, "--token", "admin:" TOKEN_ADMIN, "--token", "worker:" TOKEN_WORKER,
+               "--token", "producer:" TOKEN_PRODUCER, NULL);
+    conn *p = fk_login("prod", TOKEN_PRODUCER);
+    cr_assert_eq(p->kind, ER_FK_R_SIMPLE, "%s", p->reply);
+    OK(p, "PUSH {\"jid\":\"g1\",\"jobtype\":\"t\"}");
+    cmd(p, "INFO");
+    cr_assert_eq(p->kind, ER_FK_R_BULK);
+    ERR(p, "producer role may not FETCH", "FETCH default");
+    ERR(p, "may not ACK", "ACK {\"jid\":\"g1\"}");
+    ERR(p, "may not BEAT", "BEAT {\"wid\":\"prod\"}");
+    conn *w = fk_login("work", TOKEN_WORKER);
+    cr_assert_eq(w->kind, ER_FK_R_SIMPLE, "%s", w->reply);
+    cr_assert_eq((cmd(w, "FETCH default"), w->kind), ER_FK_R_BULK);
+    OK(w, "ACK {\"jid\":\"g1\"}");
+    ERR(w, "worker role may not MUTATE", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\"}");
+    ERR(w, "may not FLUSH", "FLUSH");
+    ERR(w, "may not QUEUE", "QUEUE PAUSE default");
+    conn *a = fk_login("adm", TOKEN_ADMIN);
+    OK(a, "QUEUE PAUSE default"); /* allowed */
+    OK(a, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\"}");
+    fk_close(p);
+    fk_close(w);
+    fk_close(a);
+    /* the worker routes are admin's */
+    cr_assert_eq(http("POST", "/v1/workers/work/quiet", "", TOKEN_WORKER, NULL), 403);
+    cr_assert_eq(http("POST", "/v1/workers/work/quiet", "", TOKEN_ADMIN, NULL), 200);
+}
+
+Test(transcript_limits, the_round_trip_on_postgresql)
+{
+    const char *base = getenv("ERRAND_TEST_PG_URL");
+    if (!base || !*base)
+        cr_skip_test("ERRAND_TEST_PG_URL is not set");
+    snprintf(S.pg_schema, sizeof S.pg_schema, "fk_transcript_%d", (int)getpid());
+    char url[512];
+    snprintf(url, sizeof url, "%s%sschema=%s", base, strchr(base, '?') ? "&" : "?", S.pg_schema);
+    start_with(url, NULL);
+    conn *c = fk_hello("w1"), *d = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"pg1\",\"jobtype\":\"t\",\"args\":[1]}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+    OK(d, "ACK {\"jid\":\"pg1\"}");
+    json_t *h = get_job("pg1");
+    cr_assert_str_eq(jstr(h, "state"), "completed");
+    json_decref(h);
+    fk_close(c);
+    fk_close(d);
+}
