@@ -331,43 +331,46 @@ const cases = {
     }
   },
 
-  // MUTATE kill moves retry-set jobs to the dead letters; requeue brings
-  // dead and retry-set jobs back to waiting; filters pick by jid and jobtype.
-  async mutate_kill_requeue() {
+  // MUTATE on the dead set: requeue redrives a dead letter (a fresh copy
+  // {jid}-redrive-1 waits; the dead letter stays, marked redriven), discard
+  // deletes one; on the retry set discard by jid cancels; only admins mutate.
+  async mutate() {
     const p = client({ role: 'producer' });
     const c = client({ wid: `mu-${RUN}` });
     const admin = client({ role: 'admin' });
     const q = queue('mutate');
-    const jids = [];
-    for (let i = 0; i < 3; i++) {
-      const jid = await p.push({ jobtype: i < 2 ? 'mkill' : 'mkeep', queue: q, args: [i], retry: 5 });
+    const dead = [];
+    for (let i = 0; i < 2; i++) {
+      const jid = await p.push({ jobtype: 'mdead', queue: q, args: [i], retry: 0 });
       assert.equal((await fetchOne(c, q)).jid, jid);
       await c.fail(jid, new Error(`boom ${i}`));
-      assert.equal((await job(jid)).state, 'scheduled');
-      jids.push(jid);
+      assert.equal((await job(jid)).state, 'dead');
+      dead.push(jid);
     }
-    await admin.retries.withJids(jids[0]).kill();
-    assert.equal((await job(jids[0])).state, 'dead');
-    assert.equal((await job(jids[1])).state, 'scheduled');
-    await admin.retries.ofType('mkill').kill();
-    assert.equal((await job(jids[1])).state, 'dead');
-    assert.equal((await job(jids[2])).state, 'scheduled');
-
-    await admin.dead.withJids(jids[0]).requeue();
-    const back = await job(jids[0]);
-    assert.equal(back.state, 'waiting', JSON.stringify(back));
-    await admin.retries.withJids(jids[2]).requeue();
-    assert.equal((await job(jids[2])).state, 'waiting');
-    const got = new Set([(await fetchOne(c, q)).jid, (await fetchOne(c, q)).jid]);
-    assert.ok(got.has(jids[0]) && got.has(jids[2]), JSON.stringify([...got]));
-    for (const jid of got) await c.ack(jid);
-
-    const sched = await p.push({ jobtype: 'later', queue: q, args: [], at: new Date(Date.now() + 3600e3).toISOString() });
-    await admin.scheduled.withJids(sched).kill();
-    assert.equal((await job(sched)).state, 'dead');
-
-    await assert.rejects(c.retries.withJids(jids[1]).kill(), /permission|role|admin|denied|forbidden/i,
+    await assert.rejects(c.dead.withJids(dead[0]).requeue(), /permission|role|admin|denied|forbidden/i,
       'a worker password ran MUTATE');
+
+    await admin.dead.withJids(dead[0]).requeue();
+    const copy = await job(`${dead[0]}-redrive-1`);
+    assert.equal(copy.state, 'waiting', JSON.stringify(copy));
+    assert.deepEqual(copy.payload, [0]);
+    const orig = await job(dead[0]);
+    assert.equal(orig.state, 'dead');
+    assert.equal(orig.redrive_count, 1);
+    const got = await fetchOne(c, q);
+    assert.equal(got.jid, copy.id);
+    assert.deepEqual(got.args, [0]);
+    await c.ack(got.jid);
+
+    await admin.dead.withJids(dead[1]).discard();
+    assert.equal((await http('GET', `/v1/jobs/${dead[1]}`)).status, 404);
+
+    const retrying = await p.push({ jobtype: 'mretry', queue: q, args: [], retry: 5 });
+    assert.equal((await fetchOne(c, q)).jid, retrying);
+    await c.fail(retrying, new Error('again later'));
+    assert.equal((await job(retrying)).state, 'scheduled');
+    await admin.retries.withJids(retrying).discard();
+    assert.equal((await job(retrying)).state, 'cancelled');
   },
 
   // Passwords are errand's tokens; each role gates its commands.

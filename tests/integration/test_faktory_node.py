@@ -50,7 +50,9 @@ class FaktoryNode(unittest.TestCase):
         tokens = []
         for role, pw in PASSWORDS.items():
             tokens += ["--token", "%s:%s" % (role, pw)]
-        cls.server = Server(args=tokens + ["--faktory-listen", "127.0.0.1:0"],
+        # reserve_for's floor lowered to 1 s so a lease expires within the test.
+        cls.server = Server(args=tokens + ["--faktory-listen", "127.0.0.1:0",
+                                           "--faktory-min-reserve", "1s"],
                             token=PASSWORDS["admin"])
         cls.server.start()
         try:
@@ -105,6 +107,15 @@ class FaktoryNode(unittest.TestCase):
 
     def test_scheduled(self):
         self.run_case("scheduled")
+
+    def test_reserve_for(self):
+        self.run_case("reserve_for")
+
+    def test_beat_quiet_terminate(self):
+        self.run_case("beat_quiet_terminate")
+
+    def test_mutate(self):
+        self.run_case("mutate")
 
     def test_password(self):
         self.run_case("password")
