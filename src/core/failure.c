@@ -135,8 +135,19 @@ static int64_t add_sat(int64_t a, int64_t b) /* b >= 0 */
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+static void decide(const er_job *job, const er_failure *f, int max_started,
+                   int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out);
+
 void er_fail_decide(const er_job *job, const er_failure *f, int max_started,
                     int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out)
+{
+    decide(job, f, max_started, throttle_max_ms, now, r, out);
+    if (out->state == ER_STATE_DEAD && job->discard)
+        out->reason = "discarded (retry 0)";
+}
+
+static void decide(const er_job *job, const er_failure *f, int max_started,
+                   int64_t throttle_max_ms, int64_t now, er_rand *r, er_fail_outcome *out)
 {
     memset(out, 0, sizeof *out);
     out->attempts = job->attempts;

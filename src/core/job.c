@@ -93,6 +93,7 @@ void er_job_fini(er_job *job)
     free(job->last_error);
     free(job->result);
     free(job->progress);
+    free(job->custom);
     memset(job, 0, sizeof *job);
 }
 
@@ -112,7 +113,7 @@ int er_job_copy(er_job *dst, const er_job *src)
     /* Null every pointer first so a partial copy can be fini'd safely. */
     t.id = t.queue = t.name = t.payload = t.group = t.trace_id = NULL;
     t.idempotency_key = t.lease_owner = t.lease_token = NULL;
-    t.last_error = t.result = t.progress = NULL;
+    t.last_error = t.result = t.progress = t.custom = NULL;
     int rc = 0;
     if (src->payload) {
         t.payload = malloc(src->payload_len + 1);
@@ -145,6 +146,8 @@ int er_job_copy(er_job *dst, const er_job *src)
         rc = dup_str(&t.result, src->result);
     if (rc == 0)
         rc = dup_str(&t.progress, src->progress);
+    if (rc == 0)
+        rc = dup_str(&t.custom, src->custom);
     if (rc < 0) {
         er_job_fini(&t);
         er_job_init(dst);

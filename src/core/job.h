@@ -31,6 +31,7 @@
 #define ER_FETCH_MAX 1000
 #define ER_WAIT_MAX_MS 60000
 #define ER_BULK_MAX 10000
+#define ER_CUSTOM_MAX (64 * 1024) /* a job's custom object, serialized */
 
 typedef enum er_state {
     ER_STATE_SCHEDULED = 0,
@@ -149,6 +150,7 @@ typedef struct er_job {
     char *last_error;    /* JSON text {"class","message",...}; NULL when none */
     char *result;        /* JSON text; NULL when none */
     char *progress;      /* JSON text; NULL when none */
+    char *custom;        /* JSON object text a Faktory client gave ("custom"); NULL when none */
     int64_t created_at, updated_at, started_at, finished_at; /* 0 when never */
     int64_t redriven_at; /* dead jobs: when redriven, 0 when not */
     int redrive_count;   /* dead jobs: copies made so far */
@@ -160,6 +162,10 @@ typedef struct er_job {
     /* The id was generated (er_job_new_id), not given by a client: it can
      * collide with no other, so it needs no tombstone (store.h). */
     bool id_generated;
+    /* A Faktory job pushed with retry 0 (ER_FLAG_DISCARD): Faktory drops it
+     * on failure; errand keeps it in the dead letters with the reason
+     * "discarded (retry 0)". */
+    bool discard;
 } er_job;
 
 void er_job_init(er_job *job);
@@ -228,13 +234,15 @@ const char *er_error_class_name(er_error_class c);
 /* The decision for a failed active job. */
 typedef struct er_fail_outcome {
     er_state state;        /* ER_STATE_SCHEDULED or ER_STATE_DEAD */
+    const char *reason;    /* dead: why, when not the failure's class (static text); or NULL */
     int64_t run_at;        /* when scheduled */
     int attempts;          /* new value of job->attempts */
     int64_t queue_pause_until; /* throttled: fetching on the queue pauses until then; else 0 */
 } er_fail_outcome;
 
 /* Decides what a failure does to `job` (which is active, attempts counting the
- * running attempt). transient: retry after backoff unless attempts exhausted
+ * running attempt). A job with `discard` that goes dead has the reason
+ * "discarded (retry 0)". transient: retry after backoff unless attempts exhausted
  * (dead); permanent: dead; retry_later: scheduled after delay, attempt not
  * counted, dead when started >= max_started; throttled: like retry_later
  * after retry_after_ms, and the queue pauses for that long, both capped at

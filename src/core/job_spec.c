@@ -310,6 +310,11 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
     if (sp->idempotency_key.kind != ER_SPEC_ABSENT &&
         check_id(&sp->idempotency_key, "idempotency_key", err) < 0)
         return ER_EINVAL;
+    if (sp->custom.kind == ER_SPEC_BAD_TYPE)
+        return er_error_set(err, ER_EINVAL, "custom", "custom must be an object");
+    if (sp->custom.kind == ER_SPEC_SET && sp->custom.n > ER_CUSTOM_MAX)
+        return er_error_set(err, ER_ETOOBIG, "custom", "custom must be at most %d bytes as JSON",
+                            ER_CUSTOM_MAX);
 
     /* Valid: the strings. */
     if (!(job->queue = er_spec_str_dup(&sp->queue)) || !(job->name = er_spec_str_dup(&sp->name)))
@@ -336,13 +341,15 @@ static int validate(er_job_spec *sp, const er_job_limits *lim, int64_t now, er_r
         job->id_generated = true;
     }
     if (take_str(&sp->group, &job->group, err) < 0 ||
-        take_str(&sp->trace_id, &job->trace_id, err) < 0)
+        take_str(&sp->trace_id, &job->trace_id, err) < 0 ||
+        take_str(&sp->custom, &job->custom, err) < 0)
         return ER_ENOMEM;
     job->idempotency_key = sp->idempotency_key.kind == ER_SPEC_SET
                                ? er_spec_str_dup(&sp->idempotency_key)
                                : strdup(job->id);
     if (!job->idempotency_key)
         return oom(err);
+    job->discard = sp->discard;
     job->created_at = job->updated_at = now;
     return 0;
 }
@@ -406,7 +413,7 @@ int er_job_set_flags(const er_job *j)
 {
     return (j->set_max_attempts ? 1 : 0) | (j->set_backoff ? 2 : 0) | (j->set_timeout ? 4 : 0) |
            (j->set_priority ? 8 : 0) | (j->set_backoff ? (int)(j->backoff_given & 15) << 4 : 0) |
-           (j->id_generated ? ER_FLAG_ID_GENERATED : 0);
+           (j->id_generated ? ER_FLAG_ID_GENERATED : 0) | (j->discard ? ER_FLAG_DISCARD : 0);
 }
 
 void er_job_set_flags_apply(er_job *j, int flags)
@@ -418,4 +425,5 @@ void er_job_set_flags_apply(er_job *j, int flags)
     unsigned given = (unsigned)(flags >> 4) & 15;
     j->backoff_given = j->set_backoff ? (given ? given : ER_BACKOFF_GIVEN_ALL) : 0;
     j->id_generated = (flags & ER_FLAG_ID_GENERATED) != 0;
+    j->discard = (flags & ER_FLAG_DISCARD) != 0;
 }

@@ -87,10 +87,15 @@ typedef struct er_job_spec {
     er_spec_str group;
     er_spec_str trace_id;
     er_spec_str idempotency_key;
+    /* A Faktory job's custom object as compact JSON text (the HTTP API has
+     * no such field): kept with the job, at most ER_CUSTOM_MAX bytes. */
+    er_spec_str custom;
     /* Set by the Faktory frontend: with no backoff given the job gets
      * Faktory's retry schedule (ER_BACKOFF_FAKTORY, capped at
      * ER_DELAY_MAX_MS) instead of the queue's or the server's backoff. */
     bool faktory;
+    /* Set by the Faktory frontend for retry 0: the job's `discard`. */
+    bool discard;
     /* Optional, owned by the spec's filler: the heap buffer payload.s points
      * to; er_job_validate takes it (sets it NULL) instead of copying. */
     char *payload_buf;
@@ -153,6 +158,8 @@ void er_job_apply_defaults(er_job *job, const er_job_defaults *queue,
  * so retention keeps its tombstone (the safe side). The stores' SQL tests
  * this bit by its value, 256. */
 #define ER_FLAG_ID_GENERATED 256
+/* Bit 9: er_job.discard (a Faktory job pushed with retry 0). */
+#define ER_FLAG_DISCARD 512
 int er_job_set_flags(const er_job *job);
 void er_job_set_flags_apply(er_job *job, int flags);
 

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-char *er_last_error_encode(const er_failure *f, int attempt, int64_t now)
+char *er_last_error_encode(const er_failure *f, int attempt, const char *reason, int64_t now)
 {
     char at[32];
     er_time_format(now, at);
@@ -31,6 +31,8 @@ char *er_last_error_encode(const er_failure *f, int attempt, int64_t now)
         json_t *bt = json_loads(f->backtrace, JSON_DECODE_ANY, NULL);
         bad |= json_object_set_new(o, "backtrace", bt ? bt : json_string(f->backtrace));
     }
+    if (reason)
+        bad |= json_object_set_new(o, "reason", json_string(reason));
     char *text = bad ? NULL : json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;

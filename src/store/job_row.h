@@ -55,6 +55,7 @@
     X(finished_at, ER_COL_I64, "INTEGER", "bigint", finished_at)                            \
     X(redriven_at, ER_COL_I64, "INTEGER", "bigint", redriven_at)                            \
     X(redrive_count, ER_COL_INT, "INTEGER", "integer", redrive_count)                       \
+    X(custom, ER_COL_STR, "TEXT", "text", custom)                                           \
     LAST(set_flags, ER_COL_FLAGS, "INTEGER", "integer", set_max_attempts)
 
 /* Spellings of the list for SQL texts. */

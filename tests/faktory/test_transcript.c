@@ -372,6 +372,30 @@ Test(transcript, push_fetch_ack_round_trip)
     fk_close(c);
 }
 
+Test(transcript, custom_is_kept_and_its_errand_members_apply)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"c1\",\"jobtype\":\"t\",\"custom\":{\"tenant\":{\"id\":9},"
+          "\"group\":\"acme\",\"trace_id\":\"tr-1\"}}");
+    const char *r = cmd(c, "FETCH default");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "reply: %s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert(same(json_object_get(j, "custom"),
+                   json_pack("{s{si}ssss}", "tenant", "id", 9, "group", "acme", "trace_id", "tr-1")),
+              "%s", r);
+    json_decref(j);
+    json_t *h = get_job("c1");
+    cr_assert_str_eq(jstr(h, "group"), "acme");
+    cr_assert_str_eq(jstr(h, "trace_id"), "tr-1");
+    json_decref(h);
+    ERR(c, "custom.group", "PUSH {\"jid\":\"c2\",\"jobtype\":\"t\",\"custom\":{\"group\":\"no spaces\"}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"c3\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "custom", "PUSH {\"jid\":\"c4\",\"jobtype\":\"t\",\"custom\":[1]}");
+    cr_assert_null(get_job("c2"));
+    OK(c, "ACK {\"jid\":\"c1\"}");
+    fk_close(c);
+}
+
 Test(transcript, http_job_is_fetched_with_its_payload_as_the_only_arg)
 {
     cr_assert_eq(http("POST", "/v1/queues/mail/jobs",
@@ -426,11 +450,18 @@ Test(transcript, retry_minus_one_and_zero_go_dead_on_the_first_failure)
         json_t *j = json_loads(r, 0, NULL);
         char jid[16];
         snprintf(jid, sizeof jid, "%s", jstr(j, "jid"));
-        json_decref(j);
+        cr_assert_eq(json_integer_value(json_object_get(j, "retry")),
+                     strcmp(jid, "d0") == 0 ? 0 : -1, "%s", r);
         OK(c, "FAIL {\"jid\":\"%s\",\"errtype\":\"E\",\"message\":\"m\"}", jid);
         json_t *h = get_job(jid);
         cr_assert_str_eq(jstr(h, "state"), "dead", "%s", jid);
+        json_t *e = json_object_get(h, "last_error");
+        if (strcmp(jid, "d0") == 0)
+            cr_assert_str_eq(jstr(e, "reason"), "discarded (retry 0)");
+        else
+            cr_assert_null(json_object_get(e, "reason"));
         json_decref(h);
+        json_decref(j);
     }
     ERR(c, "retry", "PUSH {\"jid\":\"d2\",\"jobtype\":\"t\",\"retry\":-2}");
     fk_close(c);
@@ -504,6 +535,41 @@ Test(transcript, disconnect_mid_reservation_keeps_the_lease_until_it_expires)
     fk_close(b);
 }
 
+Test(transcript, track_sets_progress_and_extends_the_lease_of_the_wids_job)
+{
+    conn *c = fk_hello("w1"), *x = fk_hello("w2");
+    OK(c, "PUSH {\"jid\":\"t1\",\"jobtype\":\"t\",\"reserve_for\":120}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+    char until[32];
+    time_t later = time(NULL) + 3600;
+    strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%S.000Z", gmtime(&later));
+    OK(c, "TRACK SET {\"jid\":\"t1\",\"percent\":40,\"desc\":\"half\",\"reserve_until\":\"%s\"}",
+       until);
+    json_t *h = get_job("t1");
+    cr_assert_str_eq(jstr(h, "lease_expires_at"), until);
+    json_decref(h);
+    const char *r = cmd(x, "TRACK GET t1");
+    cr_assert_eq(x->kind, ER_FK_R_BULK, "%s", r);
+    json_t *t = json_loads(r, 0, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(t, "percent")), 40, "%s", r);
+    cr_assert_str_eq(jstr(t, "desc"), "half");
+    cr_assert_str_eq(jstr(t, "state"), "active");
+    json_decref(t);
+    OK(c, "TRACK SET {\"jid\":\"t1\",\"percent\":60}"); /* the lease's end is kept */
+    h = get_job("t1");
+    cr_assert_str_eq(jstr(h, "lease_expires_at"), until);
+    json_decref(h);
+    ERR(x, "another worker", "TRACK SET {\"jid\":\"t1\",\"percent\":1}");
+    ERR(c, "percent", "TRACK SET {\"jid\":\"t1\",\"percent\":101}");
+    ERR(c, "reserve_until", "TRACK SET {\"jid\":\"t1\",\"reserve_until\":\"soon\"}");
+    ERR(c, "reserve_until", "TRACK SET {\"jid\":\"t1\",\"reserve_until\":\"2020-01-01T00:00:00Z\"}");
+    ERR(c, "SET", "TRACK FOO t1");
+    ERR(c, "not found", "TRACK GET nosuchjob");
+    OK(c, "ACK {\"jid\":\"t1\"}");
+    fk_close(c);
+    fk_close(x);
+}
+
 /* ---- BEAT ---- */
 
 Test(transcript, beat_go_and_ruby_style_with_state_and_rss)
@@ -573,7 +639,6 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
     ERR(c, "custom", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
     ERR(c, "already", "HELLO {\"v\":2}");
-    ERR(c, "refused", "FLUSH");
     cr_assert_null(get_job("x"));
     /* the connection still works */
     cmd(c, "INFO");
@@ -584,6 +649,24 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     /* END closes without a reply */
     send_all(c->fd, "END\r\n", 5);
     cr_assert(closed(c));
+    fk_close(c);
+}
+
+/* A peer that sends and does not read: the server stops reading past
+ * ER_FK_OUT_PENDING of unread replies and goes on once they are read. */
+Test(transcript, a_peer_that_does_not_read_its_replies_is_held_then_served)
+{
+    conn *c = fk_hello("w1");
+    enum { N = 10000 };
+    static char lines[N * 6];
+    for (int i = 0; i < N; i++)
+        memcpy(lines + 6 * i, "INFO\r\n", 6);
+    send_all(c->fd, lines, sizeof lines);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(read_reply(c), 1, "reply %d", i);
+        cr_assert_eq(c->kind, ER_FK_R_BULK);
+    }
+    OK(c, "PUSH {\"jid\":\"after\",\"jobtype\":\"t\"}");
     fk_close(c);
 }
 
@@ -657,7 +740,10 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     json_decref(h);
     json_t *o = NULL;
     cr_assert_eq(http("GET", "/v1/audit", NULL, NULL, &o), 200);
-    cr_assert(strstr(json_dumps(o, 0), "faktory MUTATE"), "no audit row");
+    char *audit = json_dumps(o, 0);
+    bool found = strstr(audit, "faktory MUTATE") != NULL;
+    free(audit);
+    cr_assert(found, "no audit row");
     json_decref(o);
     fk_close(c);
 }
@@ -691,6 +777,31 @@ Test(transcript, queue_pause_resume_latency_remove)
     ERR(c, "queue", "QUEUE PAUSE bad/name");
     ERR(c, "names", "QUEUE PAUSE");
     ERR(c, "stands alone", "QUEUE REMOVE *");
+    fk_close(c);
+}
+
+Test(transcript, flush_cancels_waiting_and_scheduled_jobs_and_deletes_dead_letters)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"x1\",\"jobtype\":\"t\",\"retry\":-1}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK);
+    OK(c, "FAIL {\"jid\":\"x1\",\"message\":\"m\"}");
+    OK(c, "PUSH {\"jid\":\"x2\",\"jobtype\":\"t\",\"queue\":\"other\"}");
+    char at[32];
+    time_t tomorrow = time(NULL) + 86400;
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tomorrow));
+    OK(c, "PUSH {\"jid\":\"x3\",\"jobtype\":\"t\",\"at\":\"%s\"}", at);
+    OK(c, "PUSH {\"jid\":\"x4\",\"jobtype\":\"t\"}");
+    cr_assert_eq((cmd(c, "FETCH default"), c->kind), ER_FK_R_BULK); /* x4 is active */
+    OK(c, "FLUSH");
+    cr_assert_null(get_job("x1"));
+    const char *want[][2] = {{"x2", "cancelled"}, {"x3", "cancelled"}, {"x4", "active"}};
+    for (int i = 0; i < 3; i++) {
+        json_t *h = get_job(want[i][0]);
+        cr_assert_str_eq(jstr(h, "state"), want[i][1], "%s", want[i][0]);
+        json_decref(h);
+    }
+    OK(c, "ACK {\"jid\":\"x4\"}");
     fk_close(c);
 }
 
@@ -750,6 +861,7 @@ Test(transcript_limits, roles_gate_commands)
     ERR(w, "may not QUEUE", "QUEUE PAUSE default");
     conn *a = fk_login("adm", TOKEN_ADMIN);
     OK(a, "QUEUE PAUSE default"); /* allowed */
+    OK(a, "FLUSH");
     OK(a, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\"}");
     fk_close(p);
     fk_close(w);

@@ -69,7 +69,7 @@ static void check_failure(const json_t *obj)
             abort();
         return;
     }
-    char *text = er_last_error_encode(&f, 1, T0);
+    char *text = er_last_error_encode(&f, 1, NULL, T0);
     free(text);
     er_failure_fini(&f);
 }

@@ -37,7 +37,8 @@ static void push(const char *arg, size_t n)
     er_error err = {0};
     er_job job;
     er_job_init(&job);
-    int rc = er_fk_job_spec(o, &sp, &err);
+    char *custom = NULL;
+    int rc = er_fk_job_spec(o, &sp, &custom, &err);
     if (rc == 0) {
         er_job_limits lim = {.payload_max = 65536};
         er_rand r;
@@ -45,6 +46,7 @@ static void push(const char *arg, size_t n)
         rc = er_job_validate(&sp, &lim, 1764547200000, &r, &job, &err);
     }
     er_job_spec_fini(&sp);
+    free(custom);
     if (rc < 0) {
         er_fk_error_rename(&err);
         check(err.code == rc && err.message[0]);

@@ -94,13 +94,15 @@ class FaktoryHttpTest(unittest.TestCase):
         c = Faktory(self.port)
         self.assertEqual(c.cmd('HELLO {"v":2,"wid":"py-2"}'), "+OK")
         self.assertEqual(c.cmd('PUSH {"jid":"fk-http-1","jobtype":"resize","queue":"images",'
-                               '"args":[333,"thumb"],"retry":4,"reserve_for":600}'), "+OK")
+                               '"args":[333,"thumb"],"retry":4,"reserve_for":600,'
+                               '"custom":{"tenant":"t9"}}'), "+OK")
         st, b, _ = self.s.get("/v1/jobs/fk-http-1")
         self.assertEqual(st, 200, b)
         j = b["job"]
         self.assertEqual((j["queue"], j["name"], j["payload"], j["max_attempts"], j["timeout_ms"],
                           j["backoff"]["type"]),
                          ("images", "resize", [333, "thumb"], 5, 600000, "faktory"))
+        self.assertEqual(j["custom"], {"tenant": "t9"})
         # fetched and completed over HTTP: the same job, the same lease rules
         st, b, _ = self.s.post("/v1/fetch", {"queues": ["images"], "worker_id": "http-w"})
         self.assertEqual(st, 200, b)
@@ -110,6 +112,19 @@ class FaktoryHttpTest(unittest.TestCase):
         st, b, _ = self.s.post("/v1/jobs/fk-http-1/complete",
                                {"lease_token": lease["lease_token"], "result": None})
         self.assertEqual(st, 200, b)
+        c.close()
+
+    def test_a_faktory_failure_shows_its_errtype_over_http(self):
+        c = Faktory(self.port)
+        self.assertEqual(c.cmd('HELLO {"v":2,"wid":"py-3"}'), "+OK")
+        self.assertEqual(c.cmd('PUSH {"jid":"fk-fail-1","jobtype":"t","queue":"fails"}'), "+OK")
+        self.assertEqual(json.loads(c.cmd("FETCH fails"))["jid"], "fk-fail-1")
+        self.assertEqual(c.cmd('FAIL {"jid":"fk-fail-1","errtype":"TypeError","message":"no",'
+                               '"backtrace":["a.js:1"]}'), "+OK")
+        st, b, _ = self.s.get("/v1/jobs/fk-fail-1")
+        self.assertEqual(st, 200, b)
+        e = b["job"]["last_error"]
+        self.assertEqual((e["errtype"], e["message"], e["backtrace"]), ("TypeError", "no", ["a.js:1"]))
         c.close()
 
 

@@ -206,7 +206,7 @@ Test(failure, fini_is_null_safe)
 
 static json_t *last_error(int attempt)
 {
-    char *t = er_last_error_encode(&f, attempt, T0);
+    char *t = er_last_error_encode(&f, attempt, NULL, T0);
     cr_assert_not_null(t);
     json_t *o = json_loads(t, 0, NULL);
     cr_assert_not_null(o, "not JSON: %s", t);
@@ -497,4 +497,28 @@ Test(failure, errtype_is_kept_cut_and_type_checked)
     cr_assert_eq(er_failure_validate(&sp, &f, &err), ER_EINVAL);
     cr_assert_str_eq(err.field, "error.errtype");
     cr_assert_null(f.errtype);
+}
+
+/* A Faktory job pushed with retry 0 goes dead, with the reason Faktory's
+ * discard becomes here; without discard a dead job has no reason. */
+Test(failure, a_discarded_job_goes_dead_with_its_reason)
+{
+    er_job j = active_job(1, 1, 1);
+    er_failure x = fail_of(ER_ERR_TRANSIENT, 0, 0);
+    er_fail_outcome o;
+    er_fail_decide(&j, &x, 100, HOUR, T0, NULL, &o);
+    cr_assert_eq(o.state, ER_STATE_DEAD);
+    cr_assert_null(o.reason);
+    j.discard = true;
+    er_fail_decide(&j, &x, 100, HOUR, T0, NULL, &o);
+    cr_assert_eq(o.state, ER_STATE_DEAD);
+    cr_assert_str_eq(o.reason, "discarded (retry 0)");
+    char *t = er_last_error_encode(&x, 1, o.reason, T0);
+    cr_assert(strstr(t, "\"reason\":\"discarded (retry 0)\""), "%s", t);
+    free(t);
+    er_job k;
+    er_job_init(&k);
+    er_job_set_flags_apply(&k, er_job_set_flags(&j)); /* kept in set_flags */
+    cr_assert(k.discard);
+    er_job_fini(&k);
 }

@@ -202,6 +202,62 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     er_fk_submit(c, r, finish_chunk);
 }
 
+/* ---- FLUSH ---- */
+
+/* FLUSH's steps: cancel the waiting jobs, then the scheduled ones, then
+ * delete the dead letters, every queue, a chunk at a time. Active jobs are
+ * left to their leases; finished ones to retention. */
+static const struct {
+    er_bulk_action action;
+    er_state state;
+} flush_steps[] = {
+    {ER_BULK_CANCEL, ER_STATE_WAITING},
+    {ER_BULK_CANCEL, ER_STATE_SCHEDULED},
+    {ER_BULK_DELETE, ER_STATE_DEAD},
+};
+
+static void finish_flush(fk_conn *c, er_req *r);
+
+static void flush_step(fk_conn *c, int64_t after)
+{
+    if (c->at >= sizeof flush_steps / sizeof flush_steps[0]) {
+        er_fk_reply_ok(c);
+        return;
+    }
+    er_req *r = er_req_new(ER_REQ_BULK);
+    er_bulk_action a = flush_steps[c->at].action;
+    if (!r || !(r->audit = audit_new(c, bulk_action_audit(a), "faktory FLUSH"))) {
+        er_req_free(r);
+        oom(c);
+        return;
+    }
+    r->bulk.action = a;
+    r->bulk.filter.state = flush_steps[c->at].state;
+    r->bulk.after = after;
+    er_fk_submit(c, r, finish_flush);
+}
+
+static void finish_flush(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        er_fk_reply_req_error(c, r);
+        er_req_free(r);
+        return;
+    }
+    int64_t after = r->bulk.more ? r->bulk.after : 0;
+    if (!r->bulk.more)
+        c->at++;
+    er_req_free(r);
+    flush_step(c, after);
+}
+
+void er_fk_flush(fk_conn *c)
+{
+    er_fk_names_free(c);
+    c->at = 0;
+    flush_step(c, 0);
+}
+
 /* ---- QUEUE ---- */
 
 static void next_pause(fk_conn *c);

@@ -41,6 +41,7 @@ static unsigned allowed(er_fk_verb v)
     case ER_FK_ACK:
     case ER_FK_FAIL:
     case ER_FK_BEAT:
+    case ER_FK_TRACK:
         return WORKER;
     default:
         return ADMIN;
@@ -199,12 +200,14 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
 static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
 {
     er_job_spec sp;
-    int rc = er_fk_job_spec(obj, &sp, err);
+    char *custom = NULL;
+    int rc = er_fk_job_spec(obj, &sp, &custom, err);
     if (rc == 0) {
         er_job_limits lim = {.payload_max = c->f->payload_max};
         rc = er_job_validate(&sp, &lim, er_now_ms(), &c->f->rand, job, err);
     }
     er_job_spec_fini(&sp);
+    free(custom);
     if (rc < 0)
         er_fk_error_rename(err);
     return rc;
@@ -423,9 +426,48 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
 
 static void finish_ack(fk_conn *c, er_req *r);
 
+/* TRACK SET: a heartbeat of c->jid with token, to reserve_until (or the
+ * lease's end as it is) and with the progress given. */
+static void submit_track(fk_conn *c, const char *token)
+{
+    int64_t now = er_now_ms();
+    int64_t until = c->track_until ? c->track_until : c->lease_end;
+    er_heartbeat_spec hs = {
+        .lease_token = {ER_SPEC_SET, token, strlen(token)},
+        .extend_ms = {ER_SPEC_SET, until - now},
+    };
+    if (!c->track_until && hs.extend_ms.v < ER_LEASE_MIN_MS)
+        hs.extend_ms.v = ER_LEASE_MIN_MS; /* about to end anyway: keep it the shortest */
+    if (c->track_progress)
+        hs.progress = (er_spec_str){ER_SPEC_SET, c->track_progress, strlen(c->track_progress)};
+    er_req *r = new_req(c, ER_REQ_HEARTBEAT);
+    if (!r)
+        return;
+    er_error err = {0};
+    if (er_heartbeat_validate(&hs, ER_CUSTOM_MAX, &r->token, &r->extend_ms, &r->progress, &err) <
+        0) {
+        er_req_free(r);
+        if (strcmp(err.field, "extend_ms") == 0)
+            er_error_set(&err, ER_EINVAL, "reserve_until",
+                         "reserve_until must be %lld ms to 24 h ahead", (long long)ER_LEASE_MIN_MS);
+        reply_err(c, &err, err.code);
+        return;
+    }
+    if (!(r->id = strdup(c->jid))) {
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    er_fk_submit(c, r, finish_ack);
+}
+
 /* Acknowledges c->jid with token (the lease this wid holds). */
 static void submit_ack(fk_conn *c, const char *token)
 {
+    if (c->track) {
+        submit_track(c, token);
+        return;
+    }
     er_req *r = new_req(c, ER_REQ_ACKS);
     if (!r)
         return;
@@ -461,6 +503,7 @@ static void finish_lookup(fk_conn *c, er_req *r)
         er_fk_send_error(c, "ERR", msg, false);
     } else {
         c->from_cache = false;
+        c->lease_end = j->lease_expires_at;
         char *token = strdup(j->lease_token);
         er_req_free(r);
         if (!token) {
@@ -490,12 +533,13 @@ static void lookup(fk_conn *c)
 
 static void finish_ack(fk_conn *c, er_req *r)
 {
-    int rc = r->rc ? r->rc : r->acks[0].rc;
+    bool hb = r->type == ER_REQ_HEARTBEAT;
+    int rc = r->rc ? r->rc : hb ? 0 : r->acks[0].rc;
     if (rc == ER_ESTALE && c->from_cache) {
         /* the cache was behind the store (another node, a newer lease):
          * ask the store, which decides. The failure went into r: rebuild. */
         er_fk_cache_del(c->f, c->jid);
-        if (c->fail) {
+        if (c->fail && !hb) {
             c->failure = r->acks[0].failure;
             memset(&r->acks[0].failure, 0, sizeof r->acks[0].failure);
         }
@@ -504,9 +548,15 @@ static void finish_ack(fk_conn *c, er_req *r)
         lookup(c);
         return;
     }
+    if (hb && !rc) {
+        er_fk_cache_put(c->f, c->jid, r->token, c->wid, r->expires_at);
+        er_fk_reply_ok(c);
+        er_req_free(r);
+        return;
+    }
     er_fk_cache_del(c->f, c->jid);
     if (rc) {
-        er_error err = r->rc ? r->err : r->acks[0].err;
+        er_error err = r->rc || hb ? r->err : r->acks[0].err;
         if (!err.code)
             err.code = rc;
         er_fk_error_rename(&err);
@@ -515,6 +565,25 @@ static void finish_ack(fk_conn *c, er_req *r)
         er_fk_reply_ok(c);
     }
     er_req_free(r);
+}
+
+/* Acts on c->jid with the lease this wid holds: the cached token, else
+ * the store's (lookup). */
+static void with_lease(fk_conn *c)
+{
+    const fk_lease *l = er_fk_cache_get(c->f, c->jid);
+    if (l && strcmp(l->wid, c->wid) == 0) {
+        c->from_cache = true;
+        c->lease_end = l->expires_at;
+        char *token = strdup(l->token);
+        if (token) {
+            submit_ack(c, token);
+            free(token);
+            return;
+        }
+    }
+    c->from_cache = false;
+    lookup(c);
 }
 
 static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
@@ -540,6 +609,7 @@ static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
     }
     snprintf(c->jid, sizeof c->jid, "%s", id);
     c->fail = fail;
+    c->track = false;
     er_failure_fini(&c->failure);
     if (fail) {
         er_failure_spec fs;
@@ -556,18 +626,129 @@ static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
         }
     }
     json_decref(o);
-    const fk_lease *l = er_fk_cache_get(c->f, c->jid);
-    if (l && strcmp(l->wid, c->wid) == 0) {
-        c->from_cache = true;
-        char *token = strdup(l->token);
-        if (token) {
-            submit_ack(c, token);
-            free(token);
+    with_lease(c);
+}
+
+/* ---- TRACK ---- */
+
+static void finish_track_get(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        er_fk_reply_req_error(c, r);
+        er_req_free(r);
+        return;
+    }
+    const er_job *j = &r->job;
+    json_t *p = j->progress ? json_loads(j->progress, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *pct = json_is_object(p) ? json_object_get(p, "percent") : NULL;
+    json_t *desc = json_is_object(p) ? json_object_get(p, "desc") : NULL;
+    er_jsonw w;
+    er_jsonw_init(&w, 1 << 20);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "jid");
+    er_jsonw_str(&w, j->id);
+    er_jsonw_key(&w, "percent");
+    if (json_is_integer(pct))
+        er_jsonw_int(&w, json_integer_value(pct));
+    else
+        er_jsonw_null(&w);
+    er_jsonw_key(&w, "desc");
+    er_jsonw_str(&w, json_is_string(desc) ? json_string_value(desc) : NULL);
+    er_jsonw_key(&w, "state");
+    er_jsonw_str(&w, er_state_name(j->state));
+    er_jsonw_key(&w, "updated_at");
+    er_jsonw_time(&w, j->updated_at);
+    er_jsonw_end_object(&w);
+    json_decref(p);
+    if (w.failed || w.out.err) {
+        er_fk_send_error(c, "ERR", "out of memory", false);
+    } else {
+        er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
+        er_fk_send(c, false);
+    }
+    er_jsonw_fini(&w);
+    er_req_free(r);
+}
+
+/* TRACK SET {"jid", "percent", "desc", "reserve_until"}: the job's progress
+ * and, with reserve_until, its lease's end (the wid's lease, as ACK);
+ * TRACK GET jid: the job's progress. */
+static void cmd_track(fk_conn *c, const char *arg, size_t n)
+{
+    er_error err = {0};
+    if (n > 4 && memcmp(arg, "GET ", 4) == 0) {
+        char id[ER_ID_MAX + 2];
+        size_t len = n - 4 < sizeof id - 1 ? n - 4 : sizeof id - 1;
+        memcpy(id, arg + 4, len);
+        id[len] = '\0';
+        er_req *r = NULL;
+        if (er_id_validate(id, "jid", &err) < 0 || !(r = new_req(c, ER_REQ_GET_JOB))) {
+            if (err.code)
+                reply_err(c, &err, err.code);
+            return;
+        }
+        if (!(r->id = strdup(id))) {
+            er_req_free(r);
+            er_fk_send_error(c, "ERR", "out of memory", false);
+            return;
+        }
+        er_fk_submit(c, r, finish_track_get);
+        return;
+    }
+    if (!(n > 4 && memcmp(arg, "SET ", 4) == 0)) {
+        er_fk_send_error(c, "ERR", "TRACK takes SET {json} or GET jid", false);
+        return;
+    }
+    if (!c->wid[0]) {
+        er_fk_send_error(c, "ERR", "TRACK SET needs a wid: give one in HELLO", false);
+        return;
+    }
+    json_t *o = er_fk_arg_json(c, arg + 4, n - 4, true);
+    if (!o)
+        return;
+    json_t *jid = json_object_get(o, "jid"), *pct = json_object_get(o, "percent"),
+           *desc = json_object_get(o, "desc"), *until = json_object_get(o, "reserve_until");
+    const char *id = json_is_string(jid) ? json_string_value(jid) : NULL;
+    int64_t until_ms = 0;
+    if (!id)
+        er_error_set(&err, ER_EINVAL, "jid", "jid is required");
+    else if (er_id_validate(id, "jid", &err) < 0)
+        ;
+    else if (pct && !json_is_null(pct) &&
+             (!json_is_integer(pct) || json_integer_value(pct) < 0 || json_integer_value(pct) > 100))
+        er_error_set(&err, ER_EINVAL, "percent", "percent must be an integer 0..100");
+    else if (desc && !json_is_null(desc) && !json_is_string(desc))
+        er_error_set(&err, ER_EINVAL, "desc", "desc must be a string");
+    else if (until && !json_is_null(until) &&
+             (!json_is_string(until) || er_time_parse(json_string_value(until), &until_ms) < 0))
+        er_error_set(&err, ER_EINVAL, "reserve_until", "reserve_until must be an RFC 3339 time");
+    if (err.code) {
+        json_decref(o);
+        reply_err(c, &err, err.code);
+        return;
+    }
+    snprintf(c->jid, sizeof c->jid, "%s", id);
+    free(c->track_progress);
+    c->track_progress = NULL;
+    if ((pct && !json_is_null(pct)) || (desc && !json_is_null(desc))) {
+        json_t *p = json_object();
+        if (p && pct && !json_is_null(pct))
+            json_object_set(p, "percent", pct);
+        if (p && desc && !json_is_null(desc))
+            json_object_set(p, "desc", desc);
+        c->track_progress = p ? json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(p);
+        if (!c->track_progress) {
+            json_decref(o);
+            er_fk_send_error(c, "ERR", "out of memory", false);
             return;
         }
     }
-    c->from_cache = false;
-    lookup(c);
+    json_decref(o);
+    c->track = true;
+    c->fail = false;
+    c->track_until = until_ms;
+    with_lease(c);
 }
 
 /* ---- BEAT ---- */
@@ -740,9 +921,10 @@ void er_fk_run(fk_conn *c, const char *line, size_t n)
         er_fk_queue(c, cmd.arg, cmd.arg_len);
         return;
     case ER_FK_FLUSH:
-        /* errand never deletes every job at once */
-        er_fk_send_error(c, "ERR", "FLUSH is refused by errand: use MUTATE or POST /v1/bulk",
-                         false);
+        er_fk_flush(c);
+        return;
+    case ER_FK_TRACK:
+        cmd_track(c, cmd.arg, cmd.arg_len);
         return;
     default: {
         char msg[96];

@@ -41,6 +41,7 @@ static void conn_free(fk_conn *c)
     if (c->bev)
         bufferevent_free(c->bev);
     er_failure_fini(&c->failure);
+    free(c->track_progress);
     er_fk_names_free(c);
     er_buf_fini(&c->out);
     free(c);
@@ -78,6 +79,7 @@ void er_fk_send(fk_conn *c, bool close)
     if (close) {
         c->closing = true;
         bufferevent_disable(c->bev, EV_READ);
+        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0); /* on_write once all is sent */
         if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
             conn_close(c);
     }
@@ -153,6 +155,10 @@ static void process(fk_conn *c)
 {
     c->in_process = true;
     while (!c->pending && !c->closing && !c->gone) {
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > ER_FK_OUT_PENDING) {
+            c->blocked = true; /* a peer that sends and never reads: wait for it */
+            break;
+        }
         struct evbuffer *in = bufferevent_get_input(c->bev);
         size_t len = evbuffer_get_length(in);
         if (len == 0)
@@ -181,7 +187,7 @@ static void process(fk_conn *c)
             conn_free(c);
         return;
     }
-    if (c->pending)
+    if (c->pending || c->blocked)
         bufferevent_disable(c->bev, EV_READ); /* one command at a time */
     else if (!c->closing)
         bufferevent_enable(c->bev, EV_READ);
@@ -197,8 +203,17 @@ static void on_write(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     fk_conn *c = arg;
-    if (c->closing && !c->gone)
-        conn_close(c);
+    if (c->closing && !c->gone) {
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+            conn_close(c);
+        else
+            bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0); /* called again when empty */
+        return;
+    }
+    if (c->blocked && !c->gone) {
+        c->blocked = false;
+        process(c);
+    }
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -261,6 +276,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     f->nconns++;
     /* input stops at one line and its end: the line reader refuses more */
     bufferevent_setwatermark(c->bev, EV_READ, 0, f->line_max + 2);
+    /* on_write runs once the replies waiting are down to half the bound */
+    bufferevent_setwatermark(c->bev, EV_WRITE, ER_FK_OUT_PENDING / 2, 0);
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
     struct timeval hs = {ER_FK_HANDSHAKE_S, 0};
     bufferevent_set_timeouts(c->bev, &hs, NULL);

@@ -30,6 +30,7 @@ struct event;
 #define ER_FK_WORKERS_MAX 100000
 #define ER_FK_HANDSHAKE_S 10        /* HELLO must come within this */
 #define ER_FK_OUT_MAX (64u << 20)   /* one reply */
+#define ER_FK_OUT_PENDING (1u << 20) /* replies unread by the peer before reading stops */
 #define ER_FK_CACHE_MAX 200000      /* jid -> lease entries kept */
 
 typedef struct fk_worker {
@@ -58,6 +59,7 @@ struct fk_conn {
     bool closing;      /* close once the output is written */
     bool gone;         /* the socket is closed; freed when pending comes back */
     bool in_process;   /* process() is on the stack */
+    bool blocked;      /* reading stopped until the peer reads its replies */
     er_role role;
     char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
     er_req *pending;   /* the engine request in flight (one at a time) */
@@ -65,6 +67,10 @@ struct fk_conn {
     /* ACK / FAIL in progress */
     char jid[ER_ID_MAX + 1];
     bool fail;
+    bool track;        /* TRACK SET: a heartbeat instead of an outcome */
+    int64_t track_until; /* TRACK SET's reserve_until (ms); 0: the lease's end is kept */
+    char *track_progress; /* TRACK SET's {"percent","desc"} as JSON text, or NULL */
+    int64_t lease_end; /* the lease's end as the cache or the store said */
     bool from_cache;   /* the token came from the cache */
     er_failure failure;
     int64_t lease_ms;  /* FETCH: the lease the job gets */
@@ -110,6 +116,8 @@ void er_fk_run(fk_conn *c, const char *line, size_t n);
 void er_fk_mutate(fk_conn *c, const char *arg, size_t n);
 void er_fk_queue(fk_conn *c, const char *arg, size_t n);
 void er_fk_names_free(fk_conn *c);
+/* FLUSH: cancels every waiting and scheduled job, deletes the dead letters. */
+void er_fk_flush(fk_conn *c);
 /* cmds.c's replies, for admin.c */
 void er_fk_reply_ok(fk_conn *c);
 void er_fk_reply_req_error(fk_conn *c, er_req *r);

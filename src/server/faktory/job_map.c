@@ -16,8 +16,11 @@
 static const char *const members[] = {"jid",      "jobtype",     "queue",      "args",
                                       "priority", "at",          "retry",      "reserve_for",
                                       "custom",   "created_at",  "enqueued_at", NULL};
-/* Members of custom that carry errand options. */
-static const char *const custom_members[] = {"group", "idempotency_key", "trace_id", NULL};
+/* Members of custom that name Faktory Enterprise features errand does not
+ * do: refused rather than kept and ignored. */
+static const char *const custom_refused[] = {"unique_for", "unique_until", "expires_at",
+                                             "expires_in", "track",        "bid",
+                                             NULL};
 
 static bool known_in(const char *const *list, const char *s, size_t n)
 {
@@ -32,14 +35,15 @@ static bool member_known(const char *s, size_t n)
     return known_in(members, s, n);
 }
 
-static bool custom_known(const char *s, size_t n)
+static bool custom_ok(const char *s, size_t n)
 {
-    return known_in(custom_members, s, n);
+    return !known_in(custom_refused, s, n);
 }
 
-int er_fk_job_spec(const json_t *obj, er_job_spec *sp, er_error *err)
+int er_fk_job_spec(const json_t *obj, er_job_spec *sp, char **custom_buf, er_error *err)
 {
     memset(sp, 0, sizeof *sp);
+    *custom_buf = NULL;
     if (!json_is_object(obj))
         return er_error_set(err, ER_EINVAL, "job", "a job must be a JSON object");
     sp->faktory = true;
@@ -66,6 +70,7 @@ int er_fk_job_spec(const json_t *obj, er_job_spec *sp, er_error *err)
         /* -1: dead at once on failure; 0: no retry; N: N retries. */
         int64_t ma = r == -1 ? 1 : r >= 0 && r < INT32_MAX ? (int64_t)r + 1 : (int64_t)r;
         sp->max_attempts = (er_spec_int){ER_SPEC_SET, ma};
+        sp->discard = r == 0;
     }
 
     json_t *rf = json_object_get(obj, "reserve_for");
@@ -90,12 +95,14 @@ int er_fk_job_spec(const json_t *obj, er_job_spec *sp, er_error *err)
         if (!json_is_object(custom))
             return er_error_set(err, ER_EINVAL, "custom", "custom must be an object");
         er_spec_str unknown = {0};
-        er_http_first_unknown(custom, custom_known, &unknown);
+        er_http_first_unknown(custom, custom_ok, &unknown);
         if (unknown.kind != ER_SPEC_ABSENT)
             return er_error_set(err, ER_EINVAL, "custom",
-                                "custom.%.*s is not kept by errand (custom may hold group, "
-                                "idempotency_key and trace_id)",
-                                (int)(unknown.n > 64 ? 64 : unknown.n), unknown.s);
+                                "custom.%.*s is a Faktory Enterprise feature errand does not "
+                                "have", (int)unknown.n, unknown.s);
+        if (!(*custom_buf = json_dumps(custom, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+            return er_error_set(err, ER_ENOMEM, "", "out of memory");
+        sp->custom = (er_spec_str){ER_SPEC_SET, *custom_buf, strlen(*custom_buf)};
         er_http_spec_str(json_object_get(custom, "group"), ER_SPEC_ABSENT, &sp->group);
         er_http_spec_str(json_object_get(custom, "idempotency_key"), ER_SPEC_ABSENT,
                          &sp->idempotency_key);
@@ -200,8 +207,9 @@ void er_fk_job_write(const er_job *job, int64_t lease_s, er_jsonw *w)
     }
     er_jsonw_key(w, "priority");
     er_jsonw_int(w, job->priority);
+    /* one attempt is retry 0 when it is discarded on failure, else -1 */
     er_jsonw_key(w, "retry");
-    er_jsonw_int(w, job->max_attempts > 0 ? job->max_attempts - 1 : 0);
+    er_jsonw_int(w, job->discard ? 0 : job->max_attempts > 1 ? job->max_attempts - 1 : -1);
     er_jsonw_key(w, "reserve_for");
     er_jsonw_int(w, lease_s);
     er_jsonw_key(w, "created_at");
@@ -209,7 +217,10 @@ void er_fk_job_write(const er_job *job, int64_t lease_s, er_jsonw *w)
     er_jsonw_key(w, "enqueued_at");
     er_jsonw_time(w, job->run_at);
     bool idem = job->idempotency_key && strcmp(job->idempotency_key, job->id) != 0;
-    if (job->group || idem || job->trace_id) {
+    if (job->custom) {
+        er_jsonw_key(w, "custom");
+        er_jsonw_raw(w, job->custom, strlen(job->custom));
+    } else if (job->group || idem || job->trace_id) {
         er_jsonw_key(w, "custom");
         er_jsonw_begin_object(w);
         if (job->group) {

@@ -24,11 +24,14 @@
 
 /* Fills *spec from one job hash (slices borrowed from obj, which must
  * outlive the spec; args serialized into spec->payload_buf: free with
- * er_job_spec_fini unless er_job_validate took it). A member the mapping
- * cannot carry is refused here (ER_EINVAL naming it, e.g. "custom.x"): a
- * wrong JSON type, args that are not an array, reserve_for that is not an
- * integer. Values are judged by core. Returns 0, ER_EINVAL or ER_ENOMEM. */
-int er_fk_job_spec(const json_t *obj, er_job_spec *spec, er_error *err);
+ * er_job_spec_fini unless er_job_validate took it; custom serialized into
+ * *custom_buf, returned owned: free() after er_job_validate). A member the
+ * mapping cannot carry is refused here (ER_EINVAL naming it): a wrong JSON
+ * type, args that are not an array, reserve_for that is not an integer, a
+ * custom member naming a Faktory Enterprise feature errand does not do
+ * (unique_for, unique_until, expires_at, expires_in, track, bid). Values
+ * are judged by core. Returns 0, ER_EINVAL or ER_ENOMEM. */
+int er_fk_job_spec(const json_t *obj, er_job_spec *spec, char **custom_buf, er_error *err);
 
 /* After er_job_validate refused a spec of er_fk_job_spec: names the
  * Faktory field instead of errand's (max_attempts -> retry, id -> jid,
@@ -44,7 +47,8 @@ int er_fk_failure_spec(const json_t *obj, er_failure_spec *sp, char **bt, er_err
 /* The job hash FETCH returns for a leased job: jid, jobtype, queue, args
  * (the payload when it is an array, else [payload]), priority, retry
  * (max_attempts - 1), reserve_for (lease_s), created_at, enqueued_at,
- * custom (group, idempotency_key when not the jid, trace_id) when any. */
+ * custom as it was pushed, or for a job pushed over HTTP (group, idempotency_key
+ * when not the jid, trace_id) when it has any. */
 void er_fk_job_write(const er_job *job, int64_t lease_s, er_jsonw *w);
 
 /* The lease a job fetched over Faktory gets: its timeout_ms (reserve_for)

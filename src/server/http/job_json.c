@@ -129,6 +129,8 @@ void er_http_job_write_json(const er_job *job, er_role who, er_jsonw *w)
     er_jsonw_ktime(w, ER_JSONW_K("finished_at"), job->finished_at);
     er_jsonw_ktime(w, ER_JSONW_K("redriven_at"), job->redriven_at);
     er_jsonw_kint(w, ER_JSONW_K("redrive_count"), job->redrive_count);
+    if (full && job->custom) /* a Faktory job's */
+        er_jsonw_kraw(w, ER_JSONW_K("custom"), job->custom, strlen(job->custom));
     if (!full) {
         static const char redacted[] = "[\"payload\",\"result\"]";
         er_jsonw_kraw(w, ER_JSONW_K("redacted"), redacted, sizeof redacted - 1);

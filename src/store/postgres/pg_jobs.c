@@ -281,7 +281,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     memset(&o, 0, sizeof o);
     int max_started = qs.max_started > 0 ? qs.max_started : ER_DEFAULT_MAX_STARTED;
     er_fail_decide(&job, f, max_started, qs.throttle_max_ms, now, r, &o);
-    char *text = er_last_error_encode(f, job.attempts, now);
+    char *text = er_last_error_encode(f, job.attempts, o.reason, now);
     if (!text) {
         rc = nomem(err);
         goto out;

@@ -314,6 +314,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_6,
     /* 7: dashboard sessions and the audit log (pg_migration_7.c) */
     er_pg_migration_7,
+    /* 8: a Faktory job's custom object (docs/faktory.md) */
+    "ALTER TABLE jobs ADD COLUMN custom text;",
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);

@@ -519,7 +519,7 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     int max_started = q->settings.max_started > 0 ? q->settings.max_started
                                                   : ER_DEFAULT_MAX_STARTED;
     er_fail_decide(&job, f, max_started, q->settings.throttle_max_ms, now, r, &o);
-    char *text = er_last_error_encode(f, job.attempts, now);
+    char *text = er_last_error_encode(f, job.attempts, o.reason, now);
     if (!text) {
         rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
         goto out;

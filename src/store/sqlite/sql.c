@@ -147,6 +147,8 @@ const char *const er_sqlite_migrations[] = {
     " target TEXT,"
     " count INTEGER NOT NULL);"
     "CREATE INDEX audit_at ON audit(at);",
+    /* 7: a Faktory job's custom object (docs/faktory.md) */
+    "ALTER TABLE jobs ADD COLUMN custom TEXT;",
 };
 
 const int er_sqlite_schema_version =
@@ -175,7 +177,8 @@ const int er_sqlite_schema_version =
     " started_at = ?3, updated_at = ?3"
 #define LEASE_RETURNING                                                                   \
     " RETURNING id, queue, name, payload, priority, grp, run_at, max_attempts,"           \
-    " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token, created_at, seq"
+    " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token, created_at,"    \
+    " custom, set_flags, seq"
 
 const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
