@@ -123,7 +123,7 @@ const cases = {
     const p = client({ role: 'producer' });
     const q = queue('ack');
     const seen = [];
-    const jid = await p.push({ jobtype: 'work', queue: q, args: [7, { x: 'y' }], custom: { group: 'tenant-1', trace_id: 'trace-7' } });
+    const jid = await p.push({ jobtype: 'work', queue: q, args: [7, { x: 'y' }], custom: { group: 'tenant-1', trace_id: 'trace-7', tenant: 't1', tags: ['a', { b: 2 }] } });
     const w = worker(q, (...args) => async ({ job: j }) => { seen.push({ args, j }); });
     await w.work();
     try {
@@ -136,12 +136,13 @@ const cases = {
     assert.equal(seen[0].j.jid, jid);
     assert.equal(seen[0].j.jobtype, 'work');
     assert.equal(seen[0].j.queue, q);
-    assert.deepEqual(seen[0].j.custom, { group: 'tenant-1', trace_id: 'trace-7' });
+    assert.deepEqual(seen[0].j.custom, { group: 'tenant-1', trace_id: 'trace-7', tenant: 't1', tags: ['a', { b: 2 }] });
     const j = await job(jid);
     assert.equal(j.attempts, 1);
     assert.equal(j.lease_owner, null);
     assert.equal(j.group, 'tenant-1');
     assert.equal(j.trace_id, 'trace-7');
+    assert.deepEqual(j.custom, { group: 'tenant-1', trace_id: 'trace-7', tenant: 't1', tags: ['a', { b: 2 }] });
   },
 
   // FETCH waits about 2 s and returns null; it wakes at once when work comes;
@@ -234,12 +235,16 @@ const cases = {
     const q = queue('dead');
     for (const retry of [-1, 0]) {
       const jid = await p.push({ jobtype: 'w', queue: q, args: [retry], retry });
-      assert.equal((await fetchOne(c, q)).jid, jid);
+      const got = await fetchOne(c, q);
+      assert.equal(got.jid, jid);
+      assert.equal(got.retry, retry);
       await c.fail(jid, new Error(`no retry (${retry})`));
       const j = await job(jid);
       assert.equal(j.state, 'dead', `retry ${retry}: ${JSON.stringify(j)}`);
       assert.equal(j.attempts, 1);
       assert.match(j.last_error.message, new RegExp(`no retry \\(${retry}\\)`));
+      assert.equal(j.last_error.reason, retry === 0 ? 'discarded (retry 0)' : undefined,
+        JSON.stringify(j.last_error));
     }
     const dlq = await http('GET', `/v1/dead?queue=${encodeURIComponent(q)}`);
     assert.equal(dlq.status, 200, JSON.stringify(dlq.body));
