@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -91,8 +92,12 @@ static void start_with(const char *store, const char *first, ...)
     S.pid = fork();
     cr_assert(S.pid >= 0);
     if (S.pid == 0) {
+        /* the server dies with the test, and holds none of its pipes */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         FILE *lf = freopen(logp, "w", stderr);
+        FILE *nf = freopen("/dev/null", "w", stdout);
         (void)lf;
+        (void)nf;
         execv(bin, (char *const *)argv);
         _exit(127);
     }
@@ -396,6 +401,32 @@ Test(transcript, custom_is_kept_and_its_errand_members_apply)
     fk_close(c);
 }
 
+Test(transcript, an_expired_job_is_not_handed_out_and_goes_to_the_dead_letters)
+{
+    conn *c = fk_hello("w1");
+    OK(c, "PUSH {\"jid\":\"e1\",\"jobtype\":\"t\",\"queue\":\"exp\","
+          "\"custom\":{\"expires_at\":\"2020-01-01T00:00:00Z\"}}");
+    OK(c, "PUSH {\"jid\":\"e2\",\"jobtype\":\"t\",\"queue\":\"exp\",\"custom\":{\"expires_in\":3600}}");
+    const char *r = cmd(c, "FETCH exp");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "%s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    cr_assert_str_eq(jstr(j, "jid"), "e2");
+    cr_assert(json_is_string(json_object_get(json_object_get(j, "custom"), "expires_at")), "%s", r);
+    cr_assert_null(json_object_get(json_object_get(j, "custom"), "expires_in"));
+    json_decref(j);
+    json_t *h = get_job("e1");
+    cr_assert_str_eq(jstr(h, "state"), "dead");
+    cr_assert(strstr(jstr(json_object_get(h, "last_error"), "message"), "expired"));
+    json_decref(h);
+    ERR(c, "expires_at", "PUSH {\"jid\":\"e3\",\"jobtype\":\"t\",\"custom\":{\"expires_at\":\"soon\"}}");
+    ERR(c, "expires_in", "PUSH {\"jid\":\"e3\",\"jobtype\":\"t\",\"custom\":{\"expires_in\":0}}");
+    ERR(c, "not both", "PUSH {\"jid\":\"e3\",\"jobtype\":\"t\",\"custom\":{\"expires_in\":5,"
+                       "\"expires_at\":\"2030-01-01T00:00:00Z\"}}");
+    cr_assert_null(get_job("e3"));
+    OK(c, "ACK {\"jid\":\"e2\"}");
+    fk_close(c);
+}
+
 Test(transcript, http_job_is_fetched_with_its_payload_as_the_only_arg)
 {
     cr_assert_eq(http("POST", "/v1/queues/mail/jobs",
@@ -637,7 +668,7 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     ERR(c, "args", "PUSH {\"jobtype\":\"t\",\"args\":{\"a\":1}}");
     ERR(c, "jobtype", "PUSH {\"jid\":\"x\",\"args\":[]}");
     ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
-    ERR(c, "custom", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
     ERR(c, "already", "HELLO {\"v\":2}");
     cr_assert_null(get_job("x"));
     /* the connection still works */
@@ -649,6 +680,27 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     /* END closes without a reply */
     send_all(c->fd, "END\r\n", 5);
     cr_assert(closed(c));
+    fk_close(c);
+}
+
+Test(transcript, a_long_line_sent_in_small_pieces_is_read_whole)
+{
+    conn *c = fk_hello("w1");
+    enum { ARG = 50000 }; /* the reply fits this file's HTTP reader */
+    static char line[ARG + 128];
+    int n = snprintf(line, sizeof line, "PUSH {\"jid\":\"long\",\"jobtype\":\"t\",\"args\":[\"");
+    memset(line + n, 'y', ARG);
+    n += ARG;
+    n += snprintf(line + n, sizeof line - (size_t)n, "\"]}\r\n");
+    for (int at = 0; at < n; at += 997) {
+        send_all(c->fd, line + at, (size_t)(n - at < 997 ? n - at : 997));
+        usleep(100); /* separate reads, not a wait for anything */
+    }
+    cr_assert_eq(read_reply(c), 1);
+    cr_assert(c->kind == ER_FK_R_SIMPLE && strcmp(c->reply, "OK") == 0, "%s", c->reply);
+    json_t *h = get_job("long");
+    cr_assert_eq(strlen(json_string_value(json_array_get(json_object_get(h, "payload"), 0))), ARG);
+    json_decref(h);
     fk_close(c);
 }
 

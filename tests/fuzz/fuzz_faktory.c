@@ -38,7 +38,7 @@ static void push(const char *arg, size_t n)
     er_job job;
     er_job_init(&job);
     char *custom = NULL;
-    int rc = er_fk_job_spec(o, &sp, &custom, &err);
+    int rc = er_fk_job_spec(o, 1764547200000, &sp, &custom, &err);
     if (rc == 0) {
         er_job_limits lim = {.payload_max = 65536};
         er_rand r;

@@ -85,7 +85,7 @@ static int spec_of(const char *text, er_job_spec *sp, char **custom, er_error *e
 {
     json_t *o = json_loads(text, 0, NULL);
     cr_assert_not_null(o, "%s", text);
-    int rc = er_fk_job_spec(o, sp, custom, err);
+    int rc = er_fk_job_spec(o, 1764547200000, sp, custom, err);
     json_decref(o); /* the slices are not read after this in these tests */
     return rc;
 }
@@ -174,16 +174,16 @@ Test(faktory_workers, the_lease_cache_remembers_replaces_forgets_and_sweeps)
 {
     er_faktory f;
     memset(&f, 0, sizeof f);
-    er_fk_cache_put(&f, "j1", "tok1", "w", 5000);
-    er_fk_cache_put(&f, "j2", "tok2", "w", 9000);
-    er_fk_cache_put(&f, "j1", "tok1b", "w2", 7000); /* a newer lease */
-    cr_assert_eq(f.ncache, 2);
-    const fk_lease *l = er_fk_cache_get(&f, "j1");
+    er_fk_cache_put(&f.leases, "j1", "tok1", "w", 5000);
+    er_fk_cache_put(&f.leases, "j2", "tok2", "w", 9000);
+    er_fk_cache_put(&f.leases, "j1", "tok1b", "w2", 7000); /* a newer lease */
+    cr_assert_eq(f.leases.n, 2);
+    const fk_lease *l = er_fk_cache_get(&f.leases, "j1");
     cr_assert(l && strcmp(l->token, "tok1b") == 0 && strcmp(l->wid, "w2") == 0);
-    er_fk_cache_sweep(&f, 8000);
-    cr_assert_null(er_fk_cache_get(&f, "j1"));
-    cr_assert_not_null(er_fk_cache_get(&f, "j2"));
-    er_fk_cache_del(&f, "j2");
-    cr_assert_eq(f.ncache, 0);
-    er_fk_cache_free(&f);
+    er_fk_cache_sweep(&f.leases, 8000);
+    cr_assert_null(er_fk_cache_get(&f.leases, "j1"));
+    cr_assert_not_null(er_fk_cache_get(&f.leases, "j2"));
+    er_fk_cache_del(&f.leases, "j2");
+    cr_assert_eq(f.leases.n, 0);
+    er_fk_cache_free(&f.leases);
 }

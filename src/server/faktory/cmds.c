@@ -201,10 +201,11 @@ static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
 {
     er_job_spec sp;
     char *custom = NULL;
-    int rc = er_fk_job_spec(obj, &sp, &custom, err);
+    int64_t now = er_now_ms();
+    int rc = er_fk_job_spec(obj, now, &sp, &custom, err);
     if (rc == 0) {
         er_job_limits lim = {.payload_max = c->f->payload_max};
-        rc = er_job_validate(&sp, &lim, er_now_ms(), &c->f->rand, job, err);
+        rc = er_job_validate(&sp, &lim, now, &c->f->rand, job, err);
     }
     er_job_spec_fini(&sp);
     free(custom);
@@ -336,10 +337,38 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
     if (r->rc) {
         er_fk_reply_req_error(c, r);
     } else {
-        er_fk_cache_put(c->f, r->job.id, r->job.lease_token, c->wid, r->expires_at);
+        er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
         reply_job(c, &r->job, c->lease_ms);
     }
     er_req_free(r);
+}
+
+static void finish_fetch(fk_conn *c, er_req *r);
+
+/* The job r leased expired (custom.expires_at): it goes to the dead letters
+ * (Faktory drops it; errand keeps a record) in the transaction of the same
+ * fetch asked again. */
+static void refetch_expired(fk_conn *c, er_req *r, const char *at)
+{
+    er_job *j = &r->list.items[0];
+    er_req *n = er_req_new(ER_REQ_FETCH);
+    char msg[80];
+    snprintf(msg, sizeof msg, "expired at %s (custom.expires_at)", at);
+    if (!n || !(n->acks = calloc(1, sizeof *n->acks)) || !(n->acks[0].id = strdup(j->id)) ||
+        !(n->acks[0].token = strdup(j->lease_token)) ||
+        !(n->acks[0].failure.message = strdup(msg))) {
+        er_req_free(n);
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return;
+    }
+    n->nacks = 1;
+    n->acks[0].kind = ER_ACK_FAIL;
+    n->acks[0].failure.cls = ER_ERR_PERMANENT;
+    n->fetch = r->fetch; /* moved */
+    memset(&r->fetch, 0, sizeof r->fetch);
+    er_req_free(r);
+    er_fk_submit(c, n, finish_fetch);
 }
 
 static void finish_fetch(fk_conn *c, er_req *r)
@@ -356,9 +385,14 @@ static void finish_fetch(fk_conn *c, er_req *r)
         return;
     }
     er_job *j = &r->list.items[0];
+    char at[32];
+    if (er_fk_job_expired(j, er_now_ms(), at)) {
+        refetch_expired(c, r, at); /* each round sends one job to the dead letters */
+        return;
+    }
     c->lease_ms = er_fk_lease_ms(j, c->f->reserve_min_ms);
     if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS) {
-        er_fk_cache_put(c->f, j->id, j->lease_token, c->wid, j->lease_expires_at);
+        er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at);
         reply_job(c, j, c->lease_ms);
         er_req_free(r);
         return;
@@ -538,7 +572,7 @@ static void finish_ack(fk_conn *c, er_req *r)
     if (rc == ER_ESTALE && c->from_cache) {
         /* the cache was behind the store (another node, a newer lease):
          * ask the store, which decides. The failure went into r: rebuild. */
-        er_fk_cache_del(c->f, c->jid);
+        er_fk_cache_del(&c->f->leases, c->jid);
         if (c->fail && !hb) {
             c->failure = r->acks[0].failure;
             memset(&r->acks[0].failure, 0, sizeof r->acks[0].failure);
@@ -549,12 +583,12 @@ static void finish_ack(fk_conn *c, er_req *r)
         return;
     }
     if (hb && !rc) {
-        er_fk_cache_put(c->f, c->jid, r->token, c->wid, r->expires_at);
+        er_fk_cache_put(&c->f->leases, c->jid, r->token, c->wid, r->expires_at);
         er_fk_reply_ok(c);
         er_req_free(r);
         return;
     }
-    er_fk_cache_del(c->f, c->jid);
+    er_fk_cache_del(&c->f->leases, c->jid);
     if (rc) {
         er_error err = r->rc || hb ? r->err : r->acks[0].err;
         if (!err.code)
@@ -571,7 +605,7 @@ static void finish_ack(fk_conn *c, er_req *r)
  * the store's (lookup). */
 static void with_lease(fk_conn *c)
 {
-    const fk_lease *l = er_fk_cache_get(c->f, c->jid);
+    const fk_lease *l = er_fk_cache_get(&c->f->leases, c->jid);
     if (l && strcmp(l->wid, c->wid) == 0) {
         c->from_cache = true;
         c->lease_end = l->expires_at;
@@ -819,6 +853,12 @@ static void finish_info(fk_conn *c, er_req *r)
     int64_t enq = 0;
     for (size_t i = 0; i < r->nqueue_infos; i++)
         enq += r->queue_infos[i].counts[ER_STATE_WAITING];
+    er_engine_stats st;
+    er_engine_get_stats(f->engine, &st); /* this node's, since it started */
+    er_jsonw_key(&w, "total_failures");
+    er_jsonw_int(&w, (int64_t)st.failed);
+    er_jsonw_key(&w, "total_processed");
+    er_jsonw_int(&w, (int64_t)(st.completed + st.failed));
     er_jsonw_key(&w, "total_enqueued");
     er_jsonw_int(&w, enq);
     er_jsonw_key(&w, "total_queues");
@@ -844,6 +884,8 @@ static void finish_info(fk_conn *c, er_req *r)
     er_jsonw_int(&w, (er_now_ms() - f->started_ms) / 1000);
     er_jsonw_key(&w, "connections");
     er_jsonw_int(&w, f->nconns);
+    er_jsonw_key(&w, "command_count");
+    er_jsonw_int(&w, (int64_t)f->commands);
     er_jsonw_key(&w, "workers");
     er_jsonw_int(&w, (int64_t)f->nworkers);
     er_jsonw_end_object(&w);
@@ -862,6 +904,7 @@ static void finish_info(fk_conn *c, er_req *r)
 
 void er_fk_run(fk_conn *c, const char *line, size_t n)
 {
+    c->f->commands++;
     er_fk_command cmd;
     const char *why = NULL;
     if (er_fk_command_parse(line, n, &cmd, &why) < 0) {

@@ -163,6 +163,21 @@ static void process(fk_conn *c)
         size_t len = evbuffer_get_length(in);
         if (len == 0)
             break;
+        /* A long line arrives in many reads: look for its end only in the
+         * bytes not searched yet, and make it contiguous once, when whole. */
+        if (c->scanned < len) {
+            struct evbuffer_ptr from;
+            evbuffer_ptr_set(in, &from, c->scanned, EVBUFFER_PTR_SET);
+            struct evbuffer_ptr nl = evbuffer_search(in, "\n", 1, &from);
+            if (nl.pos < 0) {
+                c->scanned = len;
+                if (len <= c->f->line_max + 1)
+                    break; /* wait for more; the reader below judges a longer one */
+            }
+        } else if (len <= c->f->line_max + 1) {
+            break;
+        }
+        c->scanned = 0;
         size_t look = len < c->f->line_max + 2 ? len : c->f->line_max + 2;
         const char *buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)look);
         size_t n = 0, used = 0;
@@ -292,7 +307,8 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     er_faktory *f = arg;
     int64_t now = er_now_ms();
     er_fk_workers_reap(f, now);
-    er_fk_cache_sweep(f, now);
+    er_fk_cache_sweep(&f->leases, now);
+    er_fk_cache_sweep(&f->uniques, now);
 }
 
 int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
@@ -390,6 +406,7 @@ void er_faktory_free(er_faktory *f)
     if (f->reap_ev)
         event_free(f->reap_ev);
     er_fk_workers_free(f);
-    er_fk_cache_free(f);
+    er_fk_cache_free(&f->leases);
+    er_fk_cache_free(&f->uniques);
     free(f);
 }

@@ -48,6 +48,13 @@ typedef struct fk_lease {
 
 #define FK_CACHE_BUCKETS 65536
 
+/* A jid -> (token, wid) table: the leases FETCH handed out, and the
+ * unique-job locks PUSH took (workers.c). */
+typedef struct fk_cache {
+    fk_lease **b; /* FK_CACHE_BUCKETS chains, NULL until the first put */
+    size_t n;
+} fk_cache;
+
 typedef struct fk_conn fk_conn;
 typedef void (*fk_finish)(fk_conn *c, er_req *r);
 
@@ -60,6 +67,7 @@ struct fk_conn {
     bool gone;         /* the socket is closed; freed when pending comes back */
     bool in_process;   /* process() is on the stack */
     bool blocked;      /* reading stopped until the peer reads its replies */
+    size_t scanned;    /* input bytes known to hold no line end */
     er_role role;
     char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
     er_req *pending;   /* the engine request in flight (one at a time) */
@@ -98,8 +106,9 @@ struct er_faktory {
     size_t nworkers;
     struct event *reap_ev;
     int64_t started_ms;
-    fk_lease **cache; /* FK_CACHE_BUCKETS chains */
-    size_t ncache;
+    uint64_t commands; /* command lines read, for INFO */
+    fk_cache leases;  /* jid -> the lease this node handed out */
+    fk_cache uniques; /* jid -> the unique lock its PUSH took (custom.unique_for) */
 };
 
 /* conn.c: sends c->out (and empties it); closes after it when `close`. */
@@ -132,11 +141,11 @@ void er_fk_workers_reap(er_faktory *f, int64_t now);
 void er_fk_workers_free(er_faktory *f);
 /* The lease cache: remember (copies), find (borrowed until the next
  * change), forget. */
-void er_fk_cache_put(er_faktory *f, const char *jid, const char *token, const char *wid,
+void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char *wid,
                      int64_t expires_at);
-const fk_lease *er_fk_cache_get(er_faktory *f, const char *jid);
-void er_fk_cache_del(er_faktory *f, const char *jid);
-void er_fk_cache_sweep(er_faktory *f, int64_t now);
-void er_fk_cache_free(er_faktory *f);
+const fk_lease *er_fk_cache_get(const fk_cache *t, const char *jid);
+void er_fk_cache_del(fk_cache *t, const char *jid);
+void er_fk_cache_sweep(fk_cache *t, int64_t now);
+void er_fk_cache_free(fk_cache *t);
 
 #endif

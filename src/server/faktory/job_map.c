@@ -18,8 +18,7 @@ static const char *const members[] = {"jid",      "jobtype",     "queue",      "
                                       "custom",   "created_at",  "enqueued_at", NULL};
 /* Members of custom that name Faktory Enterprise features errand does not
  * do: refused rather than kept and ignored. */
-static const char *const custom_refused[] = {"unique_for", "unique_until", "expires_at",
-                                             "expires_in", "track",        "bid",
+static const char *const custom_refused[] = {"unique_for", "unique_until", "track", "bid",
                                              NULL};
 
 static bool known_in(const char *const *list, const char *s, size_t n)
@@ -40,7 +39,59 @@ static bool custom_ok(const char *s, size_t n)
     return !known_in(custom_refused, s, n);
 }
 
-int er_fk_job_spec(const json_t *obj, er_job_spec *sp, char **custom_buf, er_error *err)
+/* custom with expires_in turned into expires_at (a new reference), or
+ * NULL with *err. */
+static json_t *custom_expiry(json_t *custom, int64_t now, er_error *err)
+{
+    json_t *in = json_object_get(custom, "expires_in"), *at = json_object_get(custom, "expires_at");
+    if (in && at) {
+        er_error_set(err, ER_EINVAL, "custom", "give custom.expires_in or expires_at, not both");
+        return NULL;
+    }
+    if (at) {
+        int64_t ms;
+        if (!json_is_string(at) || er_time_parse(json_string_value(at), &ms) < 0) {
+            er_error_set(err, ER_EINVAL, "custom",
+                         "custom.expires_at must be an RFC 3339 time");
+            return NULL;
+        }
+    }
+    if (!in)
+        return json_incref(custom);
+    if (!json_is_integer(in) || json_integer_value(in) < 1 ||
+        json_integer_value(in) > ER_DELAY_MAX_MS / 1000) {
+        er_error_set(err, ER_EINVAL, "custom", "custom.expires_in must be an integer 1..%lld",
+                     ER_DELAY_MAX_MS / 1000);
+        return NULL;
+    }
+    json_t *copy = json_copy(custom);
+    char t[32];
+    er_time_format(now + json_integer_value(in) * 1000, t);
+    if (!copy || json_object_del(copy, "expires_in") < 0 ||
+        json_object_set_new(copy, "expires_at", json_string(t)) < 0) {
+        json_decref(copy);
+        er_error_set(err, ER_ENOMEM, "", "out of memory");
+        return NULL;
+    }
+    return copy;
+}
+
+int er_fk_job_expired(const er_job *job, int64_t now, char out[32])
+{
+    if (!job->custom || !strstr(job->custom, "\"expires_at\""))
+        return 0; /* the common job is not parsed */
+    json_t *c = json_loads(job->custom, 0, NULL);
+    const char *at = json_string_value(json_object_get(c, "expires_at"));
+    int64_t ms = 0;
+    int expired = at && er_time_parse(at, &ms) == 0 && ms <= now;
+    if (expired)
+        snprintf(out, 32, "%s", at);
+    json_decref(c);
+    return expired;
+}
+
+int er_fk_job_spec(const json_t *obj, int64_t now, er_job_spec *sp, char **custom_buf,
+                   er_error *err)
 {
     memset(sp, 0, sizeof *sp);
     *custom_buf = NULL;
@@ -100,7 +151,12 @@ int er_fk_job_spec(const json_t *obj, er_job_spec *sp, char **custom_buf, er_err
             return er_error_set(err, ER_EINVAL, "custom",
                                 "custom.%.*s is a Faktory Enterprise feature errand does not "
                                 "have", (int)unknown.n, unknown.s);
-        if (!(*custom_buf = json_dumps(custom, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+        json_t *kept = custom_expiry(custom, now, err);
+        if (!kept)
+            return err->code;
+        *custom_buf = json_dumps(kept, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(kept);
+        if (!*custom_buf)
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
         sp->custom = (er_spec_str){ER_SPEC_SET, *custom_buf, strlen(*custom_buf)};
         er_http_spec_str(json_object_get(custom, "group"), ER_SPEC_ABSENT, &sp->group);

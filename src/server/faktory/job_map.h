@@ -29,9 +29,16 @@
  * mapping cannot carry is refused here (ER_EINVAL naming it): a wrong JSON
  * type, args that are not an array, reserve_for that is not an integer, a
  * custom member naming a Faktory Enterprise feature errand does not do
- * (unique_for, unique_until, expires_at, expires_in, track, bid). Values
+ * (unique_for, unique_until, track, bid). custom.expires_in (seconds,
+ * 1..ER_DELAY_MAX_MS / 1000) is stored as custom.expires_at = now + it;
+ * custom.expires_at must be an RFC 3339 time; not both. Values
  * are judged by core. Returns 0, ER_EINVAL or ER_ENOMEM. */
-int er_fk_job_spec(const json_t *obj, er_job_spec *spec, char **custom_buf, er_error *err);
+int er_fk_job_spec(const json_t *obj, int64_t now, er_job_spec *spec, char **custom_buf,
+                   er_error *err);
+
+/* When a job's custom.expires_at (an RFC 3339 time; PUSH turns expires_in
+ * into it) has passed at now: 1 with its text in out[32]; else 0. */
+int er_fk_job_expired(const er_job *job, int64_t now, char out[32]);
 
 /* After er_job_validate refused a spec of er_fk_job_spec: names the
  * Faktory field instead of errand's (max_attempts -> retry, id -> jid,

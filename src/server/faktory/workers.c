@@ -122,13 +122,13 @@ static void lease_free(fk_lease *l)
     free(l);
 }
 
-void er_fk_cache_put(er_faktory *f, const char *jid, const char *token, const char *wid,
+void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char *wid,
                      int64_t expires_at)
 {
-    if (!f->cache && !(f->cache = calloc(FK_CACHE_BUCKETS, sizeof *f->cache)))
+    if (!t->b && !(t->b = calloc(FK_CACHE_BUCKETS, sizeof *t->b)))
         return;
-    er_fk_cache_del(f, jid);
-    if (f->ncache >= ER_FK_CACHE_MAX)
+    er_fk_cache_del(t, jid);
+    if (t->n >= ER_FK_CACHE_MAX)
         return; /* the store answers the rest */
     fk_lease *l = calloc(1, sizeof *l);
     if (!l)
@@ -142,47 +142,47 @@ void er_fk_cache_put(er_faktory *f, const char *jid, const char *token, const ch
     }
     l->expires_at = expires_at;
     uint32_t h = hash(jid);
-    l->next = f->cache[h];
-    f->cache[h] = l;
-    f->ncache++;
+    l->next = t->b[h];
+    t->b[h] = l;
+    t->n++;
 }
 
-const fk_lease *er_fk_cache_get(er_faktory *f, const char *jid)
+const fk_lease *er_fk_cache_get(const fk_cache *t, const char *jid)
 {
-    if (!f->cache)
+    if (!t->b)
         return NULL;
-    for (const fk_lease *l = f->cache[hash(jid)]; l; l = l->next)
+    for (const fk_lease *l = t->b[hash(jid)]; l; l = l->next)
         if (strcmp(l->jid, jid) == 0)
             return l;
     return NULL;
 }
 
-void er_fk_cache_del(er_faktory *f, const char *jid)
+void er_fk_cache_del(fk_cache *t, const char *jid)
 {
-    if (!f->cache)
+    if (!t->b)
         return;
-    for (fk_lease **pp = &f->cache[hash(jid)]; *pp; pp = &(*pp)->next)
+    for (fk_lease **pp = &t->b[hash(jid)]; *pp; pp = &(*pp)->next)
         if (strcmp((*pp)->jid, jid) == 0) {
             fk_lease *l = *pp;
             *pp = l->next;
             lease_free(l);
-            f->ncache--;
+            t->n--;
             return;
         }
 }
 
-void er_fk_cache_sweep(er_faktory *f, int64_t now)
+void er_fk_cache_sweep(fk_cache *t, int64_t now)
 {
-    if (!f->cache)
+    if (!t->b)
         return;
     for (size_t b = 0; b < FK_CACHE_BUCKETS; b++) {
-        fk_lease **pp = &f->cache[b];
+        fk_lease **pp = &t->b[b];
         while (*pp) {
             fk_lease *l = *pp;
             if (l->expires_at < now) {
                 *pp = l->next;
                 lease_free(l);
-                f->ncache--;
+                t->n--;
             } else {
                 pp = &l->next;
             }
@@ -190,17 +190,17 @@ void er_fk_cache_sweep(er_faktory *f, int64_t now)
     }
 }
 
-void er_fk_cache_free(er_faktory *f)
+void er_fk_cache_free(fk_cache *t)
 {
-    if (!f->cache)
+    if (!t->b)
         return;
     for (size_t b = 0; b < FK_CACHE_BUCKETS; b++)
-        while (f->cache[b]) {
-            fk_lease *l = f->cache[b];
-            f->cache[b] = l->next;
+        while (t->b[b]) {
+            fk_lease *l = t->b[b];
+            t->b[b] = l->next;
             lease_free(l);
         }
-    free(f->cache);
-    f->cache = NULL;
-    f->ncache = 0;
+    free(t->b);
+    t->b = NULL;
+    t->n = 0;
 }
