@@ -331,6 +331,18 @@ static json_t *get_job(const char *id)
     return j;
 }
 
+/* An RFC 3339 UTC time with milliseconds as the API writes it, in ms. */
+static int64_t ms_of(const char *t)
+{
+    struct tm tm = {0};
+    int ms = 0;
+    cr_assert(sscanf(t, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                     &tm.tm_min, &tm.tm_sec, &ms) == 7, "not a time: %s", t);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
 /* json_equal against a new reference, which it releases. */
 static bool same(const json_t *a, json_t *want)
 {
@@ -394,7 +406,7 @@ Test(transcript, custom_is_kept_and_its_errand_members_apply)
     cr_assert_str_eq(jstr(h, "trace_id"), "tr-1");
     json_decref(h);
     ERR(c, "custom.group", "PUSH {\"jid\":\"c2\",\"jobtype\":\"t\",\"custom\":{\"group\":\"no spaces\"}}");
-    ERR(c, "Enterprise", "PUSH {\"jid\":\"c3\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"c3\",\"jobtype\":\"t\",\"custom\":{\"bid\":\"b\"}}");
     ERR(c, "custom", "PUSH {\"jid\":\"c4\",\"jobtype\":\"t\",\"custom\":[1]}");
     cr_assert_null(get_job("c2"));
     OK(c, "ACK {\"jid\":\"c1\"}");
@@ -424,6 +436,42 @@ Test(transcript, an_expired_job_is_not_handed_out_and_goes_to_the_dead_letters)
                        "\"expires_at\":\"2030-01-01T00:00:00Z\"}}");
     cr_assert_null(get_job("e3"));
     OK(c, "ACK {\"jid\":\"e2\"}");
+    fk_close(c);
+}
+
+Test(transcript, unique_for_refuses_a_twin_until_the_job_succeeds_or_starts)
+{
+    conn *c = fk_hello("w1");
+    const char *u = "\"custom\":{\"unique_for\":600}";
+    OK(c, "PUSH {\"jid\":\"u1\",\"jobtype\":\"mail\",\"queue\":\"uq\",\"args\":[1],%s}", u);
+    const char *r = cmd(c, "PUSH {\"jid\":\"u2\",\"jobtype\":\"mail\",\"queue\":\"uq\",\"args\":[1],%s}", u);
+    cr_assert(c->kind == ER_FK_R_ERROR && strncmp(r, "NOTUNIQUE", 9) == 0, "%s", r);
+    cr_assert_null(get_job("u2"));
+    OK(c, "PUSH {\"jid\":\"u3\",\"jobtype\":\"mail\",\"queue\":\"uq\",\"args\":[2],%s}", u);
+    OK(c, "PUSH {\"jid\":\"u4\",\"jobtype\":\"mail\",\"queue\":\"uq2\",\"args\":[1],%s}", u);
+    cr_assert_eq((cmd(c, "FETCH uq"), c->kind), ER_FK_R_BULK);
+    json_t *j = json_loads(c->reply, 0, NULL);
+    char first[16];
+    snprintf(first, sizeof first, "%s", jstr(j, "jid"));
+    json_decref(j);
+    cr_assert_str_eq(first, "u1");
+    r = cmd(c, "PUSH {\"jid\":\"u5\",\"jobtype\":\"mail\",\"queue\":\"uq\",\"args\":[1],%s}", u);
+    cr_assert(c->kind == ER_FK_R_ERROR && strncmp(r, "NOTUNIQUE", 9) == 0, "running: %s", r);
+    OK(c, "ACK {\"jid\":\"u1\"}"); /* success gives the lock back */
+    OK(c, "PUSH {\"jid\":\"u6\",\"jobtype\":\"mail\",\"queue\":\"uq\",\"args\":[1],%s}", u);
+    /* until start: the lock goes when the job is fetched */
+    const char *us = "\"custom\":{\"unique_for\":600,\"unique_until\":\"start\"}";
+    OK(c, "PUSH {\"jid\":\"s1\",\"jobtype\":\"mail\",\"queue\":\"us\",\"args\":[7],%s}", us);
+    r = cmd(c, "PUSH {\"jid\":\"s2\",\"jobtype\":\"mail\",\"queue\":\"us\",\"args\":[7],%s}", us);
+    cr_assert(c->kind == ER_FK_R_ERROR && strncmp(r, "NOTUNIQUE", 9) == 0, "%s", r);
+    cr_assert_eq((cmd(c, "FETCH us"), c->kind), ER_FK_R_BULK);
+    OK(c, "PUSH {\"jid\":\"s3\",\"jobtype\":\"mail\",\"queue\":\"us\",\"args\":[7],%s}", us);
+    ERR(c, "unique_for", "PUSH {\"jid\":\"b1\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":0}}");
+    ERR(c, "unique_until", "PUSH {\"jid\":\"b2\",\"jobtype\":\"t\",\"custom\":{\"unique_until\":\"start\"}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"b3\",\"jobtype\":\"t\",\"custom\":{\"bid\":\"x\"}}");
+    r = cmd(c, "PUSHB [{\"jid\":\"b4\",\"jobtype\":\"t\",%s}]", u);
+    cr_assert(c->kind == ER_FK_R_BULK && strstr(r, "PUSHB"), "%s", r);
+    cr_assert_null(get_job("b4"));
     fk_close(c);
 }
 
@@ -576,8 +624,11 @@ Test(transcript, track_sets_progress_and_extends_the_lease_of_the_wids_job)
     strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%S.000Z", gmtime(&later));
     OK(c, "TRACK SET {\"jid\":\"t1\",\"percent\":40,\"desc\":\"half\",\"reserve_until\":\"%s\"}",
        until);
+    /* a heartbeat extends from the store's now: the end lands within the
+     * milliseconds the request took */
     json_t *h = get_job("t1");
-    cr_assert_str_eq(jstr(h, "lease_expires_at"), until);
+    int64_t got = ms_of(jstr(h, "lease_expires_at")), want = ms_of(until);
+    cr_assert(got >= want && got < want + 1000, "%s, not %s", jstr(h, "lease_expires_at"), until);
     json_decref(h);
     const char *r = cmd(x, "TRACK GET t1");
     cr_assert_eq(x->kind, ER_FK_R_BULK, "%s", r);
@@ -588,7 +639,8 @@ Test(transcript, track_sets_progress_and_extends_the_lease_of_the_wids_job)
     json_decref(t);
     OK(c, "TRACK SET {\"jid\":\"t1\",\"percent\":60}"); /* the lease's end is kept */
     h = get_job("t1");
-    cr_assert_str_eq(jstr(h, "lease_expires_at"), until);
+    int64_t kept = ms_of(jstr(h, "lease_expires_at"));
+    cr_assert(kept >= got && kept < got + 1000, "%s moved", jstr(h, "lease_expires_at"));
     json_decref(h);
     ERR(x, "another worker", "TRACK SET {\"jid\":\"t1\",\"percent\":1}");
     ERR(c, "percent", "TRACK SET {\"jid\":\"t1\",\"percent\":101}");
@@ -668,7 +720,7 @@ Test(transcript, malformed_lines_and_unknown_commands_get_errors)
     ERR(c, "args", "PUSH {\"jobtype\":\"t\",\"args\":{\"a\":1}}");
     ERR(c, "jobtype", "PUSH {\"jid\":\"x\",\"args\":[]}");
     ERR(c, "not a known field", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"colour\":1}");
-    ERR(c, "Enterprise", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":60}}");
+    ERR(c, "Enterprise", "PUSH {\"jid\":\"x\",\"jobtype\":\"t\",\"custom\":{\"bid\":\"b\"}}");
     ERR(c, "already", "HELLO {\"v\":2}");
     cr_assert_null(get_job("x"));
     /* the connection still works */

@@ -223,6 +223,120 @@ static void finish_push(fk_conn *c, er_req *r)
     er_req_free(r);
 }
 
+/* ---- unique jobs (custom.unique_for): a run-once lease per jobtype and
+ * args in the queue, taken before the enqueue, released when the job
+ * succeeds (or starts, unique_until "start") on this node, else when
+ * unique_for runs out ---- */
+
+#define UNIQUE_LEASE_TYPE "faktory.unique"
+
+/* A lock release whose outcome changes nothing (the ttl frees it anyway). */
+static er_req *release_req(const char *token)
+{
+    er_req *r = er_req_new(ER_REQ_LEASE_RELEASE);
+    if (r && !(r->token = strdup(token))) {
+        er_req_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void finish_release_reply_err(fk_conn *c, er_req *r)
+{
+    /* r->text holds the enqueue's error message */
+    er_fk_send_error(c, "ERR", r->text ? r->text : "enqueue failed", false);
+    er_req_free(r);
+}
+
+static void finish_push_unique(fk_conn *c, er_req *r)
+{
+    if (!r->rc) {
+        int64_t ttl = r->extend_ms;
+        er_fk_cache_put(&c->f->uniques, r->jobs[0].id, c->stash_token,
+                        r->max ? "start" : "success", er_now_ms() + ttl);
+        er_fk_reply_ok(c);
+        er_req_free(r);
+        return;
+    }
+    /* the enqueue failed: give the lock back before saying so */
+    er_error err = r->err;
+    if (!err.code)
+        err.code = r->rc;
+    er_fk_error_rename(&err);
+    er_req *rel = release_req(c->stash_token);
+    er_req_free(r);
+    if (!rel || !(rel->text = strdup(err.message))) {
+        er_req_free(rel);
+        er_fk_send_error(c, "ERR", err.message, false);
+        return;
+    }
+    er_fk_submit(c, rel, finish_release_reply_err);
+}
+
+static void finish_unique_lock(fk_conn *c, er_req *r)
+{
+    er_req *enq = c->stash;
+    c->stash = NULL;
+    if (r->rc == ER_ECONFLICT) {
+        er_fk_send_error(c, "NOTUNIQUE", "Job not unique", false);
+        er_req_free(enq);
+    } else if (r->rc) {
+        er_fk_reply_req_error(c, r);
+        er_req_free(enq);
+    } else {
+        snprintf(c->stash_token, sizeof c->stash_token, "%s", r->lease.owner_token);
+        er_fk_submit(c, enq, finish_push_unique);
+    }
+    er_req_free(r);
+}
+
+/* 1 when r's job is unique and its lock was asked for (r stashed), 0 when
+ * it is not unique, < 0 after replying an error (r freed). */
+static int push_unique(fk_conn *c, er_req *r)
+{
+    int64_t ttl = 0;
+    bool at_start = false;
+    char key[65];
+    int u = er_fk_job_unique(&r->jobs[0], &ttl, &at_start, key);
+    if (u == 0)
+        return 0;
+    er_req *l = u < 0 ? NULL : er_req_new(ER_REQ_LEASE_ACQUIRE);
+    if (!l || !(l->lease_type = strdup(UNIQUE_LEASE_TYPE)) ||
+        !(l->lease_code = strdup(r->jobs[0].queue)) || !(l->lease_run_key = strdup(key))) {
+        er_req_free(l);
+        er_req_free(r);
+        er_fk_send_error(c, "ERR", "out of memory", false);
+        return -1;
+    }
+    l->extend_ms = ttl;
+    r->extend_ms = ttl;       /* for finish_push_unique */
+    r->max = at_start ? 1 : 0;
+    c->stash = r;
+    er_fk_submit(c, l, finish_unique_lock);
+    return 1;
+}
+
+static void finish_release_ok(fk_conn *c, er_req *r)
+{
+    er_fk_reply_ok(c); /* a lock not released now ends with its ttl */
+    er_req_free(r);
+}
+
+/* After a successful ACK: gives back the job's unique lock, if this node
+ * holds it until success. 1 when a release was submitted (it replies). */
+static int release_on_success(fk_conn *c)
+{
+    const fk_lease *u = er_fk_cache_get(&c->f->uniques, c->jid);
+    if (!u || strcmp(u->wid, "success") != 0)
+        return 0;
+    er_req *rel = release_req(u->token);
+    er_fk_cache_del(&c->f->uniques, c->jid);
+    if (!rel)
+        return 0;
+    er_fk_submit(c, rel, finish_release_ok);
+    return 1;
+}
+
 static void cmd_push(fk_conn *c, const char *arg, size_t n)
 {
     json_t *o = er_fk_arg_json(c, arg, n, true);
@@ -242,6 +356,8 @@ static void cmd_push(fk_conn *c, const char *arg, size_t n)
         reply_err(c, &err, err.code);
         return;
     }
+    if (push_unique(c, r) != 0)
+        return;
     er_fk_submit(c, r, finish_push);
 }
 
@@ -287,8 +403,16 @@ static void cmd_pushb(fk_conn *c, const char *arg, size_t n)
         json_t *item = json_array_get(a, i);
         er_error err = {0};
         if (job_from(c, item, &r->jobs[r->njobs], &err) == 0) {
-            r->njobs++;
-            continue;
+            int64_t ttl;
+            bool st;
+            char key[65];
+            if (er_fk_job_unique(&r->jobs[r->njobs], &ttl, &st, key) == 0) {
+                r->njobs++;
+                continue;
+            }
+            er_job_fini(&r->jobs[r->njobs]);
+            er_error_set(&err, ER_EINVAL, "custom",
+                         "custom.unique_for is taken by PUSH, not PUSHB, in errand");
         }
         json_t *jid = json_is_object(item) ? json_object_get(item, "jid") : NULL;
         char key[ER_ID_MAX + 32];
@@ -330,17 +454,43 @@ static void reply_job(fk_conn *c, const er_job *j, int64_t lease_ms)
     er_fk_send(c, false);
 }
 
+static void finish_release_start(fk_conn *c, er_req *r)
+{
+    reply_job(c, &r->job, c->lease_ms); /* a lock not released now ends with its ttl */
+    er_req_free(r);
+}
+
+/* Replies the fetched job *j (r's; r is freed), giving back its unique
+ * lock first when it is held until the job starts. */
+static void deliver(fk_conn *c, er_req *r, er_job *j)
+{
+    const fk_lease *u = er_fk_cache_get(&c->f->uniques, j->id);
+    if (u && strcmp(u->wid, "start") == 0) {
+        er_req *rel = release_req(u->token);
+        er_fk_cache_del(&c->f->uniques, j->id);
+        if (rel) {
+            rel->job = *j; /* moved */
+            memset(j, 0, sizeof *j);
+            er_req_free(r);
+            er_fk_submit(c, rel, finish_release_start);
+            return;
+        }
+    }
+    reply_job(c, j, c->lease_ms);
+    er_req_free(r);
+}
+
 /* The lease is now the job's own reserve_for. */
 static void finish_fetch_lease(fk_conn *c, er_req *r)
 {
     /* r is the heartbeat; the fetched job rides in r->job */
     if (r->rc) {
         er_fk_reply_req_error(c, r);
-    } else {
-        er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
-        reply_job(c, &r->job, c->lease_ms);
+        er_req_free(r);
+        return;
     }
-    er_req_free(r);
+    er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
+    deliver(c, r, &r->job);
 }
 
 static void finish_fetch(fk_conn *c, er_req *r);
@@ -393,8 +543,7 @@ static void finish_fetch(fk_conn *c, er_req *r)
     c->lease_ms = er_fk_lease_ms(j, c->f->reserve_min_ms);
     if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS) {
         er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at);
-        reply_job(c, j, c->lease_ms);
-        er_req_free(r);
+        deliver(c, r, j);
         return;
     }
     /* the job asked for another reserve_for: set the lease to it first */
@@ -595,7 +744,7 @@ static void finish_ack(fk_conn *c, er_req *r)
             err.code = rc;
         er_fk_error_rename(&err);
         reply_err(c, &err, rc);
-    } else {
+    } else if (c->fail || !release_on_success(c)) {
         er_fk_reply_ok(c);
     }
     er_req_free(r);

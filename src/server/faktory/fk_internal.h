@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "core/ack.h"
+#include "core/lease.h"
 #include "server/faktory/faktory.h"
 #include "server/faktory/proto.h"
 #include "util/buf.h"
@@ -86,6 +87,8 @@ struct fk_conn {
     char **names;
     size_t nnames, at;
     bool pause;
+    er_req *stash;     /* PUSH of a unique job: the enqueue waiting for its lock */
+    char stash_token[ER_LEASE_TOKEN_SIZE]; /* that lock's owner token */
     er_buf out;        /* the reply being built */
     fk_conn *prev, *next;
 };

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
+#include "core/lease.h"
 #include "server/http/spec_json.h"
 
 /* Members of a job hash that map to errand fields, or that the protocol
@@ -18,8 +21,7 @@ static const char *const members[] = {"jid",      "jobtype",     "queue",      "
                                       "custom",   "created_at",  "enqueued_at", NULL};
 /* Members of custom that name Faktory Enterprise features errand does not
  * do: refused rather than kept and ignored. */
-static const char *const custom_refused[] = {"unique_for", "unique_until", "track", "bid",
-                                             NULL};
+static const char *const custom_refused[] = {"bid", NULL};
 
 static bool known_in(const char *const *list, const char *s, size_t n)
 {
@@ -37,6 +39,58 @@ static bool member_known(const char *s, size_t n)
 static bool custom_ok(const char *s, size_t n)
 {
     return !known_in(custom_refused, s, n);
+}
+
+/* unique_for (1..86400 s) and unique_until ("success", "start"; only with
+ * unique_for): 0, or ER_EINVAL with *err. */
+static int custom_unique(const json_t *custom, er_error *err)
+{
+    json_t *f = json_object_get(custom, "unique_for"), *u = json_object_get(custom, "unique_until");
+    if (f && (!json_is_integer(f) || json_integer_value(f) < 1 ||
+              json_integer_value(f) > ER_LEASE_TTL_MAX_MS / 1000))
+        return er_error_set(err, ER_EINVAL, "custom",
+                            "custom.unique_for must be an integer 1..%lld (seconds)",
+                            ER_LEASE_TTL_MAX_MS / 1000);
+    if (u && (!f || !json_is_string(u) || (strcmp(json_string_value(u), "success") != 0 &&
+                                          strcmp(json_string_value(u), "start") != 0)))
+        return er_error_set(err, ER_EINVAL, "custom",
+                            "custom.unique_until must be \"success\" or \"start\", with "
+                            "unique_for");
+    return 0;
+}
+
+int er_fk_job_unique(const er_job *job, int64_t *ttl_ms, bool *until_start, char key[65])
+{
+    if (!job->custom || !strstr(job->custom, "\"unique_for\""))
+        return 0;
+    json_t *c = json_loads(job->custom, 0, NULL);
+    json_t *f = json_object_get(c, "unique_for");
+    const char *u = json_string_value(json_object_get(c, "unique_until"));
+    int rc = 0;
+    if (json_is_integer(f)) {
+        *ttl_ms = json_integer_value(f) * 1000;
+        *until_start = u && strcmp(u, "start") == 0;
+        /* the same jobtype and args, as Faktory's uniqueness; the queue is
+         * the lock's code */
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+                     EVP_DigestUpdate(ctx, job->name, strlen(job->name) + 1) &&
+                     EVP_DigestUpdate(ctx, job->payload, job->payload_len) &&
+                     EVP_DigestFinal_ex(ctx, md, &n) && n == 32
+                 ? 1
+                 : ER_EINTERNAL;
+        EVP_MD_CTX_free(ctx);
+        static const char hex[] = "0123456789abcdef";
+        for (unsigned i = 0; rc == 1 && i < 32; i++) {
+            key[2 * i] = hex[md[i] >> 4];
+            key[2 * i + 1] = hex[md[i] & 15];
+        }
+        key[64] = '\0';
+    }
+    json_decref(c);
+    return rc;
 }
 
 /* custom with expires_in turned into expires_at (a new reference), or
@@ -151,6 +205,8 @@ int er_fk_job_spec(const json_t *obj, int64_t now, er_job_spec *sp, char **custo
             return er_error_set(err, ER_EINVAL, "custom",
                                 "custom.%.*s is a Faktory Enterprise feature errand does not "
                                 "have", (int)unknown.n, unknown.s);
+        if (custom_unique(custom, err) < 0)
+            return err->code;
         json_t *kept = custom_expiry(custom, now, err);
         if (!kept)
             return err->code;

@@ -29,12 +29,19 @@
  * mapping cannot carry is refused here (ER_EINVAL naming it): a wrong JSON
  * type, args that are not an array, reserve_for that is not an integer, a
  * custom member naming a Faktory Enterprise feature errand does not do
- * (unique_for, unique_until, track, bid). custom.expires_in (seconds,
+ * (bid); custom.unique_for must be 1..86400 and unique_until "success" or
+ * "start". custom.expires_in (seconds,
  * 1..ER_DELAY_MAX_MS / 1000) is stored as custom.expires_at = now + it;
  * custom.expires_at must be an RFC 3339 time; not both. Values
  * are judged by core. Returns 0, ER_EINVAL or ER_ENOMEM. */
 int er_fk_job_spec(const json_t *obj, int64_t now, er_job_spec *spec, char **custom_buf,
                    er_error *err);
+
+/* When a job's custom has unique_for: 1, with the lock's ttl, whether it is
+ * held until the job starts (unique_until "start") rather than succeeds,
+ * and its key (hex SHA-256 of jobtype and args) in key[65]; 0 when not;
+ * ER_EINTERNAL when hashing failed. */
+int er_fk_job_unique(const er_job *job, int64_t *ttl_ms, bool *until_start, char key[65]);
 
 /* When a job's custom.expires_at (an RFC 3339 time; PUSH turns expires_in
  * into it) has passed at now: 1 with its text in out[32]; else 0. */
