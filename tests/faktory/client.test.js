@@ -378,6 +378,34 @@ const cases = {
     assert.equal((await job(retrying)).state, 'cancelled');
   },
 
+  // The extensions clients already expose: custom.unique_for refuses a twin
+  // with NOTUNIQUE until the job succeeds; custom.expires_at keeps a job from
+  // being handed out late (it is dead, not dropped).
+  async unique_and_expiry() {
+    const p = client({ role: 'producer' });
+    const c = client({ wid: `ue-${RUN}` });
+    const q = queue('unique');
+    const first = await p.push({ jobtype: 'u', queue: q, args: [1, 'a'], custom: { unique_for: 60 } });
+    await assert.rejects(p.push({ jobtype: 'u', queue: q, args: [1, 'a'], custom: { unique_for: 60 } }),
+      /NOTUNIQUE/);
+    const other = await p.push({ jobtype: 'u', queue: q, args: [2, 'a'], custom: { unique_for: 60 } });
+    for (let n = 0; n < 2; n++) await c.ack((await fetchOne(c, q)).jid);
+    assert.equal((await job(first)).state, 'completed');
+    assert.equal((await job(other)).state, 'completed');
+    const again = await p.push({ jobtype: 'u', queue: q, args: [1, 'a'], custom: { unique_for: 60 } });
+    assert.equal((await job(again)).state, 'waiting', 'the lock was not given back by the ACK');
+    await c.ack((await fetchOne(c, q)).jid);
+
+    const eq = queue('expiry');
+    const expiresAt = new Date(Date.now() + 1000).toISOString();
+    const jid = await p.push({ jobtype: 'e', queue: eq, args: [], custom: { expires_at: expiresAt } });
+    await until('its expiry passed', async () => Date.now() > Date.parse(expiresAt) + 100);
+    assert.equal(await c.fetch(eq), null, 'an expired job was handed out');
+    const j = await job(jid);
+    assert.equal(j.state, 'dead', JSON.stringify(j));
+    assert.match(j.last_error.message, /expired/);
+  },
+
   // Passwords are errand's tokens; each role gates its commands.
   async password() {
     const q = queue('pw');

@@ -117,6 +117,9 @@ class FaktoryNode(unittest.TestCase):
     def test_mutate(self):
         self.run_case("mutate")
 
+    def test_unique_and_expiry(self):
+        self.run_case("unique_and_expiry")
+
     def test_password(self):
         self.run_case("password")
 
