@@ -450,6 +450,27 @@ const cases = {
   },
 };
 
+// Steps the Python test runs around a restart or across PostgreSQL nodes;
+// STEP_QUEUE, STEP_WID and STEP_JID say what to act on. A step prints one
+// JSON line of what the next one needs.
+const steps = {
+  // Pushes a job to STEP_QUEUE and fetches it as STEP_WID.
+  async push_fetch() {
+    const p = client({ role: 'producer' });
+    const c = client({ wid: process.env.STEP_WID });
+    const jid = await p.push({ jobtype: 'step', queue: process.env.STEP_QUEUE, args: ['x'] });
+    assert.equal((await fetchOne(c, process.env.STEP_QUEUE)).jid, jid);
+    assert.equal((await job(jid)).lease_owner, process.env.STEP_WID);
+    process.stdout.write(JSON.stringify({ jid }) + '\n');
+  },
+  // Acknowledges STEP_JID as STEP_WID; the job is completed.
+  async ack() {
+    const c = client({ wid: process.env.STEP_WID });
+    await c.ack(process.env.STEP_JID);
+    assert.equal((await job(process.env.STEP_JID)).state, 'completed');
+  },
+};
+
 async function main() {
   const names = process.argv.slice(2);
   if (!names.length) {
@@ -457,9 +478,10 @@ async function main() {
     return;
   }
   for (const n of names) {
-    if (!cases[n]) throw new Error(`no case ${n}`);
+    const fn = n.startsWith('step:') ? steps[n.slice(5)] : cases[n];
+    if (!fn) throw new Error(`no case ${n}`);
     try {
-      await cases[n]();
+      await fn();
     } finally {
       await Promise.allSettled(opened.splice(0).map((c) => c.close()));
     }
