@@ -113,7 +113,9 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     json_t *regexp = filter ? json_object_get(filter, "regexp") : NULL;
     const char *why = NULL;
     bool dead = target && strcmp(target, "dead") == 0;
-    bool sched = target && (strcmp(target, "retry") == 0 || strcmp(target, "scheduled") == 0);
+    /* "retries" is Faktory's name (its clients send it); "retry" kept too */
+    bool sched = target && (strcmp(target, "retries") == 0 || strcmp(target, "retry") == 0 ||
+                            strcmp(target, "scheduled") == 0);
     bool clear = cmd && (strcmp(cmd, "clear") == 0 || strcmp(cmd, "discard") == 0);
     bool requeue = cmd && strcmp(cmd, "requeue") == 0;
     bool kill = cmd && strcmp(cmd, "kill") == 0;
@@ -121,7 +123,7 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     if (!clear && !requeue && !kill)
         why = "cmd must be clear, kill, discard or requeue";
     else if (!dead && !sched)
-        why = "target must be retry, scheduled or dead";
+        why = "target must be retries, scheduled or dead";
     else if (filter && !json_is_null(filter) && !json_is_object(filter))
         why = "filter must be an object";
     else if (regexp && !json_is_null(regexp) &&

@@ -1,0 +1,107 @@
+'use strict';
+// SPDX-License-Identifier: MIT
+//
+// The Faktory frontend measured with the Node client users run (faktory-worker,
+// pinned in tests/faktory) and the peers' own method and knobs (BENCH_N,
+// BENCH_ENQ_CONC, BENCH_BULK, BENCH_PROC_CONCS, BENCH_LAT_*: the peers'
+// lib/common.js, read from ../shared/bench/peers or $BENCH_PEERS), so its rows
+// sit beside BullMQ's. Prints one JSON line a phase.
+// Usage: node faktory-node.js <label> <serverPid> [tcp://:password@host:port]
+// BENCH_PHASES (default enqueue_single,enqueue_bulk,process,latency) picks phases;
+// against stub-server.js leave out latency (the stub hands out jobs nobody pushed).
+const path = require('path');
+
+const REPO = path.resolve(__dirname, '..', '..');
+const PEERS = process.env.BENCH_PEERS || path.resolve(REPO, '..', 'shared', 'bench', 'peers');
+const C = require(path.join(PEERS, 'lib', 'common'));
+const { Client, Worker } = require(path.join(REPO, 'tests', 'faktory', 'node_modules', 'faktory-worker'));
+
+const label = process.argv[2] || 'errand-faktory';
+const serverPid = Number(process.argv[3] || 0);
+const url = process.argv[4] || process.env.FAKTORY_URL || 'tcp://127.0.0.1:7419';
+const phases = new Set((process.env.BENCH_PHASES || 'enqueue_single,enqueue_bulk,process,latency').split(','));
+const out = (phase, extra) => C.emit({ system: label, phase, ...extra });
+let qseq = 0;
+const newQueue = (p) => `bench-${process.pid}-${p}-${qseq++}`;
+const job = (q, i) => ({ jobtype: 'j', queue: q, args: [{ n: i }] });
+
+async function bulkFill(client, q) {
+  for (let b = 0; b < C.N; b += C.BULK) {
+    const jobs = [];
+    for (let i = b; i < Math.min(C.N, b + C.BULK); i++) jobs.push(job(q, i));
+    const rejected = await client.pushBulk(jobs);
+    if (Object.keys(rejected).length) throw new Error(`PUSHB rejected ${Object.keys(rejected).length} jobs`);
+  }
+}
+
+// A Worker whose ACKs are counted: onAck(jid) runs once the server answered.
+function countingWorker(q, conc, onFirst, onAck) {
+  const w = new Worker({ url, queues: [q], concurrency: conc });
+  w.register('j', async () => { onFirst(); });
+  const ack = w.client.ack.bind(w.client);
+  w.client.ack = async (jid) => { const r = await ack(jid); onAck(jid); return r; };
+  w.on('error', (e) => console.error('worker error', e.message));
+  return w;
+}
+
+async function main() {
+  // The producer: one client whose pool lets BENCH_ENQ_CONC commands be in flight
+  // (faktory-worker sends one command per pooled connection).
+  const client = new Client({ url, poolSize: C.ENQ_CONC });
+  if (phases.has('enqueue_single')) {
+    const q = newQueue('enq1');
+    const m = C.cpuMeter(serverPid); const t0 = C.nowMs();
+    await C.runConcurrent(C.N, C.ENQ_CONC, (i) => client.push(job(q, i)));
+    const ms = C.nowMs() - t0;
+    out('enqueue_single', { jobs: C.N, conc: C.ENQ_CONC, ms, jobs_per_s: C.rate(C.N, ms), ...m() });
+  }
+  if (phases.has('enqueue_bulk')) {
+    const q = newQueue('enqb');
+    const m = C.cpuMeter(serverPid); const t0 = C.nowMs();
+    await bulkFill(client, q);
+    const ms = C.nowMs() - t0;
+    out('enqueue_bulk', { jobs: C.N, batch: C.BULK, ms, jobs_per_s: C.rate(C.N, ms), ...m() });
+  }
+  if (phases.has('process')) {
+    for (const conc of C.PROC_CONCS) {
+      const q = newQueue('proc');
+      await bulkFill(client, q);
+      let done = 0; let tFirst = null; let tLast = null;
+      const m = C.cpuMeter(serverPid);
+      const w = countingWorker(q, conc, () => { if (tFirst === null) tFirst = C.nowMs(); },
+        () => { done++; tLast = C.nowMs(); });
+      const tStart = C.nowMs();
+      await w.work();
+      const ok = await C.waitFor(() => done >= C.N);
+      const cpu = m();
+      await w.stop();
+      const ms = tLast - tFirst;
+      out('process', { conc, jobs: done, complete: ok, ms, jobs_per_s: C.rate(done, ms),
+        startup_ms: +(tFirst - tStart).toFixed(1), pool: conc + 2, ...cpu });
+    }
+  }
+  if (phases.has('latency')) {
+    const q = newQueue('lat');
+    const sent = new Map(); const lats = [];
+    const w = countingWorker(q, C.LAT_CONC, () => {}, (jid) => {
+      const t = sent.get(jid); if (t !== undefined) lats.push(C.nowMs() - t);
+    });
+    await w.work();
+    await C.sleep(500); // the worker's fetches are waiting
+    const m = C.cpuMeter(serverPid);
+    const total = await C.paced(C.LAT_RATE, C.LAT_SECS, (i) => {
+      const jid = `lat-${process.pid}-${i}`;
+      sent.set(jid, C.nowMs());
+      return client.push({ jid, ...job(q, i) });
+    });
+    const ok = await C.waitFor(() => lats.length >= total, 30000);
+    const cpu = m();
+    await w.stop();
+    out('latency', { rate: C.LAT_RATE, secs: C.LAT_SECS, conc: C.LAT_CONC, complete: ok, ...C.latencyStats(lats), ...cpu });
+  }
+  await client.close();
+}
+
+const hard = setTimeout(() => { console.error('hard timeout'); process.exit(3); }, 15 * 60 * 1000);
+hard.unref();
+main().then(() => process.exit(0), (e) => { console.error(e); process.exit(1); });
