@@ -412,6 +412,21 @@ static int control_line(errand_job *job, const capture *ctl)
     return rc;
 }
 
+/* Whether a command that died by a signal was killed by the shutdown. A
+ * group kill reaches the command and the worker at once, and the command's
+ * exit may be seen first: a SIGTERM'd command waits up to 250 ms for the
+ * worker's own signal. */
+static bool shutting_down(const run_result *rr)
+{
+    if (atomic_load(&g_stopping))
+        return true;
+    if (!WIFSIGNALED(rr->status) || WTERMSIG(rr->status) != SIGTERM)
+        return false;
+    for (int i = 0; i < 25 && !atomic_load(&g_stopping); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    return atomic_load(&g_stopping);
+}
+
 static int handle(errand_job *job, void *user)
 {
     const work *wk = user;
@@ -459,7 +474,7 @@ static int handle(errand_job *job, void *user)
             errand_job_fail_permanent(job, msg);
         else
             errand_job_fail_transient(job, msg);
-    } else if (atomic_load(&g_stopping)) {
+    } else if (shutting_down(&rr)) {
         /* Killed by the shutdown (systemd and timeout signal the whole
          * group): the work was not done, so the attempt does not count. */
         wlog(ERRAND_LOG_WARN, job, "command killed during shutdown; job released", NULL, NULL);
