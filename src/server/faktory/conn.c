@@ -48,9 +48,9 @@ static void conn_free(fk_conn *c)
     free(c);
 }
 
-/* The socket is done with: closed now, the memory once no request is in
- * flight and process() is not on the stack. */
-static void conn_close(fk_conn *c)
+/* The socket is done with, closed now; the memory stays (process() or the
+ * request in flight frees it). */
+static void conn_shut(fk_conn *c)
 {
     if (c->bev) {
         bufferevent_free(c->bev);
@@ -59,6 +59,13 @@ static void conn_close(fk_conn *c)
     c->gone = true;
     if (c->pending && c->pending->type == ER_REQ_FETCH)
         er_engine_abandon(c->f->engine, c->pending);
+}
+
+/* conn_shut, and the memory freed once no request is in flight and
+ * process() is not on the stack. */
+static void conn_close(fk_conn *c)
+{
+    conn_shut(c);
     if (!c->pending && !c->in_process)
         conn_free(c);
 }
@@ -142,7 +149,7 @@ static bool gate(fk_conn *c, const char *line, size_t n)
         return true;
     if (er_fk_looks_like_http(line, n)) {
         ER_LOG(ER_LOG_WARN, NULL, "faktory: closed a connection that spoke HTTP");
-        conn_close(c);
+        conn_shut(c); /* only process() calls gate: it frees c */
         return false;
     }
     if (n < 5 || memcmp(line, "HELLO", 5) != 0 || (n > 5 && line[5] != ' ')) {
