@@ -2,7 +2,8 @@
  *
  * Transcript tests of the Faktory port: each test starts a real
  * `errand serve --faktory-listen 127.0.0.1:0` on a temporary SQLite file
- * (one test also on PostgreSQL when ERRAND_TEST_PG_URL is set), reads the
+ * (on PostgreSQL, a schema per test, with ERRAND_FK_TRANSCRIPT_PG=1 and
+ * ERRAND_TEST_PG_URL: CTest's faktory.transcript_pg), reads the
  * bound addresses from its log, and speaks the raw protocol over sockets;
  * what the HTTP API shows of the jobs is read over HTTP. Replies are read
  * with the frontend's own reply reader (src/server/faktory/proto.h).
@@ -76,8 +77,18 @@ static void start_with(const char *store, const char *first, ...)
     cr_assert(bin, "ERRAND_BIN is not set");
     snprintf(S.dir, sizeof S.dir, "/tmp/errand-fk-XXXXXX");
     cr_assert(mkdtemp(S.dir));
-    char db[128], logp[128];
+    char db[512], logp[128];
     snprintf(db, sizeof db, "sqlite:%s/e.db", S.dir);
+    const char *all_pg = getenv("ERRAND_FK_TRANSCRIPT_PG");
+    if (!store && all_pg && strcmp(all_pg, "1") == 0) {
+        /* the whole transcript on PostgreSQL, a schema per test */
+        const char *base = getenv("ERRAND_TEST_PG_URL");
+        if (!base || !*base)
+            cr_skip_test("ERRAND_TEST_PG_URL is not set");
+        snprintf(S.pg_schema, sizeof S.pg_schema, "fk_transcript_%d", (int)getpid());
+        snprintf(db, sizeof db, "%s%sschema=%s", base, strchr(base, '?') ? "&" : "?",
+                 S.pg_schema);
+    }
     snprintf(logp, sizeof logp, "%s/log", S.dir);
     const char *argv[40] = {bin, "serve", "--listen", "127.0.0.1:0", "--faktory-listen",
                             "127.0.0.1:0", "--store", store ? store : db,
