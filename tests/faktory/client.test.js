@@ -4,7 +4,8 @@
 // The Faktory frontend driven by the real Node client (faktory-worker from
 // npm), checked over errand's HTTP API: a Faktory job and an HTTP job are the
 // same job. tests/integration/test_faktory_node.py starts the server and runs
-// `node client.test.js CASE` once a case; it exits 0 when the case passed.
+// `node client.test.js CASE` once a case (and `step:NAME`, the steps below,
+// around a restart or across nodes); it exits 0 when the case passed.
 // Env: FAKTORY_HOST, FAKTORY_PORT, FK_{PRODUCER,WORKER,ADMIN}_PASSWORD (errand
 // tokens), ERRAND_URL, ERRAND_ADMIN_TOKEN.
 const assert = require('node:assert/strict');
