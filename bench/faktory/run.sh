@@ -9,7 +9,8 @@
 # the peers' own scripts, run from a copy of ../shared/bench/peers (PEERS_DIR,
 # after `npm ci` there). errand-faktory-c is the same rows with the C client
 # bench/faktory/faktory_bench.c (cmake -DERRAND_BENCH_FAKTORY=ON; FAKTORY_BENCH
-# names the binary). Appends JSON lines to bench/results/faktory-<time>.jsonl
+# names the binary). errand-faktory-w and stub-w: the processing rows with c
+# Workers of concurrency 1 (BENCH_FK_WORKERS). Appends JSON lines to bench/results/faktory-<time>.jsonl
 # and prints the peers' median table.
 #
 #   PEERS_DIR=/tmp/peers ./bench/faktory/run.sh
@@ -82,6 +83,16 @@ for r in $(seq "$RUNS"); do
         errand-faktory)
             start_errand
             timeout 900 node bench/faktory/faktory-node.js errand-faktory "$pid" "$fk_url" >>"$raw"
+            stop ;;
+        errand-faktory-w)
+            start_errand
+            BENCH_PHASES=process BENCH_FK_WORKERS=1000 \
+                timeout 900 node bench/faktory/faktory-node.js errand-faktory "$pid" "$fk_url" >>"$raw"
+            stop ;;
+        stub-w)
+            start_stub
+            BENCH_PHASES=process BENCH_FK_WORKERS=1000 \
+                timeout 900 node bench/faktory/faktory-node.js faktory-stub "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-http)
             start_errand

@@ -4,7 +4,8 @@
 // The Faktory frontend driven by the real Node client (faktory-worker from
 // npm), checked over errand's HTTP API: a Faktory job and an HTTP job are the
 // same job. tests/integration/test_faktory_node.py starts the server and runs
-// `node client.test.js CASE` once a case; it exits 0 when the case passed.
+// `node client.test.js CASE` once a case (and `step:NAME`, the steps below,
+// around a restart or across nodes); it exits 0 when the case passed.
 // Env: FAKTORY_HOST, FAKTORY_PORT, FK_{PRODUCER,WORKER,ADMIN}_PASSWORD (errand
 // tokens), ERRAND_URL, ERRAND_ADMIN_TOKEN.
 const assert = require('node:assert/strict');
@@ -104,9 +105,9 @@ const cases = {
     const j = await job(jobs[199].jid);
     assert.equal(j.state, 'waiting');
     assert.deepEqual(j.payload, [199]);
-    const info = await http('GET', `/v1/queues/${encodeURIComponent(q)}`);
-    assert.equal(info.status, 200, JSON.stringify(info.body));
-    assert.equal(info.body.queue.counts.waiting, 200, JSON.stringify(info.body));
+    const counts = await http('GET', `/v1/queues/${encodeURIComponent(q)}`);
+    assert.equal(counts.status, 200, JSON.stringify(counts.body));
+    assert.equal(counts.body.queue.counts.waiting, 200, JSON.stringify(counts.body));
 
     const good = { jid: `good-${RUN}`, jobtype: 'bulk', queue: q, args: [] };
     const bad = { jid: `bad-${RUN}`, jobtype: '', queue: q, args: [] };
@@ -116,6 +117,8 @@ const cases = {
     assert.equal((await job(good.jid)).state, 'waiting');
     const miss = await http('GET', `/v1/jobs/${bad.jid}`);
     assert.equal(miss.status, 404);
+    const info = await c.info();
+    assert.equal(info.faktory.queues[q], 201, JSON.stringify(info.faktory));
   },
 
   // FETCH and ACK with the Worker users run: handler sees the args, the job completes.
@@ -322,6 +325,9 @@ const cases = {
         return r.body.workers.find((x) => x.wid === wid);
       });
       assert.ok(listed.last_beat, JSON.stringify(listed));
+      assert.equal(listed.pid, process.pid);
+      assert.equal(listed.hostname, require('node:os').hostname());
+      assert.equal(listed.state, 'running');
       const nope = await http('POST', '/v1/workers/nobody-here/quiet', {});
       assert.equal(nope.status, 404);
       const r1 = await http('POST', `/v1/workers/${wid}/quiet`, {});
