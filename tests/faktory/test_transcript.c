@@ -850,6 +850,8 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     big[sizeof big - 1] = '\0';
     ERR(c, "1024", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"%s\"}}",
         big);
+    ERR(c, "invalid JSON", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"a\\u0000*\"}}");
+    ERR(c, "filter must be an object", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":[1]}");
     ERR(c, "cmd", "MUTATE {\"cmd\":\"explode\",\"target\":\"dead\"}");
     ERR(c, "target", "MUTATE {\"cmd\":\"clear\",\"target\":\"everything\"}");
     ERR(c, "jids", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[]}}");
