@@ -66,6 +66,10 @@ int er_state_next(er_state from, er_event ev)
         return from == ER_STATE_ACTIVE ? ER_STATE_WAITING : -1;
     case ER_EV_CANCEL:
         return from == ER_STATE_SCHEDULED || from == ER_STATE_WAITING ? ER_STATE_CANCELLED : -1;
+    case ER_EV_RUN_NOW:
+        return from == ER_STATE_SCHEDULED ? ER_STATE_WAITING : -1;
+    case ER_EV_BURY:
+        return from == ER_STATE_SCHEDULED ? ER_STATE_DEAD : -1;
     }
     return -1;
 }

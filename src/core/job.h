@@ -64,6 +64,8 @@ typedef enum er_event {
     ER_EV_RELEASE,     /* active -> waiting (graceful shutdown; attempt not counted) */
     ER_EV_STALL,       /* active -> waiting (lease expired, stalled < max) */
     ER_EV_CANCEL,      /* scheduled|waiting -> cancelled */
+    ER_EV_RUN_NOW,     /* scheduled -> waiting (an operator's; Faktory's MUTATE requeue) */
+    ER_EV_BURY,        /* scheduled -> dead (an operator's; Faktory's MUTATE kill) */
 } er_event;
 
 /* Returns the state after ev, or -1 when ev is not allowed from `from`. */

@@ -96,12 +96,15 @@ typedef enum er_req_type {
 
 typedef struct er_req er_req;
 
-/* A bulk action's chunk (exec_ui.c): redrive or delete dead letters, or
- * cancel waiting or scheduled jobs, by ids or by a filter. */
+/* A bulk action's chunk (exec_ui.c): redrive or delete dead letters,
+ * cancel waiting or scheduled jobs, or send scheduled jobs to the dead
+ * letters (kill) or to waiting now (run_now), by ids or by a filter. */
 typedef enum er_bulk_action {
     ER_BULK_REDRIVE = 1,
     ER_BULK_DELETE = 2,
     ER_BULK_CANCEL = 3,
+    ER_BULK_KILL = 4,    /* last_error: class permanent, bulk.reason as its message */
+    ER_BULK_RUN_NOW = 5,
 } er_bulk_action;
 
 typedef struct er_bulk {
@@ -109,6 +112,12 @@ typedef struct er_bulk {
     char **ids;            /* in: the jobs (owned), at most ER_BULK_CHUNK; NULL: the filter */
     size_t nids;
     er_bulk_filter filter; /* in: its strings owned (freed with the request) */
+    bool strict;           /* in: ids too are taken only when the filter takes them */
+    /* in, optional: a job is taken only when match(job, pattern) (run on
+     * the writer thread: pure); pattern owned */
+    bool (*match)(const er_job *job, const char *pattern);
+    char *pattern;
+    char *reason;          /* in: KILL: the dead letter's message (owned) */
     int64_t after;         /* in: the seq after which this chunk starts; out: its last */
     int64_t done;          /* out: jobs this chunk changed */
     int64_t count;         /* out: BULK_COUNT */

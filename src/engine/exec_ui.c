@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/exec.h"
+#include "store/error_codec.h"
 
 #define AUDIT_LIST_MAX 1000
 
@@ -22,14 +23,64 @@ bool er_ui_req_is_read(const er_req *req)
     return req->type == ER_REQ_AUDIT_LIST || req->type == ER_REQ_BULK_COUNT;
 }
 
+/* Whether the filter takes a job as read (strict ids). */
+static bool filter_takes(const er_bulk_filter *f, const er_job *j)
+{
+    return j->state == f->state && (!f->queue || strcmp(f->queue, j->queue) == 0) &&
+           (!f->name || strcmp(f->name, j->name) == 0) &&
+           (!f->not_redriven || j->redriven_at == 0) &&
+           (f->tries != ER_BULK_TRIES_SOME || j->attempts > 0) &&
+           (f->tries != ER_BULK_TRIES_NONE || j->attempts == 0);
+}
+
+/* KILL and RUN_NOW of one scheduled job `cur`: rc as ops->move_scheduled. */
+static int bulk_move(er_exec_ctx *x, er_req *req, const er_job *cur, int64_t now, er_error *e)
+{
+    char *text = NULL;
+    if (req->bulk.action == ER_BULK_KILL) {
+        er_failure f = {.cls = ER_ERR_PERMANENT, .message = req->bulk.reason};
+        if (!(text = er_last_error_encode(&f, cur->attempts, NULL, now)))
+            return er_error_set(e, ER_ENOMEM, "", "out of memory");
+    }
+    char *queue = NULL;
+    int rc = x->ops->move_scheduled(x->store, cur->id, text, now, &queue, e);
+    free(text);
+    if (rc == 0 && req->bulk.action == ER_BULK_RUN_NOW)
+        er_wake_add(&x->wake, queue, 1);
+    else if (rc == 0)
+        er_keys_add(&x->done, cur->id);
+    free(queue);
+    return rc;
+}
+
 /* One job of a bulk action; a job that is not (any more) in the state the
- * action takes is skipped. Returns 0 or a storage error. */
+ * action takes, or that the filter or match does not take, is skipped.
+ * Returns 0 or a storage error. */
 static int bulk_one(er_exec_ctx *x, er_req *req, const char *id, int64_t now)
 {
     er_error e;
     er_job job;
     er_job_init(&job);
     int rc;
+    er_bulk *b = &req->bulk;
+    bool move = b->action == ER_BULK_KILL || b->action == ER_BULK_RUN_NOW;
+    if (move || b->strict || b->match) {
+        er_job cur;
+        er_job_init(&cur);
+        rc = x->ops->get_job(x->store, id, &cur, &e);
+        if (rc == 0 && ((b->strict && !filter_takes(&b->filter, &cur)) ||
+                        (b->match && !b->match(&cur, b->pattern)) ||
+                        (move && cur.state != ER_STATE_SCHEDULED)))
+            rc = ER_ENOTFOUND; /* skipped */
+        if (rc == 0 && move) {
+            rc = bulk_move(x, req, &cur, now, &e);
+            er_job_fini(&cur);
+            goto out;
+        }
+        er_job_fini(&cur);
+        if (rc != 0)
+            goto out;
+    }
     switch (req->bulk.action) {
     case ER_BULK_REDRIVE:
         rc = x->ops->redrive(x->store, id, now, &job, &e);
@@ -41,11 +92,14 @@ static int bulk_one(er_exec_ctx *x, er_req *req, const char *id, int64_t now)
         break;
     case ER_BULK_CANCEL:
         rc = x->ops->cancel(x->store, id, now, &job, &e);
+        if (rc == 0)
+            er_keys_add(&x->done, id);
         break;
     default:
         rc = er_error_set(&e, ER_EINVAL, "action", "unknown bulk action");
         break;
     }
+out:
     er_job_fini(&job);
     if (er_is_storage_error(rc)) {
         req->err = e;
@@ -62,6 +116,11 @@ static int bulk_chunk(er_exec_ctx *x, er_req *req, int64_t now)
     er_bulk *b = &req->bulk;
     b->done = 0;
     b->more = false;
+    if ((b->action == ER_BULK_KILL || b->action == ER_BULK_RUN_NOW) && !x->ops->move_scheduled) {
+        req->rc = er_error_set(&req->err, ER_EUNAVAIL, "",
+                               "moving scheduled jobs is not supported by this store");
+        return 0;
+    }
     if (b->ids) {
         for (size_t i = 0; i < b->nids; i++) {
             int rc = bulk_one(x, req, b->ids[i], now);

@@ -70,5 +70,7 @@ void er_req_free(er_req *req)
     free(req->bulk.ids);
     free((char *)req->bulk.filter.queue);
     free((char *)req->bulk.filter.name);
+    free(req->bulk.pattern);
+    free(req->bulk.reason);
     free(req);
 }

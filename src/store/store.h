@@ -122,12 +122,22 @@ void er_audit_list_fini(er_audit_list *l);
 /* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
 er_audit *er_audit_list_push(er_audit_list *l);
 
+/* Which jobs of a state a bulk filter takes by their attempts: a scheduled
+ * job with attempts made is a failure waiting for its retry (Faktory's
+ * retry set), one without is due later (its scheduled set). */
+typedef enum er_bulk_tries {
+    ER_BULK_TRIES_ANY = 0,
+    ER_BULK_TRIES_SOME = 1, /* attempts > 0 */
+    ER_BULK_TRIES_NONE = 2, /* attempts == 0 */
+} er_bulk_tries;
+
 /* Which jobs a bulk action takes (docs/api.md, POST /v1/bulk). */
 typedef struct er_bulk_filter {
     const char *queue;   /* NULL: every queue */
     er_state state;
     const char *name;    /* NULL: every job name */
     bool not_redriven;   /* only dead letters never redriven */
+    er_bulk_tries tries;
 } er_bulk_filter;
 
 /* The most jobs one bulk chunk (one transaction) takes. */
@@ -328,6 +338,14 @@ typedef struct er_store_ops {
     /* scheduled|waiting -> cancelled. ER_ECONFLICT when active or finished,
      * ER_ENOTFOUND when none. Fills *out with the job after the change. */
     int (*cancel)(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+
+    /* Optional (NULL: the engine refuses it as not supported by this
+     * store): a scheduled job, now. With last_error NULL it becomes
+     * waiting with run_at = now; otherwise dead with finished_at = now and
+     * that last_error (JSON text). *queue receives its queue (owned, or
+     * NULL on failure). ER_ENOTFOUND when no scheduled job has that id. */
+    int (*move_scheduled)(er_store *s, const char *id, const char *last_error, int64_t now,
+                          char **queue, er_error *err);
 
     /* Lists jobs of a queue in one state, oldest first, after `cursor`
      * (opaque string from a previous page, NULL for the first). Sets

@@ -384,6 +384,68 @@ const cases = {
     assert.equal((await job(retrying)).state, 'cancelled');
   },
 
+  // MUTATE on the retry set (failed, waiting for a retry) and the scheduled
+  // set (pushed with `at`), told apart without jids, with the client's
+  // filters: matching (a glob on the job hash), ofType, withJids. INFO's
+  // tasks sizes follow each change.
+  async mutate_sets() {
+    const p = client({ role: 'producer' });
+    const c = client({ wid: `ms-${RUN}` });
+    const admin = client({ role: 'admin' });
+    const q = queue('msets');
+    const size = async (set) => (await admin.info()).faktory.tasks[set].size;
+    const failed = async (jobtype, args) => {
+      const jid = await p.push({ jobtype, queue: q, args, retry: 5 });
+      assert.equal((await fetchOne(c, q)).jid, jid);
+      await c.fail(jid, new Error('later'));
+      assert.equal((await job(jid)).state, 'scheduled');
+      return jid;
+    };
+    const state = async (jid) => (await job(jid)).state;
+    const retries0 = await size('Retries');
+    const scheduled0 = await size('Scheduled');
+    const dead0 = await size('Dead');
+    const r1 = await failed(`mk${RUN}`, ['uniquearg', RUN]);
+    const r2 = await failed(`mk${RUN}`, ['plain', RUN]);
+    const r3 = await failed(`mq${RUN}`, ['plain', RUN]);
+    const at = new Date(Date.now() + 3600e3).toISOString();
+    const s1 = await p.push({ jobtype: `sk${RUN}`, queue: q, args: ['uniquearg', RUN], at });
+    const s2 = await p.push({ jobtype: `sq${RUN}`, queue: q, args: [RUN], at });
+    const s3 = await p.push({ jobtype: `sc${RUN}`, queue: q, args: [RUN], at });
+    assert.equal(await size('Retries'), retries0 + 3);
+    assert.equal(await size('Scheduled'), scheduled0 + 3);
+
+    await assert.rejects(c.retries.matching(`*${RUN}*`).kill(), /permission|role|admin|denied|forbidden/i,
+      'a worker password ran MUTATE');
+    // the glob takes r1 of the retry set, not s1 of the scheduled set
+    await admin.retries.matching(`*"uniquearg","${RUN}"*`).kill();
+    assert.equal(await state(r1), 'dead');
+    assert.match((await job(r1)).last_error.message, /killed by Faktory MUTATE/);
+    assert.equal(await state(s1), 'scheduled');
+    assert.equal(await size('Dead'), dead0 + 1);
+    assert.equal(await size('Retries'), retries0 + 2);
+
+    await admin.retries.ofType(`mq${RUN}`).requeue();
+    assert.equal(await state(r3), 'waiting');
+    assert.equal(await state(r2), 'scheduled');
+    const again = await fetchOne(c, q);
+    assert.equal(again.jid, r3);
+    await c.ack(r3);
+
+    await admin.scheduled.withJids(s2).requeue();
+    assert.equal(await state(s2), 'waiting');
+    await c.ack((await fetchOne(c, q)).jid);
+    await admin.scheduled.ofType(`sk${RUN}`).matching('*uniquearg*').kill();
+    assert.equal(await state(s1), 'dead');
+    await admin.retries.withJids(r2).discard();
+    assert.equal(await state(r2), 'cancelled');
+    await admin.scheduled.ofType(`sc${RUN}`).clear();
+    assert.equal(await state(s3), 'cancelled');
+    assert.equal(await size('Retries'), retries0);
+    assert.equal(await size('Scheduled'), scheduled0);
+    assert.equal(await size('Dead'), dead0 + 2);
+  },
+
   // The extensions clients already expose: custom.unique_for refuses a twin
   // with NOTUNIQUE until the job succeeds; custom.expires_at keeps a job from
   // being handed out late (it is dead, not dropped).

@@ -844,12 +844,23 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     h = get_job("s1");
     cr_assert_str_eq(jstr(h, "state"), "cancelled");
     json_decref(h);
-    ERR(c, "one state", "MUTATE {\"cmd\":\"clear\",\"target\":\"retry\"}");
-    ERR(c, "not implemented", "MUTATE {\"cmd\":\"kill\",\"target\":\"retry\",\"filter\":{\"jids\":[\"x\"]}}");
-    ERR(c, "regexp", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"*a*\"}}");
+    ERR(c, "regexp", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":7}}");
+    char big[1200];
+    memset(big, '*', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ERR(c, "1024", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"%s\"}}",
+        big);
+    ERR(c, "invalid JSON", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"a\\u0000*\"}}");
+    ERR(c, "filter must be an object", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":[1]}");
     ERR(c, "cmd", "MUTATE {\"cmd\":\"explode\",\"target\":\"dead\"}");
     ERR(c, "target", "MUTATE {\"cmd\":\"clear\",\"target\":\"everything\"}");
-    ERR(c, "not both", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m2\"],\"jobtype\":\"keep\"}}");
+    ERR(c, "jids", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[]}}");
+    ERR(c, "jid", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[7]}}");
+    ERR(c, "jobtype", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"a b\"}}");
+    /* the filter's members narrow it together: m2 is not a "drop" */
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m2\"],\"jobtype\":\"drop\"}}");
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"*\\\"jobtype\\\":\\\"dro[p]\\\"*\"}}");
+    cr_assert_null(get_job("m0")); /* the glob took the dead "drop" m0 */
     h = get_job("m2");
     cr_assert_str_eq(jstr(h, "state"), "dead"); /* the refusals changed nothing */
     json_decref(h);
@@ -860,6 +871,99 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     free(audit);
     cr_assert(found, "no audit row");
     json_decref(o);
+    fk_close(c);
+}
+
+/* INFO's tasks: {"Busy","Retries","Scheduled","Dead"} sizes. */
+static int64_t info_size(conn *c, const char *set)
+{
+    const char *r = cmd(c, "INFO");
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "INFO: %s", r);
+    json_t *o = json_loads(r, 0, NULL);
+    cr_assert_not_null(o);
+    json_t *n = json_object_get(json_object_get(json_object_get(json_object_get(o, "faktory"),
+                                                                "tasks"), set), "size");
+    cr_assert(json_is_integer(n), "no tasks.%s.size in %s", set, r);
+    int64_t v = json_integer_value(n);
+    json_decref(o);
+    return v;
+}
+
+/* A job FETCHed and FAILed: in the retry set (scheduled, attempts 1). */
+static void push_failed(conn *c, const char *jid, const char *type, const char *arg)
+{
+    OK(c, "PUSH {\"jid\":\"%s\",\"jobtype\":\"%s\",\"queue\":\"mr\",\"args\":[\"%s\"],\"retry\":5}",
+       jid, type, arg);
+    const char *r = cmd(c, "FETCH mr");
+    cr_assert(c->kind == ER_FK_R_BULK && strstr(r, jid), "FETCH: %s", r);
+    OK(c, "FAIL {\"jid\":\"%s\",\"message\":\"x\"}", jid);
+}
+
+static void state_is(const char *jid, const char *want)
+{
+    json_t *h = get_job(jid);
+    cr_assert_not_null(h, "no job %s", jid);
+    cr_assert_str_eq(jstr(h, "state"), want, "%s", jid);
+    json_decref(h);
+}
+
+Test(transcript, mutate_tells_retries_from_scheduled_jobs)
+{
+    conn *c = fk_hello("w1");
+    char at[32];
+    time_t tomorrow = time(NULL) + 86400;
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tomorrow));
+    push_failed(c, "r1", "rt", "uniquearg");
+    push_failed(c, "r2", "rt", "other");
+    push_failed(c, "r3", "rt2", "other");
+    OK(c, "PUSH {\"jid\":\"s1\",\"jobtype\":\"st\",\"args\":[\"uniquearg\"],\"at\":\"%s\"}", at);
+    OK(c, "PUSH {\"jid\":\"s2\",\"jobtype\":\"st\",\"args\":[\"x\"],\"at\":\"%s\"}", at);
+    OK(c, "PUSH {\"jid\":\"s3\",\"jobtype\":\"st2\",\"args\":[\"x\"],\"at\":\"%s\"}", at);
+    cr_assert_eq(info_size(c, "Retries"), 3);
+    cr_assert_eq(info_size(c, "Scheduled"), 3);
+    cr_assert_eq(info_size(c, "Dead"), 0);
+    cr_assert_eq(info_size(c, "Busy"), 0);
+
+    /* kill by glob: only the retry set's r1, not s1 */
+    OK(c, "MUTATE {\"cmd\":\"kill\",\"target\":\"retries\",\"filter\":{\"regexp\":\"*uniquearg*\"}}");
+    state_is("r1", "dead");
+    state_is("s1", "scheduled");
+    json_t *h = get_job("r1");
+    char *le = json_dumps(json_object_get(h, "last_error"), 0);
+    cr_assert(le && strstr(le, "killed by Faktory MUTATE") && strstr(le, "permanent"), "%s", le);
+    free(le);
+    json_decref(h);
+    cr_assert_eq(info_size(c, "Dead"), 1);
+    cr_assert_eq(info_size(c, "Retries"), 2);
+
+    /* a jid of the other set is not taken */
+    OK(c, "MUTATE {\"cmd\":\"discard\",\"target\":\"retries\",\"filter\":{\"jids\":[\"s2\"]}}");
+    state_is("s2", "scheduled");
+    OK(c, "MUTATE {\"cmd\":\"kill\",\"target\":\"scheduled\",\"filter\":{\"jids\":[\"r2\"]}}");
+    state_is("r2", "scheduled");
+
+    /* requeue by jobtype: r3 waits now and is fetched */
+    OK(c, "MUTATE {\"cmd\":\"requeue\",\"target\":\"retry\",\"filter\":{\"jobtype\":\"rt2\"}}");
+    state_is("r3", "waiting");
+    state_is("r2", "scheduled");
+    const char *r = cmd(c, "FETCH mr");
+    cr_assert(c->kind == ER_FK_R_BULK && strstr(r, "\"r3\""), "FETCH: %s", r);
+    OK(c, "ACK {\"jid\":\"r3\"}");
+
+    /* the scheduled set: requeue by jid, kill by jobtype, clear the rest */
+    OK(c, "MUTATE {\"cmd\":\"requeue\",\"target\":\"scheduled\",\"filter\":{\"jids\":[\"s2\"]}}");
+    state_is("s2", "waiting");
+    OK(c, "MUTATE {\"cmd\":\"kill\",\"target\":\"scheduled\",\"filter\":{\"jobtype\":\"st2\"}}");
+    state_is("s3", "dead");
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"scheduled\"}");
+    state_is("s1", "cancelled");
+    state_is("r2", "scheduled"); /* a retry, not a scheduled job */
+    cr_assert_eq(info_size(c, "Scheduled"), 0);
+    cr_assert_eq(info_size(c, "Retries"), 1);
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"retries\",\"filter\":{\"regexp\":\"*\"}}");
+    state_is("r2", "cancelled");
+    cr_assert_eq(info_size(c, "Retries"), 0);
+    cr_assert_eq(info_size(c, "Dead"), 2);
     fk_close(c);
 }
 

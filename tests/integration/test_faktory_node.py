@@ -138,6 +138,9 @@ class FaktoryNode(unittest.TestCase):
     def test_mutate(self):
         self.run_case("mutate")
 
+    def test_mutate_sets(self):
+        self.run_case("mutate_sets")
+
     def test_unique_and_expiry(self):
         self.run_case("unique_and_expiry")
 

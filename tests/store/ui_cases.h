@@ -144,4 +144,55 @@ Test(conformance, bulk_ids_page_in_job_order_and_follow_the_filter)
     free(ids);
 }
 
+Test(conformance, bulk_filter_tells_retries_and_move_scheduled_runs_or_buries)
+{
+    put("fresh", "qa", 0, T0 + 60000, T0);
+    er_job j;
+    mkjob(&j, "again", "qa", 0, T0 + 60000, T0);
+    j.attempts = 1; /* a failure waiting for its retry */
+    bool dupl = true;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &j, &dupl, NULL, NULL, &err), 0, "%s", err.message);
+    er_job_fini(&j);
+    int64_t count = 0;
+    er_bulk_filter some = {.state = ER_STATE_SCHEDULED, .tries = ER_BULK_TRIES_SOME};
+    er_bulk_filter none = {.state = ER_STATE_SCHEDULED, .tries = ER_BULK_TRIES_NONE};
+    er_bulk_filter any = {.state = ER_STATE_SCHEDULED, .queue = "qa"};
+    cr_assert_eq(OPS->bulk_count(S, &some, &count, &err), 0, "%s", err.message);
+    cr_assert_eq(count, 1);
+    cr_assert_eq(OPS->bulk_count(S, &none, &count, &err), 0);
+    cr_assert_eq(count, 1);
+    cr_assert_eq(OPS->bulk_count(S, &any, &count, &err), 0);
+    cr_assert_eq(count, 2);
+    char **ids = NULL;
+    size_t n = 0;
+    int64_t last = 0;
+    cr_assert_eq(OPS->bulk_ids(S, &some, 0, 10, &ids, &n, &last, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(ids[0], "again");
+    free(ids[0]);
+    free(ids);
+
+    char *q = NULL;
+    cr_assert_eq(OPS->move_scheduled(S, "again", NULL, T0 + 5, &q, &err), 0, "%s", err.message);
+    cr_assert_str_eq(q, "qa");
+    free(q);
+    cr_assert_eq(OPS->get_job(S, "again", &j, &err), 0);
+    cr_assert_eq(j.state, ER_STATE_WAITING);
+    cr_assert_eq(j.run_at, T0 + 5);
+    er_job_fini(&j);
+    cr_assert_eq(OPS->move_scheduled(S, "again", NULL, T0 + 6, &q, &err), ER_ENOTFOUND);
+    cr_assert_null(q);
+
+    const char *le = "{\"class\":\"permanent\",\"message\":\"killed\"}";
+    cr_assert_eq(OPS->move_scheduled(S, "fresh", le, T0 + 7, &q, &err), 0, "%s", err.message);
+    free(q);
+    cr_assert_eq(OPS->get_job(S, "fresh", &j, &err), 0);
+    cr_assert_eq(j.state, ER_STATE_DEAD);
+    cr_assert_eq(j.finished_at, T0 + 7);
+    cr_assert(j.last_error && strstr(j.last_error, "killed"));
+    er_job_fini(&j);
+    cr_assert_eq(OPS->move_scheduled(S, "nobody", le, T0 + 8, &q, &err), ER_ENOTFOUND);
+}
+
 #endif

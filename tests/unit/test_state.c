@@ -51,20 +51,21 @@ Test(state, parse_refuses_unknown_names)
 }
 
 /* expected[from][event]: the one state machine, -1 = refused. */
-static const int expected[6][8] = {
-    /*            PROMOTE FETCH  COMPLETE RETRY  KILL   RELEASE STALL  CANCEL */
-    [S_SCH] = {S_WAI, -1, -1, -1, -1, -1, -1, S_CAN},
-    [S_WAI] = {-1, S_ACT, -1, -1, -1, -1, -1, S_CAN},
-    [S_ACT] = {-1, -1, S_COM, S_SCH, S_DEA, S_WAI, S_WAI, -1},
-    [S_COM] = {-1, -1, -1, -1, -1, -1, -1, -1},
-    [S_DEA] = {-1, -1, -1, -1, -1, -1, -1, -1},
-    [S_CAN] = {-1, -1, -1, -1, -1, -1, -1, -1},
+#define NEV 10
+static const int expected[6][NEV] = {
+    /*     PROMOTE FETCH COMPLETE RETRY KILL RELEASE STALL CANCEL RUN_NOW BURY */
+    [S_SCH] = {S_WAI, -1, -1, -1, -1, -1, -1, S_CAN, S_WAI, S_DEA},
+    [S_WAI] = {-1, S_ACT, -1, -1, -1, -1, -1, S_CAN, -1, -1},
+    [S_ACT] = {-1, -1, S_COM, S_SCH, S_DEA, S_WAI, S_WAI, -1, -1, -1},
+    [S_COM] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+    [S_DEA] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+    [S_CAN] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
 };
 
 Test(state, every_pair_follows_the_table)
 {
     for (int s = 0; s < 6; s++)
-        for (int e = 0; e < 8; e++)
+        for (int e = 0; e < NEV; e++)
             cr_assert_eq(er_state_next((er_state)s, (er_event)e), expected[s][e],
                          "from %s on event %d", er_state_name((er_state)s), e);
 }
@@ -90,7 +91,7 @@ Test(state, finished_states_are_final)
 {
     er_state fin[] = {S_COM, S_DEA, S_CAN};
     for (int i = 0; i < 3; i++)
-        for (int e = 0; e < 8; e++)
+        for (int e = 0; e < NEV; e++)
             cr_assert_eq(er_state_next(fin[i], (er_event)e), -1);
 }
 
@@ -98,7 +99,7 @@ Test(state, finished_means_no_event_leaves_the_state)
 {
     for (int s = 0; s < 6; s++) {
         bool final = true;
-        for (int e = 0; e < 8; e++)
+        for (int e = 0; e < NEV; e++)
             final = final && expected[s][e] == -1;
         cr_assert_eq(er_state_finished((er_state)s), final, "%s", er_state_name((er_state)s));
     }
@@ -117,6 +118,14 @@ Test(state, release_and_stall_return_to_waiting)
     cr_assert_eq(er_state_next(S_ACT, ER_EV_RELEASE), S_WAI);
     cr_assert_eq(er_state_next(S_ACT, ER_EV_STALL), S_WAI);
     cr_assert_eq(er_state_next(S_WAI, ER_EV_STALL), -1);
+}
+
+Test(state, an_operator_runs_or_buries_only_scheduled_jobs)
+{
+    cr_assert_eq(er_state_next(S_SCH, ER_EV_RUN_NOW), S_WAI);
+    cr_assert_eq(er_state_next(S_SCH, ER_EV_BURY), S_DEA);
+    cr_assert_eq(er_state_next(S_WAI, ER_EV_BURY), -1);
+    cr_assert_eq(er_state_next(S_ACT, ER_EV_RUN_NOW), -1);
 }
 
 Test(state, unknown_event_is_refused)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT
  *
  * The Faktory admin commands over errand's bulk and queue requests:
- * MUTATE (clear, discard and requeue of dead letters, clear and discard of
- * named scheduled jobs) as chains of ER_REQ_BULK chunks, and QUEUE PAUSE,
+ * MUTATE (clear, discard and requeue of dead letters; clear, discard,
+ * kill and requeue of retries and scheduled jobs) as chains of ER_REQ_BULK
+ * chunks, and QUEUE PAUSE,
  * RESUME, REMOVE and LATENCY. What errand cannot do the Faktory way is
  * refused, never approximated (docs/faktory.md). Each change writes an
  * audit row, as the HTTP API's do.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "server/faktory/fk_internal.h"
+#include "core/glob.h"
 #include "server/faktory/job_map.h"
 #include "util/jsonw.h"
 
@@ -52,11 +54,42 @@ static void oom(fk_conn *c)
 
 static const char *bulk_action_audit(er_bulk_action a)
 {
-    return a == ER_BULK_REDRIVE ? "bulk.redrive" : a == ER_BULK_DELETE ? "bulk.delete"
-                                                                        : "bulk.cancel";
+    switch (a) {
+    case ER_BULK_REDRIVE:
+        return "bulk.redrive";
+    case ER_BULK_DELETE:
+        return "bulk.delete";
+    case ER_BULK_KILL:
+        return "bulk.kill";
+    case ER_BULK_RUN_NOW:
+        return "bulk.run_now";
+    default:
+        return "bulk.cancel";
+    }
+}
+
+/* filter.regexp: the job hash FETCH would return, as compact JSON
+ * (docs/faktory.md, "MUTATE"). Runs on the engine's writer thread. */
+static bool job_matches(const er_job *job, const char *pattern)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 30);
+    er_fk_job_write(job, er_fk_lease_ms(job, ER_FK_RESERVE_MIN_MS) / 1000, &w);
+    bool ok = !w.failed && !w.out.err &&
+              er_glob_match(pattern, strlen(pattern), w.out.data, w.out.len);
+    er_jsonw_fini(&w);
+    return ok;
 }
 
 static void finish_chunk(fk_conn *c, er_req *r);
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        *oom = true;
+    return d;
+}
 
 /* The chunk after r's (a filter's chain). */
 static er_req *next_chunk(fk_conn *c, const er_req *r)
@@ -64,14 +97,19 @@ static er_req *next_chunk(fk_conn *c, const er_req *r)
     er_req *n = er_req_new(ER_REQ_BULK);
     if (!n)
         return NULL;
+    bool oom = false;
     n->bulk.action = r->bulk.action;
     n->bulk.filter = r->bulk.filter;
     n->bulk.filter.queue = NULL;
-    n->bulk.filter.name = r->bulk.filter.name ? strdup(r->bulk.filter.name) : NULL;
+    n->bulk.filter.name = dup_or_null(r->bulk.filter.name, &oom);
+    n->bulk.strict = r->bulk.strict;
+    n->bulk.match = r->bulk.match;
+    n->bulk.pattern = dup_or_null(r->bulk.pattern, &oom);
+    n->bulk.reason = dup_or_null(r->bulk.reason, &oom);
     n->bulk.after = r->bulk.after;
     n->audit = audit_new(c, r->audit ? r->audit->action : bulk_action_audit(r->bulk.action),
                          r->audit ? r->audit->target : NULL);
-    if ((r->bulk.filter.name && !n->bulk.filter.name) || !n->audit) {
+    if (oom || !n->audit) {
         er_req_free(n);
         return NULL;
     }
@@ -99,7 +137,59 @@ static void finish_chunk(fk_conn *c, er_req *r)
     er_fk_submit(c, n, finish_chunk);
 }
 
-/* MUTATE {"cmd", "target", "filter": {"jids", "jobtype", "regexp"}}. */
+/* Why a MUTATE body is refused, or NULL. */
+static const char *mutate_refusal(const char *cmd, const char *target, const json_t *filter,
+                                  const json_t *jids, const json_t *jobtype, const json_t *regexp)
+{
+    static const char *const cmds[] = {"clear", "discard", "kill", "requeue"};
+    static const char *const targets[] = {"dead", "retries", "retry", "scheduled"};
+    bool cmd_ok = false, target_ok = false;
+    for (size_t i = 0; i < 4; i++) {
+        cmd_ok |= cmd && strcmp(cmd, cmds[i]) == 0;
+        target_ok |= target && strcmp(target, targets[i]) == 0;
+    }
+    if (!cmd_ok)
+        return "cmd must be clear, kill, discard or requeue";
+    if (!target_ok)
+        return "target must be retries, scheduled or dead";
+    if (filter && !json_is_null(filter) && !json_is_object(filter))
+        return "filter must be an object";
+    if (regexp && !json_is_null(regexp) && !json_is_string(regexp))
+        return "filter.regexp must be a string";
+    if (json_is_string(regexp) && json_string_length(regexp) > ER_GLOB_MAX)
+        return "filter.regexp must be at most 1024 bytes";
+    if (jids && !json_is_null(jids) && !json_is_array(jids))
+        return "filter.jids must be an array of jids";
+    if (jobtype && !json_is_null(jobtype) && !json_is_string(jobtype))
+        return "filter.jobtype must be a string";
+    if (json_is_array(jids) &&
+        (json_array_size(jids) == 0 || json_array_size(jids) > ER_BULK_CHUNK))
+        return "filter.jids must hold 1..1000 jids";
+    return NULL;
+}
+
+/* r->bulk.ids from filter.jids; 0 or an error in *err. */
+static void take_jids(er_req *r, const json_t *jids, er_error *err)
+{
+    size_t k = json_array_size(jids);
+    r->bulk.ids = calloc(k, sizeof *r->bulk.ids);
+    for (size_t i = 0; r->bulk.ids && i < k; i++) {
+        const char *id = json_string_value(json_array_get(jids, i));
+        if (!id || er_id_validate(id, "jid", err) < 0) {
+            if (!id)
+                er_error_set(err, ER_EINVAL, "jid", "filter.jids must hold jids");
+            return;
+        }
+        if (!(r->bulk.ids[i] = strdup(id)))
+            break;
+        r->bulk.nids = i + 1;
+    }
+    if (!r->bulk.ids || r->bulk.nids != k)
+        er_error_set(err, ER_ENOMEM, "", "out of memory");
+}
+
+/* MUTATE {"cmd", "target", "filter": {"jids", "jobtype", "regexp"}}: the
+ * filter's members narrow it together. */
 void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
 {
     json_t *o = er_fk_arg_json(c, arg, n, true);
@@ -108,87 +198,58 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     const char *cmd = json_string_value(json_object_get(o, "cmd"));
     const char *target = json_string_value(json_object_get(o, "target"));
     json_t *filter = json_object_get(o, "filter");
-    json_t *jids = filter ? json_object_get(filter, "jids") : NULL;
-    json_t *jobtype = filter ? json_object_get(filter, "jobtype") : NULL;
-    json_t *regexp = filter ? json_object_get(filter, "regexp") : NULL;
-    const char *why = NULL;
-    bool dead = target && strcmp(target, "dead") == 0;
-    /* "retries" is Faktory's name (its clients send it); "retry" kept too */
-    bool sched = target && (strcmp(target, "retries") == 0 || strcmp(target, "retry") == 0 ||
-                            strcmp(target, "scheduled") == 0);
-    bool clear = cmd && (strcmp(cmd, "clear") == 0 || strcmp(cmd, "discard") == 0);
-    bool requeue = cmd && strcmp(cmd, "requeue") == 0;
-    bool kill = cmd && strcmp(cmd, "kill") == 0;
-    er_bulk_action action = ER_BULK_DELETE;
-    if (!clear && !requeue && !kill)
-        why = "cmd must be clear, kill, discard or requeue";
-    else if (!dead && !sched)
-        why = "target must be retries, scheduled or dead";
-    else if (filter && !json_is_null(filter) && !json_is_object(filter))
-        why = "filter must be an object";
-    else if (regexp && !json_is_null(regexp) &&
-             !(json_is_string(regexp) && (strcmp(json_string_value(regexp), "*") == 0 ||
-                                          json_string_length(regexp) == 0)))
-        why = "filter.regexp is not implemented by errand yet (only \"*\")";
-    else if (jids && !json_is_null(jids) && !json_is_array(jids))
-        why = "filter.jids must be an array of jids";
-    else if (jobtype && !json_is_null(jobtype) && !json_is_string(jobtype))
-        why = "filter.jobtype must be a string";
-    else if (json_is_array(jids) && json_is_string(jobtype))
-        why = "give filter.jids or filter.jobtype, not both";
-    else if (json_is_array(jids) &&
-             (json_array_size(jids) == 0 || json_array_size(jids) > ER_BULK_CHUNK))
-        why = "filter.jids must hold 1..1000 jids";
-    else if (dead && kill)
-        why = NULL; /* already dead: nothing to do */
-    else if (sched && (kill || requeue))
-        why = "kill and requeue of retries and scheduled jobs are not implemented by errand yet";
-    else if (sched && !json_is_array(jids))
-        why = "errand keeps retries and scheduled jobs in one state: name them in filter.jids";
+    json_t *jids = json_is_object(filter) ? json_object_get(filter, "jids") : NULL;
+    json_t *jobtype = json_is_object(filter) ? json_object_get(filter, "jobtype") : NULL;
+    json_t *regexp = json_is_object(filter) ? json_object_get(filter, "regexp") : NULL;
+    const char *why = mutate_refusal(cmd, target, filter, jids, jobtype, regexp);
     if (why) {
         json_decref(o);
         er_fk_send_error(c, "ERR", why, false);
         return;
     }
-    if (dead && kill) {
+    bool dead = strcmp(target, "dead") == 0;
+    bool clear = strcmp(cmd, "clear") == 0 || strcmp(cmd, "discard") == 0;
+    bool requeue = strcmp(cmd, "requeue") == 0;
+    if (dead && strcmp(cmd, "kill") == 0) { /* already dead: nothing to do */
         json_decref(o);
         er_fk_reply_ok(c);
         return;
     }
-    action = sched ? ER_BULK_CANCEL : requeue ? ER_BULK_REDRIVE : ER_BULK_DELETE;
+    er_bulk_action action = dead    ? (requeue ? ER_BULK_REDRIVE : ER_BULK_DELETE)
+                            : clear ? ER_BULK_CANCEL
+                            : requeue ? ER_BULK_RUN_NOW
+                                      : ER_BULK_KILL;
     er_req *r = er_req_new(ER_REQ_BULK);
     if (!r) {
         json_decref(o);
         oom(c);
         return;
     }
-    r->bulk.action = action;
+    er_bulk *b = &r->bulk;
+    b->action = action;
+    b->strict = true;
+    b->filter.state = dead ? ER_STATE_DEAD : ER_STATE_SCHEDULED;
+    b->filter.not_redriven = action == ER_BULK_REDRIVE && !json_is_array(jids);
+    b->filter.tries = dead                               ? ER_BULK_TRIES_ANY
+                      : strcmp(target, "scheduled") == 0 ? ER_BULK_TRIES_NONE
+                                                         : ER_BULK_TRIES_SOME;
     er_error err = {0};
-    if (json_is_array(jids)) {
-        size_t k = json_array_size(jids);
-        r->bulk.ids = calloc(k, sizeof *r->bulk.ids);
-        for (size_t i = 0; r->bulk.ids && i < k; i++) {
-            const char *id = json_string_value(json_array_get(jids, i));
-            if (!id || er_id_validate(id, "jid", &err) < 0) {
-                if (!id)
-                    er_error_set(&err, ER_EINVAL, "jid", "filter.jids must hold jids");
-                break;
-            }
-            if (!(r->bulk.ids[i] = strdup(id)))
-                break;
-            r->bulk.nids = i + 1;
-        }
-        if (!err.code && (!r->bulk.ids || r->bulk.nids != k))
+    if (json_is_array(jids))
+        take_jids(r, jids, &err);
+    if (!err.code && json_is_string(jobtype)) {
+        const char *t = json_string_value(jobtype);
+        if (er_name_validate(t, "jobtype", &err) == 0 && !(b->filter.name = strdup(t)))
             er_error_set(&err, ER_ENOMEM, "", "out of memory");
-    } else {
-        r->bulk.filter.state = ER_STATE_DEAD;
-        r->bulk.filter.not_redriven = action == ER_BULK_REDRIVE;
-        if (json_is_string(jobtype)) {
-            const char *t = json_string_value(jobtype);
-            if (er_name_validate(t, "jobtype", &err) == 0 && !(r->bulk.filter.name = strdup(t)))
-                er_error_set(&err, ER_ENOMEM, "", "out of memory");
-        }
     }
+    /* "*" and "" take every job: no pattern to run */
+    const char *pat = json_string_value(regexp);
+    if (!err.code && pat && *pat && strcmp(pat, "*") != 0) {
+        b->match = job_matches;
+        if (!(b->pattern = strdup(pat)))
+            er_error_set(&err, ER_ENOMEM, "", "out of memory");
+    }
+    if (!err.code && action == ER_BULK_KILL && !(b->reason = strdup("killed by Faktory MUTATE")))
+        er_error_set(&err, ER_ENOMEM, "", "out of memory");
     char what[160];
     snprintf(what, sizeof what, "faktory MUTATE %s %s", cmd, target);
     if (!err.code && !(r->audit = audit_new(c, bulk_action_audit(action), what)))

@@ -1019,8 +1019,26 @@ static void finish_info(fk_conn *c, er_req *r)
         er_jsonw_int(&w, r->queue_infos[i].counts[ER_STATE_WAITING]);
     }
     er_jsonw_end_object(&w);
+    /* the sets as the real server names them: Busy (active), Retries,
+     * Scheduled (scheduled with and without attempts made), Dead */
+    int64_t tasks[4] = {0, c->retries, -c->retries, 0};
+    for (size_t i = 0; i < r->nqueue_infos; i++) {
+        tasks[0] += r->queue_infos[i].counts[ER_STATE_ACTIVE];
+        tasks[2] += r->queue_infos[i].counts[ER_STATE_SCHEDULED];
+        tasks[3] += r->queue_infos[i].counts[ER_STATE_DEAD];
+    }
+    if (tasks[2] < 0) /* a retry came due between the two reads */
+        tasks[2] = 0;
+    static const char *const set_names[4] = {"Busy", "Retries", "Scheduled", "Dead"};
     er_jsonw_key(&w, "tasks");
     er_jsonw_begin_object(&w);
+    for (int i = 0; i < 4; i++) {
+        er_jsonw_key(&w, set_names[i]);
+        er_jsonw_begin_object(&w);
+        er_jsonw_key(&w, "size");
+        er_jsonw_int(&w, tasks[i]);
+        er_jsonw_end_object(&w);
+    }
     er_jsonw_end_object(&w);
     er_jsonw_end_object(&w);
     er_jsonw_key(&w, "server");
@@ -1047,6 +1065,21 @@ static void finish_info(fk_conn *c, er_req *r)
     }
     er_jsonw_fini(&w);
     er_req_free(r);
+}
+
+/* INFO's first read: the retry set's size; then the queues. */
+static void finish_info_retries(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        er_fk_reply_req_error(c, r);
+        er_req_free(r);
+        return;
+    }
+    c->retries = r->bulk.count;
+    er_req_free(r);
+    er_req *q = new_req(c, ER_REQ_LIST_QUEUES);
+    if (q)
+        er_fk_submit(c, q, finish_info);
 }
 
 /* ---- dispatch ---- */
@@ -1101,9 +1134,12 @@ void er_fk_run(fk_conn *c, const char *line, size_t n)
         cmd_beat(c, cmd.arg, cmd.arg_len);
         return;
     case ER_FK_INFO: {
-        er_req *r = new_req(c, ER_REQ_LIST_QUEUES);
-        if (r)
-            er_fk_submit(c, r, finish_info);
+        er_req *r = new_req(c, ER_REQ_BULK_COUNT);
+        if (r) {
+            r->bulk.filter.state = ER_STATE_SCHEDULED;
+            r->bulk.filter.tries = ER_BULK_TRIES_SOME;
+            er_fk_submit(c, r, finish_info_retries);
+        }
         return;
     }
     case ER_FK_MUTATE:

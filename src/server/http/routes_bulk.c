@@ -20,6 +20,8 @@ static const char *action_name(er_bulk_action a)
     case ER_BULK_REDRIVE: return "redrive";
     case ER_BULK_DELETE: return "delete";
     case ER_BULK_CANCEL: return "cancel";
+    case ER_BULK_KILL: return "kill"; /* Faktory's MUTATE only */
+    case ER_BULK_RUN_NOW: return "run_now";
     }
     return "?";
 }

@@ -439,6 +439,7 @@ const er_store_ops er_postgres_ops = {
     .release = er_pg_release,
     .get_job = er_pg_get_job,
     .cancel = er_pg_cancel,
+    .move_scheduled = er_pg_move_scheduled,
     .list_jobs = er_pg_list_jobs,
     .list_queues = er_pg_list_queues,
     .list_queue_settings = er_pg_list_queue_settings,

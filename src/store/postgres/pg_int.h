@@ -54,6 +54,7 @@ enum {
     ER_PG_RELEASE,
     ER_PG_FAIL_APPLY,
     ER_PG_CANCEL,
+    ER_PG_MOVE_SCHEDULED,
     ER_PG_LIST_JOBS,
     ER_PG_LIST_DEAD,
     ER_PG_LIST_DEAD_QUEUE,
@@ -307,6 +308,8 @@ int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure 
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);
 int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+int er_pg_move_scheduled(er_store *s, const char *id, const char *last_error, int64_t now,
+                         char **queue, er_error *err);
 int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, const char *cursor,
                     er_job_list *out, char **next_cursor, er_error *err);
 int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err);

@@ -582,6 +582,14 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                      " WHERE j.id = $2 AND j.state IN (0, 1) RETURNING " COLS ")"
                      " SELECT u.*, c.state FROM (SELECT 1) d LEFT JOIN u ON true"
                      " LEFT JOIN jobs c ON c.id = $2",
+    /* $1 now, $2 id, $3 last_error: NULL to waiting now (with a wake-up),
+     * else to dead */
+    [ER_PG_MOVE_SCHEDULED] = "UPDATE jobs SET state = CASE WHEN $3::text IS NULL THEN 1 ELSE 4 END,"
+                             " run_at = CASE WHEN $3::text IS NULL THEN $1 ELSE run_at END,"
+                             " finished_at = CASE WHEN $3::text IS NULL THEN finished_at ELSE $1 END,"
+                             " last_error = coalesce($3::text, last_error), updated_at = $1"
+                             " WHERE id = $2 AND state = 0"
+                             " RETURNING queue, CASE WHEN $3::text IS NULL THEN notify_ready(queue) END",
     [ER_PG_LIST_JOBS] = "SELECT " COLS " FROM jobs j WHERE j.queue = $1 AND j.state = $2"
                         " AND j.seq > $3 ORDER BY j.seq LIMIT $4",
     [ER_PG_LIST_DEAD] = "SELECT " COLS " FROM jobs j WHERE j.state = 4"
@@ -612,12 +620,14 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_AUDIT_LIST] = "SELECT seq, at, who, action, target, count FROM audit WHERE seq < $1"
                          " ORDER BY seq DESC LIMIT $2",
     /* $1 state, $2 queue (the _QUEUE forms, which jobs_queue_state serves)
-     * or NULL, $3 name or NULL, $4 only never redriven */
-#define BULK_WHERE " AND ($3::text IS NULL OR name = $3) AND ($4::int = 0 OR redriven_at = 0)"
+     * or NULL, $3 name or NULL, $4 only never redriven, $5 er_bulk_tries */
+#define BULK_WHERE                                                                              \
+    " AND ($3::text IS NULL OR name = $3) AND ($4::int = 0 OR redriven_at = 0)"                  \
+    " AND ($5::int = 0 OR ($5::int = 1) = (attempts > 0))"
     [ER_PG_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = $1::int AND $2::text IS NULL"
-                       BULK_WHERE " AND seq > $5 ORDER BY seq LIMIT $6",
+                       BULK_WHERE " AND seq > $6 ORDER BY seq LIMIT $7",
     [ER_PG_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = $2::text AND state = $1::int"
-                             BULK_WHERE " AND seq > $5 ORDER BY seq LIMIT $6",
+                             BULK_WHERE " AND seq > $6 ORDER BY seq LIMIT $7",
     [ER_PG_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = $1::int AND $2::text IS NULL"
                          BULK_WHERE,
     [ER_PG_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = $2::text"

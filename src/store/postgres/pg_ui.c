@@ -139,6 +139,7 @@ static void filter_params(er_pg_params *p, const er_bulk_filter *f)
     er_pg_p_str(p, f->queue);
     er_pg_p_str(p, f->name);
     er_pg_p_i64(p, f->not_redriven);
+    er_pg_p_i64(p, (int64_t)f->tries);
 }
 
 int er_pg_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
@@ -184,4 +185,34 @@ int er_pg_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error 
     *n = er_pg_i64(r, 0, 0);
     PQclear(r);
     return 0;
+}
+
+int er_pg_move_scheduled(er_store *s, const char *id, const char *last_error, int64_t now,
+                         char **queue, er_error *err)
+{
+    *queue = NULL;
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, er_pg_now(s, now));
+    er_pg_p_str(&p, id);
+    er_pg_p_str(&p, last_error);
+    PGresult *r;
+    int mrc = er_pg_exec(s, ER_PG_MOVE_SCHEDULED, &p, &r, err);
+    if (mrc == 0) {
+        bool oom = false;
+        if (PQntuples(r) == 0)
+            mrc = er_error_set(err, ER_ENOTFOUND, "id", "no scheduled job '%s'", id);
+        else if (!(*queue = dup_col(r, 0, 0, &oom)) || oom)
+            mrc = er_pg_nomem(err);
+        PQclear(r);
+    }
+    rc = er_pg_op_end(s, own, mrc, err);
+    if (rc < 0) {
+        free(*queue);
+        *queue = NULL;
+    }
+    return rc;
 }

@@ -305,6 +305,12 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                          " updated_at = ?5, finished_at = ?6, " CLEAR_LEASE " WHERE id = ?7",
     [ER_SQ_CANCEL] = "UPDATE jobs SET state = 5, finished_at = ?1, updated_at = ?1"
                      " WHERE id = ?2 AND state IN (0, 1) RETURNING " COLS,
+    /* ?1 now, ?2 id, ?3 last_error: NULL to waiting now, else to dead */
+    [ER_SQ_MOVE_SCHEDULED] = "UPDATE jobs SET state = CASE WHEN ?3 IS NULL THEN 1 ELSE 4 END,"
+                             " run_at = CASE WHEN ?3 IS NULL THEN ?1 ELSE run_at END,"
+                             " finished_at = CASE WHEN ?3 IS NULL THEN finished_at ELSE ?1 END,"
+                             " last_error = coalesce(?3, last_error), updated_at = ?1"
+                             " WHERE id = ?2 AND state = 0 RETURNING queue",
     /* any state but active (ER_SQ_LIST_ACTIVE); "state <> 2" lets it use
      * the partial jobs_queue_state */
     [ER_SQ_LIST_JOBS] = "SELECT " COLS " FROM jobs WHERE queue = ?1 AND state = ?2 AND state <> 2"
@@ -344,13 +350,15 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_AUDIT_LIST] = "SELECT seq, at, who, action, target, count FROM audit WHERE seq < ?1"
                          " ORDER BY seq DESC LIMIT ?2",
     /* ?1 state, ?2 queue (the _QUEUE forms) or NULL, ?3 name or NULL, ?4
-     * only never redriven; with a queue, "state <> 2" (never a bulk
-     * action's) lets them use jobs_queue_state */
-#define BULK_WHERE " AND (?3 IS NULL OR name = ?3) AND (?4 = 0 OR redriven_at = 0)"
+     * only never redriven, ?5 er_bulk_tries; with a queue, "state <> 2"
+     * (never a bulk action's) lets them use jobs_queue_state */
+#define BULK_WHERE                                                                              \
+    " AND (?3 IS NULL OR name = ?3) AND (?4 = 0 OR redriven_at = 0)"                             \
+    " AND (?5 = 0 OR (?5 = 1) = (attempts > 0))"
     [ER_SQ_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = ?1 AND ?2 IS NULL" BULK_WHERE
-                       " AND seq > ?5 ORDER BY seq LIMIT ?6",
+                       " AND seq > ?6 ORDER BY seq LIMIT ?7",
     [ER_SQ_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = ?2 AND state = ?1"
-                             " AND state <> 2" BULK_WHERE " AND seq > ?5 ORDER BY seq LIMIT ?6",
+                             " AND state <> 2" BULK_WHERE " AND seq > ?6 ORDER BY seq LIMIT ?7",
     [ER_SQ_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = ?1 AND ?2 IS NULL" BULK_WHERE,
     [ER_SQ_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = ?2 AND state = ?1"
                                " AND state <> 2" BULK_WHERE,

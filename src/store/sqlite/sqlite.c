@@ -375,6 +375,7 @@ const er_store_ops er_sqlite_ops = {
     .release = er_sqlite_release,
     .get_job = er_sqlite_get_job,
     .cancel = er_sqlite_cancel,
+    .move_scheduled = er_sqlite_move_scheduled,
     .list_jobs = er_sqlite_list_jobs,
     .list_queues = er_sqlite_list_queues,
     .list_queue_settings = er_sqlite_list_queue_settings,

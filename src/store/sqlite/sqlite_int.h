@@ -62,6 +62,7 @@ enum {
     ER_SQ_RELEASE,
     ER_SQ_FAIL_APPLY,
     ER_SQ_CANCEL,
+    ER_SQ_MOVE_SCHEDULED,
     ER_SQ_LIST_JOBS,
     ER_SQ_LIST_ACTIVE,
     ER_SQ_COUNTS,
@@ -249,6 +250,8 @@ int er_sqlite_release(er_store *s, const char *id, const char *token, int64_t no
                       er_error *err);
 int er_sqlite_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_sqlite_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
+int er_sqlite_move_scheduled(er_store *s, const char *id, const char *last_error, int64_t now,
+                             char **queue, er_error *err);
 int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limit,
                         const char *cursor, er_job_list *out, char **next_cursor, er_error *err);
 int er_sqlite_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err);

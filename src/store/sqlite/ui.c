@@ -174,6 +174,7 @@ static void bind_filter(sqlite3_stmt *st, const er_bulk_filter *f)
     else
         sqlite3_bind_null(st, 3);
     sqlite3_bind_int(st, 4, f->not_redriven);
+    sqlite3_bind_int(st, 5, (int)f->tries);
 }
 
 int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit,
@@ -186,8 +187,8 @@ int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int 
     if (rc < 0)
         return rc;
     bind_filter(st, f);
-    sqlite3_bind_int64(st, 5, after);
-    sqlite3_bind_int(st, 6, limit);
+    sqlite3_bind_int64(st, 6, after);
+    sqlite3_bind_int(st, 7, limit);
     char **v = calloc((size_t)(limit > 0 ? limit : 1), sizeof *v);
     if (!v) {
         sqlite3_reset(st);
@@ -232,5 +233,40 @@ int er_sqlite_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_er
         rc = er_sqlite_error(s->db, step == SQLITE_DONE ? SQLITE_ERROR : step, "bulk", err);
     }
     sqlite3_reset(st);
+    return rc;
+}
+
+int er_sqlite_move_scheduled(er_store *s, const char *id, const char *last_error, int64_t now,
+                             char **queue, er_error *err)
+{
+    *queue = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_MOVE_SCHEDULED, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    if (last_error)
+        sqlite3_bind_text(st, 3, last_error, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 3);
+    bool oom = false, found = false;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        found = true;
+        if (!*queue)
+            *queue = col_dup(st, 0, &oom);
+    }
+    if (step != SQLITE_DONE)
+        rc = er_sqlite_error(s->db, step, "move", err);
+    else if (oom)
+        rc = er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    else if (!found)
+        rc = er_error_set(err, ER_ENOTFOUND, "id", "no scheduled job '%s'", id);
+    sqlite3_reset(st);
+    if (rc < 0) {
+        free(*queue);
+        *queue = NULL;
+    }
     return rc;
 }
