@@ -357,7 +357,7 @@ int er_job_lease_check(const er_job *job, const char *id, const char *token, er_
 
 /* Keys, numbers, times and states of a job's full view (the lease view
  * has fewer). */
-#define JOB_REPLY_FIXED 768
+#define JOB_REPLY_FIXED 1024
 
 static size_t text_bytes(const char *s)
 {
