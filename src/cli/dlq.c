@@ -91,7 +91,8 @@ static int print_table(const char *text)
     if (json_array_size(jobs) == 0)
         fprintf(stderr, CMD ": no dead jobs\n");
     else if (json_is_string(json_object_get(root, "next_cursor")))
-        fprintf(stderr, CMD ": more dead jobs than shown; raise --limit or use --json\n");
+        fprintf(stderr, CMD ": more dead jobs than shown (a page stops at --limit jobs or at "
+                        "the server's --max-reply bytes); raise --limit or use --json\n");
     er_table_fini(&t);
     json_decref(root);
     return status;

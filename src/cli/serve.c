@@ -64,6 +64,11 @@ static const er_setting serve_settings[] = {
     {"max-body", ER_SET_SIZE, "16m", 1024, 1LL << 30, NULL,
      "largest request body (HTTP) and command line (Faktory)"},
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
+    {"max-reply", ER_SET_SIZE, "8m", 64LL << 10, 1LL << 30, NULL,
+     "most bytes of jobs in one list page or fetch reply (64k..1g): a list stops early with "
+     "a next_cursor, a fetch leases fewer jobs (in rounds of what fits at --payload-max "
+     "each, so below --payload-max a fetch gives one job); one job larger than this still "
+     "comes alone"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
     {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL,
      "most open client connections on each port (HTTP, Faktory); past it a new HTTP one is "
@@ -415,6 +420,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
                   .busy_timeout_ms = 5000,
                   .limits = {.payload_max = (size_t)er_settings_get(&st, "payload-max")->num},
                   .dedup_window_ms = er_settings_get(&st, "dedup-window")->num,
+                  .reply_max = (size_t)er_settings_get(&st, "max-reply")->num,
                   .migrate = er_settings_get(&st, "auto-migrate")->num ? ER_MIGRATE_AUTO
                                                                         : ER_MIGRATE_REFUSE},
         .max_batch = (int)er_settings_get(&st, "max-batch")->num,

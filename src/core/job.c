@@ -358,3 +358,36 @@ int er_job_lease_check(const er_job *job, const char *id, const char *token, er_
         return 0;
     return er_job_lease_refused(true, job->state, id, err);
 }
+
+/* Keys, numbers, times and states of a job's full view (the lease view
+ * has fewer). */
+#define JOB_REPLY_FIXED 1024
+
+static size_t text_bytes(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+size_t er_job_reply_bytes(const er_job *job)
+{
+    size_t n = JOB_REPLY_FIXED;
+    n += job->payload ? job->payload_len : 0;
+    n += text_bytes(job->result) + text_bytes(job->last_error) + text_bytes(job->progress) +
+         text_bytes(job->custom);
+    n += 2 * (text_bytes(job->id) + text_bytes(job->queue) + text_bytes(job->name) +
+              text_bytes(job->group) + text_bytes(job->trace_id) +
+              text_bytes(job->idempotency_key) + text_bytes(job->lease_owner) +
+              text_bytes(job->lease_token));
+    return n;
+}
+
+size_t er_job_lease_bytes_max(size_t payload_max)
+{
+    /* id, idempotency key, trace id; queue, name, group; the token */
+    return JOB_REPLY_FIXED + payload_max + 2 * (3 * ER_ID_MAX + 3 * ER_NAME_MAX + 64);
+}
+
+bool er_reply_takes(size_t n, size_t used, size_t next, size_t cap)
+{
+    return n == 0 || (used <= cap && next <= cap - used);
+}

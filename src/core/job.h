@@ -36,6 +36,10 @@
 #define ER_WAIT_MAX_MS 60000
 #define ER_BULK_MAX 10000
 #define ER_CUSTOM_MAX (64 * 1024) /* a job's custom object, serialized */
+/* A list or fetch reply's size cap in bytes (--max-reply). */
+#define ER_REPLY_MAX_DEFAULT ((size_t)8 << 20)
+#define ER_REPLY_MAX_MIN ((size_t)64 << 10)
+#define ER_REPLY_MAX_MAX ((size_t)1 << 30)
 
 typedef enum er_state {
     ER_STATE_SCHEDULED = 0,
@@ -175,6 +179,18 @@ typedef struct er_job {
 } er_job;
 
 void er_job_init(er_job *job);
+
+/* The bytes a job adds to a reply (its full or lease view), an estimate
+ * that is never short of the truth: its JSON texts, twice its short
+ * strings (room for escapes) and a fixed part for keys, numbers and times.
+ * The one rule every reply cap uses. */
+size_t er_job_reply_bytes(const er_job *job);
+/* The most a leased job of at most payload_max payload bytes can add to a
+ * fetch reply (the lease view by er_job_reply_bytes' rule). */
+size_t er_job_lease_bytes_max(size_t payload_max);
+/* Whether a reply of `n` jobs using `used` bytes still takes one of `next`
+ * bytes under `cap`: always the first job, then while the total fits. */
+bool er_reply_takes(size_t n, size_t used, size_t next, size_t cap);
 /* Frees every string; leaves *job zeroed. NULL-safe. */
 void er_job_fini(er_job *job);
 /* Deep copy; returns 0 or ER_ENOMEM (dst then untouched-and-zeroed). */

@@ -510,6 +510,9 @@ static int worker_start(er_engine *e, worker *w, bool writer, er_error *err)
      * maintenance leader, are on time, so a takeover loses none. */
     w->x.sched_since = er_now_ms();
     w->x.audit_retention_ms = e->cfg.audit_retention_ms;
+    w->x.reply_max = e->cfg.store.reply_max ? e->cfg.store.reply_max : ER_REPLY_MAX_DEFAULT;
+    w->x.payload_max =
+        e->cfg.store.limits.payload_max ? e->cfg.store.limits.payload_max : ER_PAYLOAD_MAX_DEFAULT;
     w->x.ops = e->ops;
     int rc = e->ops->open(e->store_url, &e->cfg.store, &w->x.store, err);
     if (rc < 0)

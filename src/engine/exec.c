@@ -353,6 +353,44 @@ static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)
     return er_exec_fetch_again(x, req, now);
 }
 
+/* ops->fetch under the reply cap (--max-reply). The stores lease a set of
+ * jobs with one statement (fetch order, groups, limits), so the cap applies
+ * before leasing: each call asks only for as many jobs as fit in the room
+ * left even if every one had the largest payload allowed, and another call
+ * follows while jobs keep coming and room is left. No job is leased and
+ * then dropped; the first job of a reply is taken whatever its size. */
+static int fetch_capped(er_exec_ctx *x, const er_fetch_params *p, er_req *req)
+{
+    size_t worst = er_job_lease_bytes_max(x->payload_max), used = 0;
+    for (size_t i = 0; i < req->list.len; i++)
+        used += er_job_reply_bytes(&req->list.items[i]);
+    int64_t ready = INT64_MAX, at = INT64_MAX;
+    int got = 0, rc = 0;
+    while (got < p->max) {
+        size_t fit = used < x->reply_max ? (x->reply_max - used) / worst : 0;
+        if (fit == 0 && req->list.len > 0)
+            break;
+        int take = fit == 0 ? 1 : fit < (size_t)(p->max - got) ? (int)fit : p->max - got;
+        er_fetch_params q = *p;
+        q.max = take;
+        q.ready_at = &at;
+        at = INT64_MAX;
+        size_t before = req->list.len;
+        rc = x->ops->fetch(x->store, &q, &req->list, &req->err);
+        ready = at < ready ? at : ready;
+        if (rc < 0)
+            break;
+        for (size_t i = before; i < req->list.len; i++)
+            used += er_job_reply_bytes(&req->list.items[i]);
+        got += (int)(req->list.len - before);
+        if (req->list.len - before < (size_t)take)
+            break; /* no more ready */
+    }
+    if (p->ready_at)
+        *p->ready_at = ready;
+    return rc;
+}
+
 int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
 {
     if (atomic_load(&req->abandoned))
@@ -369,7 +407,7 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
     };
     req->ready_at = INT64_MAX;
     if (!a->weights || a->nqueues < 2)
-        return x->ops->fetch(x->store, &p, &req->list, &req->err);
+        return fetch_capped(x, &p, req);
     /* a weighted mix (core/fetch.h er_fetch_mix): each queue's quota, then
      * what is left from all of them in the drawn order */
     size_t order[ER_FETCH_QUEUES_MAX];
@@ -387,7 +425,7 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
             continue;
         p.queues = &qs[k];
         p.max = quota[order[k]];
-        rc = x->ops->fetch(x->store, &p, &req->list, &req->err);
+        rc = fetch_capped(x, &p, req);
         ready_at = at < ready_at ? at : ready_at;
     }
     int got = (int)(req->list.len - base);
@@ -395,7 +433,7 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now)
         p.queues = qs;
         p.nqueues = a->nqueues;
         p.max = a->max - got;
-        rc = x->ops->fetch(x->store, &p, &req->list, &req->err);
+        rc = fetch_capped(x, &p, req);
         ready_at = at < ready_at ? at : ready_at;
     }
     req->ready_at = ready_at;

@@ -41,6 +41,8 @@ typedef struct er_exec_ctx {
     struct er_sched_cache *sched; /* parsed schedulers by key (exec_sched.c) */
     int64_t sched_since;       /* server start: due ticks before it were missed */
     int64_t audit_retention_ms; /* audit rows older than this go at retention */
+    size_t reply_max;          /* a fetch reply's cap in bytes (--max-reply) */
+    size_t payload_max;        /* the largest payload a job may have */
 } er_exec_ctx;
 
 /* Frees what the context caches (call when its thread is done). */

@@ -59,6 +59,10 @@ typedef struct er_store_options {
      * deleted its finished job (a tombstone, below); 0 keeps none. At most
      * ER_DEDUP_WINDOW_MAX_MS. */
     int64_t dedup_window_ms;
+    /* The most bytes of jobs one list page holds (er_job_reply_bytes; at
+     * least one job a page): list_jobs and list_dead stop there and give a
+     * next_cursor. 0 means ER_REPLY_MAX_DEFAULT. */
+    size_t reply_max;
 } er_store_options;
 
 #define ER_DEDUP_WINDOW_DEFAULT_MS (30LL * 86400000)   /* 30 days */
@@ -348,8 +352,10 @@ typedef struct er_store_ops {
                           char **queue, er_error *err);
 
     /* Lists jobs of a queue in one state, oldest first, after `cursor`
-     * (opaque string from a previous page, NULL for the first). Sets
-     * *next_cursor (owned, free()) or NULL when no more. */
+     * (opaque string from a previous page, NULL for the first): up to
+     * `limit` jobs, fewer when more would pass the store's reply_max in
+     * bytes (er_store_options). Sets *next_cursor (owned, free()) or NULL
+     * when no more. */
     int (*list_jobs)(er_store *s, const char *queue, er_state state, int limit,
                      const char *cursor, er_job_list *out, char **next_cursor, er_error *err);
 
@@ -369,7 +375,8 @@ typedef struct er_store_ops {
      * settings change to paused false). */
     int (*clear_queue_throttle)(er_store *s, const char *queue, er_error *err);
 
-    /* Dead letters: dead jobs, newest failure first, optionally of one queue. */
+    /* Dead letters: dead jobs, newest failure first, optionally of one
+     * queue; paged and capped in bytes as list_jobs. */
     int (*list_dead)(er_store *s, const char *queue, int limit, const char *cursor,
                      er_job_list *out, char **next_cursor, er_error *err);
     /* Enqueues a copy of dead job `id` as `{id}-redrive-{n}` (waiting,

@@ -21,11 +21,12 @@
 
 /* The dedup window the next open_store() opens with. */
 static int64_t g_window = ER_DEDUP_WINDOW_DEFAULT_MS;
+static size_t g_reply_max; /* and reply cap (0: the default) */
 
 static void open_store(void)
 {
     er_store_options opt = {.durability = ER_DURABILITY_NORMAL, .busy_timeout_ms = 1000,
-                            .dedup_window_ms = g_window};
+                            .dedup_window_ms = g_window, .reply_max = g_reply_max};
     er_error err = {0};
     int rc = OPS->open(g_url, &opt, &S, &err);
     cr_assert_eq(rc, 0, "open: %s", err.message);
@@ -34,6 +35,7 @@ static void open_store(void)
 static void setup(void)
 {
     g_window = ER_DEDUP_WINDOW_DEFAULT_MS;
+    g_reply_max = 0;
     er_rand_init_seeded(&R, 42);
     store_fresh();
     open_store();

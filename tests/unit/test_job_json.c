@@ -626,3 +626,76 @@ Test(job, write_json_matches_the_generic_writer_with_escapes_and_extremes)
     same_at_every_cap(&j);
     er_job_fini(&j);
 }
+
+/* ---- er_job_reply_bytes: never short of what a reply writes ---- */
+
+static size_t written(const er_job *j, int view, er_role who)
+{
+    er_jsonw w;
+    er_jsonw_init(&w, (size_t)1 << 24);
+    er_jsonw_begin_array(&w);
+    er_jsonw_int(&w, 7);
+    if (view)
+        er_http_job_write_lease_json(j, &w);
+    else
+        er_http_job_write_json(j, who, &w);
+    cr_assert(!w.failed);
+    size_t n = w.out.len - 2; /* "[7" before it; the comma is the job's */
+    er_jsonw_fini(&w);
+    return n;
+}
+
+static void estimate_covers(const er_job *j)
+{
+    size_t est = er_job_reply_bytes(j);
+    for (int view = 0; view < 2; view++)
+        for (er_role who = ER_ROLE_NONE; who <= ER_ROLE_VIEWER; who++) {
+            size_t n = written(j, view, who);
+            cr_assert_geq(est, n, "view %d role %d: %zu written, %zu estimated", view,
+                          (int)who, n, est);
+        }
+    cr_assert_geq(er_job_lease_bytes_max(j->payload_len), written(j, 1, ER_ROLE_ADMIN));
+}
+
+Test(job, reply_bytes_covers_the_full_and_lease_views_at_their_extremes)
+{
+    er_job j;
+    er_job_init(&j);
+    estimate_covers(&j);
+    char id[ER_ID_MAX + 1], name[ER_NAME_MAX + 1];
+    memset(id, '"', ER_ID_MAX); /* every byte escaped */
+    id[ER_ID_MAX] = '\0';
+    memset(name, 'n', ER_NAME_MAX);
+    name[ER_NAME_MAX] = '\0';
+    j.id = strdup(id);
+    j.idempotency_key = strdup(id);
+    j.trace_id = strdup(id);
+    j.queue = strdup(name);
+    j.name = strdup(name);
+    j.group = strdup(name);
+    j.lease_owner = strdup(name);
+    j.lease_token = strdup("0123456789abcdef0123456789abcdef");
+    j.payload = strdup("{\"x\":\"\\u0001\"}");
+    j.payload_len = strlen(j.payload);
+    j.last_error = strdup("{\"class\":\"transient\",\"message\":\"boom\"}");
+    j.result = strdup("[1,2,3]");
+    j.progress = strdup("{\"pct\":40}");
+    j.custom = strdup("{\"a\":1}");
+    j.priority = INT32_MIN;
+    j.max_attempts = j.attempts = j.started = j.stalled = j.redrive_count = INT32_MIN;
+    j.timeout_ms = j.backoff.delay_ms = j.backoff.max_delay_ms = INT64_MIN;
+    j.backoff.jitter = -1.0 / 3.0;
+    j.run_at = j.created_at = j.updated_at = j.started_at = j.finished_at = j.redriven_at =
+        j.lease_expires_at = 253402300799999LL; /* the last ms of year 9999 */
+    estimate_covers(&j);
+    er_job_fini(&j);
+}
+
+Test(job, reply_takes_the_first_job_then_what_fits)
+{
+    cr_assert(er_reply_takes(0, 0, SIZE_MAX, 10), "the first job, whatever its size");
+    cr_assert(er_reply_takes(1, 4, 6, 10));
+    cr_assert(!er_reply_takes(1, 4, 7, 10));
+    cr_assert(!er_reply_takes(1, 11, 0, 10), "past the cap already");
+    cr_assert(!er_reply_takes(1, 4, SIZE_MAX, 10), "no overflow");
+}

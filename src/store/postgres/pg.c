@@ -271,6 +271,7 @@ static int pg_open(const char *url, const er_store_options *opt, er_store **out,
     s->pool = pl;
     s->caller_clock = pl->caller_clock;
     s->dedup_window_ms = opt ? opt->dedup_window_ms : ER_DEDUP_WINDOW_DEFAULT_MS;
+    s->reply_max = opt && opt->reply_max ? opt->reply_max : ER_REPLY_MAX_DEFAULT;
     s->durability = dur;
     s->busy_ms = busy;
     if (fresh) {

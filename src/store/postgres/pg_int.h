@@ -161,6 +161,7 @@ struct er_store {
     int busy_ms;
     int64_t tx_now;    /* the store's clock (now()) of the open transaction */
     int64_t dedup_window_ms; /* er_store_options.dedup_window_ms */
+    size_t reply_max;        /* er_store_options.reply_max (0 read as the default) */
     er_pg_qs *qc;      /* transaction-scoped settings cache */
     size_t nqc;
     char **notified; /* queues notified in this transaction */

@@ -400,6 +400,8 @@ int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, c
     size_t base = out->len;
     int n = PQntuples(r);
     int64_t last = 0;
+    size_t used = 0;
+    bool more = n > limit;
     for (int i = 0; rc == 0 && i < n && i < limit; i++) {
         er_job *j = er_job_list_push(out);
         if (!j) {
@@ -407,10 +409,17 @@ int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, c
             break;
         }
         rc = er_pg_row_job(r, i, 0, j, err);
+        size_t b = er_job_reply_bytes(j);
+        if (rc == 0 && !er_reply_takes((size_t)i, used, b, s->reply_max)) { /* the next page's */
+            er_job_fini(&out->items[--out->len]);
+            more = true;
+            break;
+        }
+        used += b;
         last = er_pg_i64(r, i, ER_PG_COL_SEQ);
     }
     PQclear(r);
-    if (rc == 0 && n > limit) {
+    if (rc == 0 && more) {
         char buf[32];
         snprintf(buf, sizeof buf, "%" PRId64, last);
         if (!(*next_cursor = strdup(buf)))

@@ -222,8 +222,9 @@ int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *c
     if (queue)
         sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
     size_t base = out->len;
-    int n = 0, src;
+    int n = 0, src = SQLITE_DONE;
     int64_t last_at = 0, last_seq = 0;
+    size_t used = 0;
     bool more = false;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == limit) {
@@ -238,11 +239,18 @@ int er_sqlite_list_dead(er_store *s, const char *queue, int limit, const char *c
         rc = er_sqlite_row_job(st, j, err);
         if (rc < 0)
             break;
+        size_t b = er_job_reply_bytes(j);
+        if (!er_reply_takes((size_t)n, used, b, s->reply_max)) { /* the next page's */
+            er_job_fini(&out->items[--out->len]);
+            more = true;
+            break;
+        }
+        used += b;
         last_at = j->finished_at;
         last_seq = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
         n++;
     }
-    if (rc == 0 && src != SQLITE_DONE)
+    if (rc == 0 && src != SQLITE_DONE && src != SQLITE_ROW)
         rc = er_sqlite_error(s->db, src, "list dead", err);
     sqlite3_reset(st);
     if (rc == 0 && more) {

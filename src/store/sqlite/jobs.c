@@ -655,8 +655,9 @@ int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limi
     sqlite3_bind_int64(st, 3, after);
     sqlite3_bind_int64(st, 4, (int64_t)limit + 1); /* one more tells whether a page follows */
     size_t base = out->len;
-    int n = 0, src;
+    int n = 0, src = SQLITE_DONE;
     int64_t last = 0;
+    size_t used = 0;
     bool more = false;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == limit) {
@@ -671,10 +672,17 @@ int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limi
         rc = er_sqlite_row_job(st, j, err);
         if (rc < 0)
             break;
+        size_t b = er_job_reply_bytes(j);
+        if (!er_reply_takes((size_t)n, used, b, s->reply_max)) { /* the next page's */
+            er_job_fini(&out->items[--out->len]);
+            more = true;
+            break;
+        }
+        used += b;
         last = sqlite3_column_int64(st, ER_SQ_COL_SEQ);
         n++;
     }
-    if (rc == 0 && src != SQLITE_DONE)
+    if (rc == 0 && src != SQLITE_DONE && src != SQLITE_ROW)
         rc = er_sqlite_error(s->db, src, "list jobs", err);
     sqlite3_reset(st);
     if (rc == 0 && more) {

@@ -231,6 +231,7 @@ static int open_db(const char *url, const er_store_options *opt, int *from, er_s
     sqlite3_busy_timeout(s->db, busy);
     er_durability dur = opt ? opt->durability : ER_DURABILITY_FULL;
     s->dedup_window_ms = opt ? opt->dedup_window_ms : ER_DEDUP_WINDOW_DEFAULT_MS;
+    s->reply_max = opt && opt->reply_max ? opt->reply_max : ER_REPLY_MAX_DEFAULT;
 
     char mode[16];
     char sql[96];

@@ -159,6 +159,7 @@ struct er_store {
                               (er_newjobs) */
     size_t nnew;
     int64_t dedup_window_ms; /* er_store_options.dedup_window_ms */
+    size_t reply_max;        /* er_store_options.reply_max (0 read as the default) */
 };
 
 /* ---- the connection (sqlite.c) ---- */

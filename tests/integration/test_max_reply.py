@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: MIT
+#
+# --max-reply caps list and fetch replies in bytes, on SQLite and on
+# PostgreSQL: 20 jobs of 300 KB with --max-reply 1m list in pages (queue
+# jobs and dead letters), none over the cap, every job exactly once; a
+# fetch of max 20 leases only what fits and leaves the rest waiting, not
+# leased; a job larger than the cap still comes alone, in a list and a
+# fetch. Bad --max-reply values are refused.
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import PG_SKIP, PG_SKIP_WHY, PgNodes, Server, run_errand  # noqa: E402
+
+CAP = 1 << 20
+PAYLOAD = 300 * 1000
+NJOBS = 20
+ARGS = ["--max-reply", "1m", "--payload-max", "320k"]
+# a server whose cap (the least allowed) is smaller than one job
+SMALL_ARGS = ["--max-reply", "64k", "--payload-max", "320k"]
+
+
+def job(q, i, n=PAYLOAD, **kw):
+    """Job i of queue q with a payload of about n bytes."""
+    return dict({"id": "%s-%d" % (q, i), "name": "n", "payload": big(i, n)}, **kw)
+
+
+def big(i, n=PAYLOAD):
+    """A JSON payload of about n bytes."""
+    return {"i": i, "pad": "x" * (n - 20)}
+
+
+class MaxReplyCases:
+    """Mixed into a TestCase whose setUpClass sets cls.s (a server with ARGS)."""
+
+    def pages(self, path):
+        """Every page of a list: [(jobs, bytes of the reply)]."""
+        out, cursor = [], None
+        for _ in range(NJOBS + 5):
+            q = path + ("&" if "?" in path else "?") + "limit=1000"
+            if cursor:
+                q += "&cursor=" + cursor
+            st, b, h = self.s.get(q)
+            self.assertEqual(st, 200, b)
+            out.append((b["jobs"], int(h.get("content-length", "0"))))
+            cursor = b["next_cursor"]
+            if not cursor:
+                return out
+        self.fail("no last page")
+
+    def check_pages(self, pages, want):
+        for jobs, n in pages:
+            self.assertGreaterEqual(len(jobs), 1)
+            self.assertLessEqual(n, CAP, "a page of %d jobs is %d bytes" % (len(jobs), n))
+        ids = [j["id"] for jobs, _ in pages for j in jobs]
+        self.assertEqual(sorted(ids), sorted(want), "each job once across the pages")
+        self.assertEqual(len(ids), len(set(ids)))
+        self.assertGreater(len(pages), 5, [len(j) for j, _ in pages])
+
+    def test_a_list_of_large_jobs_comes_in_pages_under_the_cap(self):
+        q = self.qname("list")
+        want = []
+        for i in range(NJOBS):
+            st, b, _ = self.s.enqueue(q, job(q, i))
+            self.assertEqual(st, 201, b)
+            want.append(b["job"]["id"])
+        self.check_pages(self.pages("/v1/queues/%s/jobs?state=waiting" % q), want)
+
+    def test_dead_letters_come_in_pages_under_the_cap(self):
+        q = self.qname("dead")
+        want = []
+        for i in range(NJOBS):
+            st, b, _ = self.s.enqueue(q, job(q, i, max_attempts=1))
+            self.assertEqual(st, 201, b)
+            want.append(b["job"]["id"])
+        done = 0
+        while done < NJOBS:
+            jobs = self.s.fetch_jobs(q, max=20)
+            self.assertTrue(jobs)
+            for j in jobs:
+                st, b, _ = self.s.fail(j["id"], j["lease_token"],
+                                       {"class": "permanent", "message": "no"})
+                self.assertEqual(st, 200, b)
+            done += len(jobs)
+        self.check_pages(self.pages("/v1/dead?queue=" + q), want)
+
+    def test_a_fetch_leases_only_what_fits_and_the_rest_stay_waiting(self):
+        q = self.qname("fetch")
+        for i in range(NJOBS):
+            st, b, _ = self.s.enqueue(q, job(q, i))
+            self.assertEqual(st, 201, b)
+        st, b, h = self.s.fetch(q, max=20)
+        self.assertEqual(st, 200, b)
+        n = len(b["jobs"])
+        self.assertGreaterEqual(n, 1)
+        self.assertLess(n, NJOBS)
+        self.assertLessEqual(int(h["content-length"]), CAP)
+        info = self.s.queue_info(q)
+        self.assertEqual((info["counts"]["active"], info["counts"]["waiting"]),
+                         (n, NJOBS - n), "only the jobs returned are leased")
+        got = {j["id"] for j in b["jobs"]}
+        self.assertEqual(got, {"%s-%d" % (q, i) for i in range(n)}, "in fetch order")
+
+    def test_a_job_larger_than_the_cap_still_comes_alone(self):
+        q = self.qname("huge")
+        s = self.small
+        for i in range(2):
+            st, b, _ = s.enqueue(q, job(q, i, 100 * 1000))
+            self.assertEqual(st, 201, b)
+        st, b, _ = s.get("/v1/queues/%s/jobs?limit=10" % q)
+        self.assertEqual(st, 200, b)
+        self.assertEqual([j["id"] for j in b["jobs"]], [q + "-0"])
+        self.assertTrue(b["next_cursor"])
+        st, b, _ = s.get("/v1/queues/%s/jobs?limit=10&cursor=%s" % (q, b["next_cursor"]))
+        self.assertEqual(([j["id"] for j in b["jobs"]], b["next_cursor"]), ([q + "-1"], None))
+        st, b, _ = s.fetch(q, max=10)
+        self.assertEqual(st, 200, b)
+        self.assertEqual([j["id"] for j in b["jobs"]], [q + "-0"])
+        info = s.queue_info(q)
+        self.assertEqual((info["counts"]["active"], info["counts"]["waiting"]), (1, 1))
+
+    def test_small_jobs_are_not_held_back(self):
+        q = self.qname("small")
+        for i in range(50):
+            st, b, _ = self.s.enqueue(q, {"name": "n", "payload": {"i": i}})
+            self.assertEqual(st, 201, b)
+        st, b, _ = self.s.get("/v1/queues/%s/jobs?limit=50" % q)
+        self.assertEqual((len(b["jobs"]), b["next_cursor"]), (50, None))
+        self.assertEqual(len(self.s.fetch_jobs(q, max=50)), 50)
+
+
+class SqliteMaxReplyTest(MaxReplyCases, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server(args=ARGS).start()
+        cls.small = Server(args=SMALL_ARGS).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+        cls.small.cleanup()
+
+    def qname(self, what):
+        return "mr-" + what
+
+
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class PgMaxReplyTest(PgNodes, MaxReplyCases, unittest.TestCase):
+    NODES = 1
+    NODE_ARGS = ARGS
+
+    @classmethod
+    def setUpClass(cls):
+        PgNodes.setUpClass.__func__(cls)
+        cls.s = cls.servers[0]
+        try:
+            cls.small = Server(store=cls.store, args=SMALL_ARGS).start()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+        cls.servers.append(cls.small)
+
+    def qname(self, what):
+        return "mr-" + what
+
+
+class BadValueTest(unittest.TestCase):
+    def test_bad_max_reply_values_are_refused(self):
+        for value in ("0", "1k", "64000", "2g", "-1", "lots", ""):
+            with tempfile.TemporaryDirectory() as d:
+                rc, out, err = run_errand(["serve", "--listen", "127.0.0.1:0", "--store",
+                                           "sqlite:%s/e.db" % d, "--max-reply", value])
+            self.assertIsNotNone(rc, "server started with --max-reply %r" % value)
+            self.assertNotEqual(rc, 0, value)
+            self.assertIn("max-reply", err, "%r: %s" % (value, err))
+
+
+if __name__ == "__main__":
+    unittest.main()
