@@ -770,10 +770,15 @@ Test(transcript, prefetch_hands_one_wid_distinct_jobs_in_queue_order_acked_anywh
 Test(transcript, prefetch_gives_a_buffered_job_its_own_reserve_for_at_hand_out)
 {
     conn *a = fk_hello("pf-r");
+    OK(a, "PUSH {\"jid\":\"prw\",\"jobtype\":\"t\",\"reserve_for\":60}");
     OK(a, "PUSH {\"jid\":\"pr1\",\"jobtype\":\"t\",\"reserve_for\":60}");
     OK(a, "PUSH {\"jid\":\"pr2\",\"jobtype\":\"t\",\"reserve_for\":60}");
-    char jid[64];
+    char jid[64], st[32], ow[64];
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "prw"); /* held: it shows 2 at once */
     cr_assert_str_eq(fetch_jid(a, "default", jid), "pr1");
+    job_state("pr2", st, ow, NULL);
+    cr_assert_str_eq(st, "active", "pr2 was not prefetched");
+    cr_assert_str_eq(ow, "pf-r");
     usleep(300000); /* pr2 waits in the buffer meanwhile */
     int64_t t0 = now_ms();
     cr_assert_str_eq(fetch_jid(a, "default", jid), "pr2");
@@ -783,6 +788,7 @@ Test(transcript, prefetch_gives_a_buffered_job_its_own_reserve_for_at_hand_out)
     json_decref(h);
     cr_assert(exp >= t0 + 60000 - 5 && exp <= t1 + 60000 + 5, "lease ends %lld ms after",
               (long long)(exp - t0));
+    OK(a, "ACK {\"jid\":\"prw\"}");
     OK(a, "ACK {\"jid\":\"pr1\"}");
     OK(a, "ACK {\"jid\":\"pr2\"}");
     fk_close(a);
@@ -791,10 +797,15 @@ Test(transcript, prefetch_gives_a_buffered_job_its_own_reserve_for_at_hand_out)
 Test(transcript, prefetch_releases_a_job_not_fetched_and_only_then_another_wid_gets_it)
 {
     conn *a = fk_hello("pf-a"), *x = fk_hello("pf-x");
+    OK(a, "PUSH {\"jid\":\"pbw\",\"jobtype\":\"t\"}");
     OK(a, "PUSH {\"jid\":\"pb1\",\"jobtype\":\"t\"}");
     OK(a, "PUSH {\"jid\":\"pb2\",\"jobtype\":\"t\"}");
     char jid[64], st[32], ow[64];
     int attempts = -1;
+    /* a worker of concurrency 1 gets no prefetch; holding pbw, pf-a shows 2 */
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "pbw");
+    job_state("pb1", st, ow, NULL);
+    cr_assert_str_eq(st, "waiting");
     int64_t t0 = now_ms();
     cr_assert_str_eq(fetch_jid(a, "default", jid), "pb1");
     job_state("pb2", st, ow, &attempts); /* in pf-a's buffer: leased to it */
@@ -812,25 +823,45 @@ Test(transcript, prefetch_releases_a_job_not_fetched_and_only_then_another_wid_g
     OK(a, "PUSH {\"jid\":\"pb3\",\"jobtype\":\"t\"}");
     OK(a, "PUSH {\"jid\":\"pb4\",\"jobtype\":\"t\"}");
     cr_assert_str_eq(fetch_jid(a, "default", jid), "pb3");
+    job_state("pb4", st, ow, NULL);
+    cr_assert_str_eq(st, "active", "pb4 was not prefetched");
     wait_waiting("pb4", &attempts);
     cr_assert_eq(attempts, 0);
     cr_assert_str_eq(fetch_jid(a, "default", jid), "pb4");
     OK(a, "ACK {\"jid\":\"pb3\"}");
     OK(a, "ACK {\"jid\":\"pb4\"}");
+    OK(a, "ACK {\"jid\":\"pbw\"}");
     fk_close(a);
     fk_close(x);
 }
 
+/* HELLO as wid, fetches a job of queue q to hold and then `first`, with
+ * `next` buffered: the connection. */
+static conn *prefetched(const char *wid, const char *q, const char *first, const char *next,
+                        int64_t *t0)
+{
+    conn *c = fk_hello(wid);
+    OK(c, "PUSH {\"jid\":\"%s-w\",\"jobtype\":\"t\",\"queue\":\"%s\"}", wid, q);
+    OK(c, "PUSH {\"jid\":\"%s\",\"jobtype\":\"t\",\"queue\":\"%s\"}", first, q);
+    OK(c, "PUSH {\"jid\":\"%s\",\"jobtype\":\"t\",\"queue\":\"%s\"}", next, q);
+    char jid[64], st[32], ow[64];
+    char held[80];
+    snprintf(held, sizeof held, "%s-w", wid);
+    cr_assert_str_eq(fetch_jid(c, q, jid), held);
+    *t0 = now_ms();
+    cr_assert_str_eq(fetch_jid(c, q, jid), first);
+    job_state(next, st, ow, NULL);
+    cr_assert_str_eq(st, "active", "%s was not prefetched", next);
+    cr_assert_str_eq(ow, wid);
+    return c;
+}
+
 Test(transcript, prefetch_quiet_and_the_last_disconnect_release_at_once)
 {
-    char jid[64];
     int attempts = -1;
+    int64_t t0;
     /* quiet over HTTP */
-    conn *a = fk_hello("pf-q");
-    OK(a, "PUSH {\"jid\":\"pq1\",\"jobtype\":\"t\",\"queue\":\"qa\"}");
-    OK(a, "PUSH {\"jid\":\"pq2\",\"jobtype\":\"t\",\"queue\":\"qa\"}");
-    int64_t t0 = now_ms();
-    cr_assert_str_eq(fetch_jid(a, "qa", jid), "pq1");
+    conn *a = prefetched("pf-q", "qa", "pq1", "pq2", &t0);
     cr_assert_eq(http("POST", "/v1/workers/pf-q/quiet", "", NULL, NULL), 200);
     wait_waiting("pq2", &attempts);
     cr_assert_lt(now_ms() - t0, 1000, "released by the hold, not by quiet");
@@ -838,23 +869,20 @@ Test(transcript, prefetch_quiet_and_the_last_disconnect_release_at_once)
     OK(a, "ACK {\"jid\":\"pq1\"}");
     fk_close(a);
     /* BEAT saying quiet */
-    conn *q = fk_hello("pf-b");
-    OK(q, "PUSH {\"jid\":\"pq3\",\"jobtype\":\"t\",\"queue\":\"qb\"}");
-    OK(q, "PUSH {\"jid\":\"pq4\",\"jobtype\":\"t\",\"queue\":\"qb\"}");
-    t0 = now_ms();
-    cr_assert_str_eq(fetch_jid(q, "qb", jid), "pq3");
+    conn *q = prefetched("pf-b", "qb", "pq3", "pq4", &t0);
     OK(q, "BEAT {\"wid\":\"pf-b\",\"current_state\":\"quiet\"}");
     wait_waiting("pq4", &attempts);
     cr_assert_lt(now_ms() - t0, 1000, "released by the hold, not by the BEAT");
     OK(q, "ACK {\"jid\":\"pq3\"}");
     fk_close(q);
     /* the wid's last connection closes; the first closing releases nothing */
-    conn *d = fk_hello("pf-d"), *e = fk_hello("pf-d");
-    OK(d, "PUSH {\"jid\":\"pq5\",\"jobtype\":\"t\",\"queue\":\"qc\"}");
-    OK(d, "PUSH {\"jid\":\"pq6\",\"jobtype\":\"t\",\"queue\":\"qc\"}");
-    t0 = now_ms();
-    cr_assert_str_eq(fetch_jid(d, "qc", jid), "pq5");
+    conn *d = prefetched("pf-d", "qc", "pq5", "pq6", &t0);
+    conn *e = fk_hello("pf-d");
     fk_close(e);
+    usleep(100000);
+    char st[32], ow[64];
+    job_state("pq6", st, ow, NULL);
+    cr_assert_str_eq(st, "active", "released while pf-d still had a connection");
     fk_close(d);
     wait_waiting("pq6", &attempts);
     cr_assert_lt(now_ms() - t0, 1000, "released by the hold, not by the disconnect");

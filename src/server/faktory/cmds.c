@@ -591,6 +591,7 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
         er_fk_send(c, false);
         return;
     }
+    er_fk_pre_asked(w);
     er_spec_str qs[ER_FETCH_QUEUES_MAX + 1];
     size_t nq = 0;
     for (size_t i = 0; i < n && nq < ER_FETCH_QUEUES_MAX + 1;) {

@@ -330,7 +330,7 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     er_fk_cache_sweep(&f->leases, now);
     er_fk_cache_sweep(&f->uniques, now);
     for (fk_worker *w = f->workers; w; w = w->next)
-        w->peak = w->held; /* "lately": the last REAP_PERIOD_S */
+        w->peak = w->held; /* "lately": since the last REAP_PERIOD_S tick */
 }
 
 static void on_prefetch_sweep(evutil_socket_t fd, short what, void *arg)

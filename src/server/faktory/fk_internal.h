@@ -46,7 +46,8 @@ typedef struct fk_worker {
     size_t npre;
     int k;             /* the next store fetch's size */
     bool released;     /* a buffered job was released since the last store fetch */
-    int held, peak;    /* jobs handed out and not acknowledged; the most of them lately */
+    int held;          /* jobs handed out and not acknowledged */
+    int peak;          /* the most it held at a FETCH lately, plus one */
     struct fk_worker *next;
 } fk_worker;
 
@@ -161,7 +162,9 @@ bool er_fk_pre_put(er_faktory *f, fk_worker *w, er_job *j, int64_t now);
 void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before);
 /* Releases one job (moved) the same way. */
 void er_fk_pre_release_job(er_faktory *f, er_job *j);
-/* A job handed to w / acknowledged by it: the concurrency it shows. */
+/* A FETCH from w, a job handed to it, one it acknowledged: the
+ * concurrency it shows (a FETCH while holding n jobs shows n + 1). */
+void er_fk_pre_asked(fk_worker *w);
 void er_fk_pre_handed(fk_worker *w);
 void er_fk_pre_acked(fk_worker *w);
 /* The timer's pass: releases what was held ER_FK_PREFETCH_HOLD_MS. */

@@ -23,7 +23,7 @@ int er_fk_pre_size(er_faktory *f, fk_worker *w)
         w->k = 2;
     else if (w->npre == 0 && !w->released)
         w->k *= 2; /* drained since the last store fetch, nothing released */
-    int cap = w->peak > 2 ? w->peak : 2; /* the concurrency w showed */
+    int cap = w->peak > 1 ? w->peak : 1; /* the concurrency w showed */
     if (w->k > cap)
         w->k = cap;
     if (w->k > f->prefetch)
@@ -135,13 +135,16 @@ void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before)
     free(out);
 }
 
+void er_fk_pre_asked(fk_worker *w)
+{
+    if (w && w->held + 1 > w->peak)
+        w->peak = w->held + 1; /* it asks for one more while holding these */
+}
+
 void er_fk_pre_handed(fk_worker *w)
 {
-    if (!w)
-        return;
-    w->held++;
-    if (w->held > w->peak)
-        w->peak = w->held;
+    if (w)
+        w->held++;
 }
 
 void er_fk_pre_acked(fk_worker *w)
