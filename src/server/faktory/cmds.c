@@ -571,10 +571,11 @@ static void finish_fetch(fk_conn *c, er_req *r)
     }
     /* the rest wait in the wid's buffer; what does not fit is released */
     fk_worker *w = er_fk_worker_find(c->f, c->wid);
+    bool keep = !c->f->stopping && w && w->v.signal == ER_FK_RUN && !w->v.current_state[0];
     int64_t now = er_now_ms();
     for (size_t i = 1; i < r->list.len; i++)
-        if (c->f->stopping || !er_fk_pre_put(c->f, w, &r->list.items[i], now))
-            er_fk_pre_release_job(c->f, &r->list.items[i]);
+        if (!keep || !er_fk_pre_put(c->f, w, &r->list.items[i], now))
+            er_fk_pre_release_jobs(c->f, &r->list.items[i], 1);
     hand_out(c, r, &r->list.items[0]);
 }
 

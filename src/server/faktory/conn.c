@@ -122,6 +122,9 @@ static void on_done(er_req *r)
     }
     c->pending = NULL;
     if (c->gone) {
+        /* nobody got these: back to waiting rather than to their leases' end */
+        if (r->type == ER_REQ_FETCH && !r->rc && r->list.len)
+            er_fk_pre_release_jobs(c->f, r->list.items, r->list.len);
         er_req_free(r);
         if (!c->in_process)
             conn_free(c);

@@ -160,8 +160,8 @@ bool er_fk_pre_put(er_faktory *f, fk_worker *w, er_job *j, int64_t now);
 /* Releases (attempt not counted) w's buffered jobs leased before `before`
  * (INT64_MAX: all of them); the store is told, nobody waits. */
 void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before);
-/* Releases one job (moved) the same way. */
-void er_fk_pre_release_job(er_faktory *f, er_job *j);
+/* Releases jobs[0..n) (moved) the same way. */
+void er_fk_pre_release_jobs(er_faktory *f, er_job *jobs, size_t n);
 /* A FETCH from w, a job handed to it, one it acknowledged: the
  * concurrency it shows (a FETCH while holding n jobs shows n + 1). */
 void er_fk_pre_asked(fk_worker *w);

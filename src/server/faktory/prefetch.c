@@ -103,10 +103,10 @@ static void submit_release(er_faktory *f, er_job *jobs, size_t n)
     er_engine_submit(f->engine, r);
 }
 
-void er_fk_pre_release_job(er_faktory *f, er_job *j)
+void er_fk_pre_release_jobs(er_faktory *f, er_job *jobs, size_t n)
 {
-    submit_release(f, j, 1);
-    memset(j, 0, sizeof *j);
+    submit_release(f, jobs, n);
+    memset(jobs, 0, n * sizeof *jobs);
 }
 
 void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before)
