@@ -628,7 +628,7 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
         hand_out(c, r, &r->job); /* no store round trip */
         return;
     }
-    r->fetch.max = er_fk_pre_size(c->f, w); /* 1..ER_FK_PREFETCH_MAX <= ER_FETCH_MAX */
+    r->fetch.max = er_fk_pre_size(c->f, w, er_now_ms()); /* 1..ER_FK_PREFETCH_MAX <= ER_FETCH_MAX */
     er_fk_submit(c, r, finish_fetch);
 }
 

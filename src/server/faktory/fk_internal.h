@@ -37,6 +37,7 @@ struct event;
 #define ER_FK_PREFETCH_MAX 256      /* --faktory-prefetch's bound */
 #define ER_FK_PREFETCH_HOLD_MS 1000 /* a buffered job not handed out this long is released */
 #define ER_FK_PREFETCH_SWEEP_MS 250 /* how often that is checked */
+#define ER_FK_PREFETCH_BACKOFF_MS 5000 /* k does not grow this long after such a release */
 
 typedef struct fk_worker {
     er_fk_worker_view v;
@@ -46,6 +47,7 @@ typedef struct fk_worker {
     size_t npre;
     int k;             /* the next store fetch's size */
     bool released;     /* a buffered job was released since the last store fetch */
+    int64_t grow_at;   /* k grows again from then (ms) */
     int held;          /* jobs handed out and not acknowledged */
     int peak;          /* the most it held at a FETCH lately, plus one */
     struct fk_worker *next;
@@ -152,7 +154,7 @@ json_t *er_fk_arg_json(fk_conn *c, const char *arg, size_t n, bool object);
 
 /* prefetch.c. The store fetch size for w now (1: no prefetch), grown
  * when w drained its buffer since the last one. */
-int er_fk_pre_size(er_faktory *f, fk_worker *w);
+int er_fk_pre_size(er_faktory *f, fk_worker *w, int64_t now);
 /* Moves a buffered job of the first of queues that has one into *out. */
 bool er_fk_pre_take(fk_worker *w, char *const *queues, size_t nq, er_job *out);
 /* Buffers *j (moved); false (j untouched) when the buffer is full. */

@@ -15,15 +15,17 @@
 #include "engine/engine.h"
 #include "server/faktory/fk_internal.h"
 
-int er_fk_pre_size(er_faktory *f, fk_worker *w)
+int er_fk_pre_size(er_faktory *f, fk_worker *w, int64_t now)
 {
     if (!w || f->prefetch <= 1 || f->stopping || w->v.signal != ER_FK_RUN || w->v.current_state[0])
         return 1;
-    if (w->k < 2)
+    if (w->k == 0)
         w->k = 2;
-    else if (w->npre == 0 && !w->released)
+    else if (w->npre == 0 && !w->released && now >= w->grow_at)
         w->k *= 2; /* drained since the last store fetch, nothing released */
-    int cap = w->peak > 1 ? w->peak : 1; /* the concurrency w showed */
+    /* the concurrency w showed; 2 at least: a serial fetch loop shows more
+     * only once it is given a job to take while it holds one */
+    int cap = w->peak > 2 ? w->peak : 2;
     if (w->k > cap)
         w->k = cap;
     if (w->k > f->prefetch)
@@ -128,8 +130,11 @@ void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before)
     w->npre = keep;
     if (n) {
         w->released = true;
-        if (before != INT64_MAX && w->k > 1)
-            w->k /= 2; /* it did not drain in time: smaller fetches */
+        if (before != INT64_MAX) {
+            if (w->k > 1)
+                w->k /= 2; /* it did not drain in time: smaller fetches */
+            w->grow_at = before + ER_FK_PREFETCH_HOLD_MS + ER_FK_PREFETCH_BACKOFF_MS;
+        }
         submit_release(f, out, n);
     }
     free(out);
