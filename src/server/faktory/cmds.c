@@ -613,8 +613,8 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
     sp.max = (er_spec_int){ER_SPEC_SET, 1};
     sp.wait_ms = (er_spec_int){ER_SPEC_SET, ER_FK_FETCH_WAIT_MS};
     /* a prefetched job's lease covers its reserve_for from its hand-out */
-    sp.lease_ms = (er_spec_int){ER_SPEC_SET, ER_FK_RESERVE_DEFAULT_MS +
-                                                 (c->f->prefetch > 1 ? 2 * ER_FK_PREFETCH_HOLD_MS : 0)};
+    int64_t extra = c->f->prefetch > 1 ? 2 * ER_FK_PREFETCH_HOLD_MS : 0;
+    sp.lease_ms = (er_spec_int){ER_SPEC_SET, ER_FK_RESERVE_DEFAULT_MS + extra};
     er_req *r = new_req(c, ER_REQ_FETCH);
     if (!r)
         return;
@@ -628,7 +628,7 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
         hand_out(c, r, &r->job); /* no store round trip */
         return;
     }
-    r->fetch.max = er_fk_pre_size(c->f, w, er_now_ms()); /* 1..ER_FK_PREFETCH_MAX <= ER_FETCH_MAX */
+    r->fetch.max = er_fk_pre_size(c->f, w, er_now_ms()); /* <= ER_FK_PREFETCH_MAX */
     er_fk_submit(c, r, finish_fetch);
 }
 

@@ -17,7 +17,8 @@
 
 int er_fk_pre_size(er_faktory *f, fk_worker *w, int64_t now)
 {
-    if (!w || f->prefetch <= 1 || f->stopping || w->v.signal != ER_FK_RUN || w->v.current_state[0])
+    if (!w || f->prefetch <= 1 || f->stopping || w->v.signal != ER_FK_RUN ||
+        w->v.current_state[0])
         return 1;
     if (w->k == 0)
         w->k = 2;
