@@ -10,7 +10,8 @@
 # after `npm ci` there). errand-faktory-c is the same rows with the C client
 # bench/faktory/faktory_bench.c (cmake -DERRAND_BENCH_FAKTORY=ON; FAKTORY_BENCH
 # names the binary). errand-faktory-w and stub-w: the processing rows with c
-# Workers of concurrency 1 (BENCH_FK_WORKERS). Appends JSON lines to bench/results/faktory-<time>.jsonl
+# Workers of concurrency 1 (BENCH_FK_WORKERS). errand-faktory-nopf: errand-faktory
+# with --faktory-prefetch 1 (no prefetch). Appends JSON lines to bench/results/faktory-<time>.jsonl
 # and prints the peers' median table.
 #
 #   PEERS_DIR=/tmp/peers ./bench/faktory/run.sh
@@ -41,7 +42,7 @@ trap cleanup EXIT
 start_errand() {
     rm -rf "$tmp/db"; mkdir -p "$tmp/db"
     "$BIN" serve --listen 127.0.0.1:0 --faktory-listen 127.0.0.1:0 \
-        --store "sqlite:$tmp/db/bench.db" 2>"$tmp/serve.log" &
+        --store "sqlite:$tmp/db/bench.db" "$@" 2>"$tmp/serve.log" &
     pid=$!
     local hp= fp=
     for _ in $(seq 200); do
@@ -83,6 +84,10 @@ for r in $(seq "$RUNS"); do
         errand-faktory)
             start_errand
             timeout 900 node bench/faktory/faktory-node.js errand-faktory "$pid" "$fk_url" >>"$raw"
+            stop ;;
+        errand-faktory-nopf)
+            start_errand --faktory-prefetch 1
+            timeout 900 node bench/faktory/faktory-node.js errand-faktory-nopf "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-w)
             start_errand

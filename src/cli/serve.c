@@ -33,6 +33,9 @@ static const er_setting serve_settings[] = {
      "(docs/faktory.md); off loopback it needs tokens, as --listen does"},
     {"faktory-min-reserve", ER_SET_DURATION, "60s", 1000, 3600000, NULL,
      "the shortest lease a Faktory job's reserve_for gives (Faktory's is 60s)"},
+    {"faktory-prefetch", ER_SET_INT, "32", 1, 256, NULL,
+     "most jobs one Faktory FETCH leases to its wid, handing the rest out on its next "
+     "FETCHes (adaptive up to this; 1: none)"},
     {"store", ER_SET_STRING, "sqlite:./errand.db", 0, 0, NULL,
      "store URL: sqlite:PATH (embedded, default) or "
      "postgres://USER:PASS@HOST:PORT/DB?schema=errand&pool_size=4 (several servers may share it)"},
@@ -507,6 +510,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
             .payload_max = (size_t)er_settings_get(&st, "payload-max")->num,
             .max_connections = (int)er_settings_get(&st, "max-connections")->num,
             .reserve_min_ms = er_settings_get(&st, "faktory-min-reserve")->num,
+            .prefetch = (int)er_settings_get(&st, "faktory-prefetch")->num,
         };
         if (er_faktory_start(c.base, c.engine, &fcfg, &c.faktory, &err) < 0) {
             fprintf(stderr, "errand serve: --faktory-listen: %s\n", err.message);

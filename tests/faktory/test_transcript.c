@@ -692,6 +692,196 @@ Test(transcript, beat_go_and_ruby_style_with_state_and_rss)
     fk_close(c);
 }
 
+/* ---- prefetch (docs/faktory.md, "Prefetch") ---- */
+
+/* FETCH's job id into out (a copy), "" when it answered null. */
+static const char *fetch_jid(conn *c, const char *queues, char out[64])
+{
+    const char *r = cmd(c, "FETCH %s", queues);
+    out[0] = '\0';
+    if (c->kind == ER_FK_R_NULL)
+        return out;
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "reply: %s", r);
+    json_t *j = json_loads(r, 0, NULL);
+    snprintf(out, 64, "%s", jstr(j, "jid"));
+    json_decref(j);
+    return out;
+}
+
+/* The job's state and lease owner now ("" when none). */
+static void job_state(const char *id, char state[32], char owner[64], int *attempts)
+{
+    json_t *h = get_job(id);
+    cr_assert(h, "no job %s", id);
+    snprintf(state, 32, "%s", jstr(h, "state"));
+    snprintf(owner, 64, "%s", jstr(h, "lease_owner"));
+    if (attempts)
+        *attempts = (int)json_integer_value(json_object_get(h, "attempts"));
+    json_decref(h);
+}
+
+/* Waits (up to 10 s) for the job to be waiting again: the ms it took. */
+static int64_t wait_waiting(const char *id, int *attempts)
+{
+    int64_t t0 = now_ms();
+    char st[32], ow[64];
+    for (;;) {
+        job_state(id, st, ow, attempts);
+        if (strcmp(st, "waiting") == 0)
+            return now_ms() - t0;
+        cr_assert_lt(now_ms() - t0, 10000, "job %s is still %s (%s)", id, st, ow);
+        usleep(20000);
+    }
+}
+
+Test(transcript, prefetch_hands_one_wid_distinct_jobs_in_queue_order_acked_anywhere)
+{
+    conn *a = fk_hello("pf-w"), *b = fk_hello("pf-w");
+    for (int i = 1; i <= 8; i++)
+        OK(a, "PUSH {\"jid\":\"pd%d\",\"jobtype\":\"t\"}", i);
+    OK(a, "PUSH {\"jid\":\"ph1\",\"jobtype\":\"t\",\"queue\":\"hi\"}");
+    OK(a, "PUSH {\"jid\":\"ph2\",\"jobtype\":\"t\",\"queue\":\"hi\"}");
+    const char *want[] = {"ph1", "ph2", "pd1", "pd2", "pd3", "pd4", "pd5", "pd6", "pd7", "pd8"};
+    char jid[64];
+    for (int i = 0; i < 10; i++) {
+        int64_t t0 = now_ms();
+        cr_assert_str_eq(fetch_jid(i % 2 ? b : a, "hi default", jid), want[i], "fetch %d", i);
+        /* handed out with its whole reserve_for (1800 s) ahead, leased to the wid */
+        json_t *h = get_job(jid);
+        cr_assert_str_eq(jstr(h, "state"), "active");
+        cr_assert_str_eq(jstr(h, "lease_owner"), "pf-w");
+        cr_assert_geq(ms_of(jstr(h, "lease_expires_at")), t0 + 1800 * 1000, "%s", jid);
+        cr_assert_eq(json_integer_value(json_object_get(h, "attempts")), 1);
+        json_decref(h);
+    }
+    for (int i = 0; i < 10; i++) {
+        conn *other = i % 2 ? a : b; /* not the connection that fetched it */
+        OK(other, "ACK {\"jid\":\"%s\"}", want[i]);
+    }
+    for (int i = 0; i < 10; i++) {
+        json_t *h = get_job(want[i]);
+        cr_assert_str_eq(jstr(h, "state"), "completed", "%s", want[i]);
+        json_decref(h);
+    }
+    fk_close(a);
+    fk_close(b);
+}
+
+Test(transcript, prefetch_gives_a_buffered_job_its_own_reserve_for_at_hand_out)
+{
+    conn *a = fk_hello("pf-r");
+    OK(a, "PUSH {\"jid\":\"pr1\",\"jobtype\":\"t\",\"reserve_for\":60}");
+    OK(a, "PUSH {\"jid\":\"pr2\",\"jobtype\":\"t\",\"reserve_for\":60}");
+    char jid[64], st[32], ow[64];
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "pr1");
+    job_state("pr2", st, ow, NULL);
+    cr_assert_str_eq(st, "active", "pr2 was not prefetched");
+    cr_assert_str_eq(ow, "pf-r");
+    usleep(300000); /* pr2 waits in the buffer meanwhile */
+    int64_t t0 = now_ms();
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "pr2");
+    int64_t t1 = now_ms();
+    json_t *h = get_job("pr2");
+    int64_t exp = ms_of(jstr(h, "lease_expires_at"));
+    json_decref(h);
+    cr_assert(exp >= t0 + 60000 - 5 && exp <= t1 + 60000 + 5, "lease ends %lld ms after",
+              (long long)(exp - t0));
+    OK(a, "ACK {\"jid\":\"pr1\"}");
+    OK(a, "ACK {\"jid\":\"pr2\"}");
+    fk_close(a);
+}
+
+Test(transcript, prefetch_releases_a_job_not_fetched_and_only_then_another_wid_gets_it)
+{
+    conn *a = fk_hello("pf-a"), *x = fk_hello("pf-x");
+    OK(a, "PUSH {\"jid\":\"pb1\",\"jobtype\":\"t\"}");
+    OK(a, "PUSH {\"jid\":\"pb2\",\"jobtype\":\"t\"}");
+    char jid[64], st[32], ow[64];
+    int attempts = -1;
+    int64_t t0 = now_ms();
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "pb1");
+    job_state("pb2", st, ow, &attempts); /* in pf-a's buffer: leased to it */
+    cr_assert_str_eq(st, "active");
+    cr_assert_str_eq(ow, "pf-a");
+    /* pf-x's FETCH waits while pb2 is buffered, and gets it once released */
+    cr_assert_str_eq(fetch_jid(x, "default", jid), "pb2");
+    cr_assert_geq(now_ms() - t0, 1000, "pb2 went to another wid while buffered");
+    job_state("pb2", st, ow, &attempts);
+    cr_assert_str_eq(ow, "pf-x");
+    cr_assert_eq(attempts, 1, "the release counted an attempt");
+    OK(x, "ACK {\"jid\":\"pb2\"}");
+    OK(a, "ACK {\"jid\":\"pb1\"}");
+    fk_close(a);
+    /* alone: back to waiting within the hold (1 s) and a sweep (0.25 s); a
+     * new wid (pf-a's k is halved now, and does not grow for 5 s) */
+    a = fk_hello("pf-a2");
+    OK(a, "PUSH {\"jid\":\"pb3\",\"jobtype\":\"t\"}");
+    OK(a, "PUSH {\"jid\":\"pb4\",\"jobtype\":\"t\"}");
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "pb3");
+    job_state("pb4", st, ow, NULL);
+    cr_assert_str_eq(st, "active", "pb4 was not prefetched");
+    wait_waiting("pb4", &attempts);
+    cr_assert_eq(attempts, 0);
+    cr_assert_str_eq(fetch_jid(a, "default", jid), "pb4");
+    OK(a, "ACK {\"jid\":\"pb3\"}");
+    OK(a, "ACK {\"jid\":\"pb4\"}");
+    fk_close(a);
+    fk_close(x);
+}
+
+/* HELLO as wid, fetches `first` of queue q with `next` buffered (*t0: just
+ * before): the connection. */
+static conn *prefetched(const char *wid, const char *q, const char *first, const char *next,
+                        int64_t *t0)
+{
+    conn *c = fk_hello(wid);
+    OK(c, "PUSH {\"jid\":\"%s\",\"jobtype\":\"t\",\"queue\":\"%s\"}", first, q);
+    OK(c, "PUSH {\"jid\":\"%s\",\"jobtype\":\"t\",\"queue\":\"%s\"}", next, q);
+    char jid[64], st[32], ow[64];
+    *t0 = now_ms();
+    cr_assert_str_eq(fetch_jid(c, q, jid), first);
+    job_state(next, st, ow, NULL);
+    cr_assert_str_eq(st, "active", "%s was not prefetched", next);
+    cr_assert_str_eq(ow, wid);
+    return c;
+}
+
+Test(transcript, prefetch_quiet_and_the_last_disconnect_release_at_once)
+{
+    int attempts = -1;
+    int64_t t0;
+    /* quiet over HTTP */
+    conn *a = prefetched("pf-q", "qa", "pq1", "pq2", &t0);
+    cr_assert_eq(http("POST", "/v1/workers/pf-q/quiet", "", NULL, NULL), 200);
+    wait_waiting("pq2", &attempts);
+    cr_assert_lt(now_ms() - t0, 1000, "released by the hold, not by quiet");
+    cr_assert_eq(attempts, 0);
+    OK(a, "ACK {\"jid\":\"pq1\"}");
+    fk_close(a);
+    /* BEAT saying quiet */
+    conn *q = prefetched("pf-b", "qb", "pq3", "pq4", &t0);
+    OK(q, "BEAT {\"wid\":\"pf-b\",\"current_state\":\"quiet\"}");
+    wait_waiting("pq4", &attempts);
+    cr_assert_lt(now_ms() - t0, 1000, "released by the hold, not by the BEAT");
+    OK(q, "ACK {\"jid\":\"pq3\"}");
+    fk_close(q);
+    /* the wid's last connection closes; the first closing releases nothing */
+    conn *d = prefetched("pf-d", "qc", "pq5", "pq6", &t0);
+    conn *e = fk_hello("pf-d");
+    fk_close(e);
+    usleep(100000);
+    char st[32], ow[64];
+    job_state("pq6", st, ow, NULL);
+    cr_assert_str_eq(st, "active", "released while pf-d still had a connection");
+    fk_close(d);
+    wait_waiting("pq6", &attempts);
+    cr_assert_lt(now_ms() - t0, 1000, "released by the hold, not by the disconnect");
+    cr_assert_eq(attempts, 0);
+    json_t *h = get_job("pq5");
+    cr_assert_str_eq(jstr(h, "state"), "active"); /* handed out: its lease stands */
+    json_decref(h);
+}
+
 /* ---- bad input ---- */
 
 Test(transcript, commands_before_hello_close_the_connection_and_change_nothing)

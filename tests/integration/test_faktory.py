@@ -147,6 +147,18 @@ class FaktoryStartupTest(unittest.TestCase):
             self.assertNotEqual(rc, 0, bad)
             self.assertIn("--faktory-listen", err, bad)
 
+    def test_bad_prefetch_is_refused(self):
+        for bad in ("0", "257", "-1", "abc", "1.5", ""):
+            rc, out, err = self.serve("--faktory-listen", "127.0.0.1:0", "--faktory-prefetch", bad)
+            self.assertIsNotNone(rc, bad)
+            self.assertNotEqual(rc, 0, bad)
+            self.assertIn("faktory-prefetch", err, bad)
+
+    def test_prefetch_off_and_at_its_bound_start(self):
+        for ok in ("1", "256"):
+            with Server(args=["--faktory-listen", "127.0.0.1:0", "--faktory-prefetch", ok]) as s:
+                faktory_port(s)
+
     def test_non_loopback_without_tokens_is_refused(self):
         rc, out, err = self.serve("--faktory-listen", "0.0.0.0:0")
         self.assertIsNotNone(rc)

@@ -449,6 +449,7 @@ static void reply_job(fk_conn *c, const er_job *j, int64_t lease_ms)
         er_fk_send_error(c, "ERR", "out of memory", false);
         return;
     }
+    er_fk_pre_handed(er_fk_worker_find(c->f, c->wid));
     er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
     er_jsonw_fini(&w);
     er_fk_send(c, false);
@@ -495,12 +496,11 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
 
 static void finish_fetch(fk_conn *c, er_req *r);
 
-/* The job r leased expired (custom.expires_at): it goes to the dead letters
- * (Faktory drops it; errand keeps a record) in the transaction of the same
- * fetch asked again. */
-static void refetch_expired(fk_conn *c, er_req *r, const char *at)
+/* The job *j (r's) expired (custom.expires_at): it goes to the dead letters
+ * (Faktory drops it; errand keeps a record) in the transaction of the
+ * fetch r->fetch asked again. */
+static void refetch_expired(fk_conn *c, er_req *r, const er_job *j, const char *at)
 {
-    er_job *j = &r->list.items[0];
     er_req *n = er_req_new(ER_REQ_FETCH);
     char msg[80];
     snprintf(msg, sizeof msg, "expired at %s (custom.expires_at)", at);
@@ -521,32 +521,27 @@ static void refetch_expired(fk_conn *c, er_req *r, const char *at)
     er_fk_submit(c, n, finish_fetch);
 }
 
-static void finish_fetch(fk_conn *c, er_req *r)
+/* Hands out *j, a job leased to c's wid (r's: r->list's first or r->job;
+ * r->fetch is the FETCH, for a refetch). Its lease becomes its own
+ * reserve_for first unless it already runs that long, and not much longer. */
+static void hand_out(fk_conn *c, er_req *r, er_job *j)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
-        return;
-    }
-    if (r->list.len == 0) {
-        er_fk_reply_null(&c->out);
-        er_fk_send(c, false);
-        er_req_free(r);
-        return;
-    }
-    er_job *j = &r->list.items[0];
     char at[32];
-    if (er_fk_job_expired(j, er_now_ms(), at)) {
-        refetch_expired(c, r, at); /* each round sends one job to the dead letters */
+    int64_t now = er_now_ms();
+    if (er_fk_job_expired(j, now, at)) {
+        refetch_expired(c, r, j, at); /* each round sends one job to the dead letters */
         return;
     }
     c->lease_ms = er_fk_lease_ms(j, c->f->reserve_min_ms);
-    if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS) {
+    int64_t left = j->lease_expires_at - now;
+    if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS &&
+        (c->f->prefetch <= 1 || (left >= c->lease_ms &&
+                                 left <= c->lease_ms + 2 * ER_FK_PREFETCH_HOLD_MS))) {
         er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at);
         deliver(c, r, j);
         return;
     }
-    /* the job asked for another reserve_for: set the lease to it first */
+    /* another reserve_for, or less of it left: set the lease to it first */
     er_req *h = er_req_new(ER_REQ_HEARTBEAT);
     if (!h || !(h->id = strdup(j->id)) || !(h->token = strdup(j->lease_token))) {
         er_req_free(h);
@@ -561,6 +556,29 @@ static void finish_fetch(fk_conn *c, er_req *r)
     er_fk_submit(c, h, finish_fetch_lease);
 }
 
+static void finish_fetch(fk_conn *c, er_req *r)
+{
+    if (r->rc) {
+        er_fk_reply_req_error(c, r);
+        er_req_free(r);
+        return;
+    }
+    if (r->list.len == 0) {
+        er_fk_reply_null(&c->out);
+        er_fk_send(c, false);
+        er_req_free(r);
+        return;
+    }
+    /* the rest wait in the wid's buffer; what does not fit is released */
+    fk_worker *w = er_fk_worker_find(c->f, c->wid);
+    bool keep = !c->f->stopping && w && w->v.signal == ER_FK_RUN && !w->v.current_state[0];
+    int64_t now = er_now_ms();
+    for (size_t i = 1; i < r->list.len; i++)
+        if (!keep || !er_fk_pre_put(c->f, w, &r->list.items[i], now))
+            er_fk_pre_release_jobs(c->f, &r->list.items[i], 1);
+    hand_out(c, r, &r->list.items[0]);
+}
+
 static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
 {
     if (!c->wid[0]) {
@@ -569,10 +587,12 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
     }
     fk_worker *w = er_fk_worker_find(c->f, c->wid);
     if (w && w->v.signal != ER_FK_RUN) {
+        er_fk_pre_release(c->f, w, INT64_MAX);
         er_fk_reply_null(&c->out); /* a quiet or stopping process gets no more jobs */
         er_fk_send(c, false);
         return;
     }
+    er_fk_pre_asked(w);
     er_spec_str qs[ER_FETCH_QUEUES_MAX + 1];
     size_t nq = 0;
     for (size_t i = 0; i < n && nq < ER_FETCH_QUEUES_MAX + 1;) {
@@ -592,7 +612,9 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
     sp.worker_id = (er_spec_str){ER_SPEC_SET, c->wid, strlen(c->wid)};
     sp.max = (er_spec_int){ER_SPEC_SET, 1};
     sp.wait_ms = (er_spec_int){ER_SPEC_SET, ER_FK_FETCH_WAIT_MS};
-    sp.lease_ms = (er_spec_int){ER_SPEC_SET, ER_FK_RESERVE_DEFAULT_MS};
+    /* a prefetched job's lease covers its reserve_for from its hand-out */
+    int64_t extra = c->f->prefetch > 1 ? 2 * ER_FK_PREFETCH_HOLD_MS : 0;
+    sp.lease_ms = (er_spec_int){ER_SPEC_SET, ER_FK_RESERVE_DEFAULT_MS + extra};
     er_req *r = new_req(c, ER_REQ_FETCH);
     if (!r)
         return;
@@ -602,6 +624,11 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
         reply_err(c, &err, err.code);
         return;
     }
+    if (er_fk_pre_take(w, r->fetch.queues, r->fetch.nqueues, &r->job)) {
+        hand_out(c, r, &r->job); /* no store round trip */
+        return;
+    }
+    r->fetch.max = er_fk_pre_size(c->f, w, er_now_ms()); /* <= ER_FK_PREFETCH_MAX */
     er_fk_submit(c, r, finish_fetch);
 }
 
@@ -738,6 +765,8 @@ static void finish_ack(fk_conn *c, er_req *r)
         return;
     }
     er_fk_cache_del(&c->f->leases, c->jid);
+    if (!rc && !hb)
+        er_fk_pre_acked(er_fk_worker_find(c->f, c->wid));
     if (rc) {
         er_error err = r->rc || hb ? r->err : r->acks[0].err;
         if (!err.code)
@@ -970,6 +999,8 @@ static void cmd_beat(fk_conn *c, const char *arg, size_t n)
     if (json_is_integer(rss))
         w->v.rss_kb = json_integer_value(rss);
     json_decref(o);
+    if (w->v.current_state[0] || w->v.signal != ER_FK_RUN)
+        er_fk_pre_release(c->f, w, INT64_MAX); /* it takes no more jobs */
     if (w->v.signal == ER_FK_RUN) {
         er_fk_reply_ok(c);
         return;

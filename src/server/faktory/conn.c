@@ -28,6 +28,17 @@
 
 #define REAP_PERIOD_S 5
 
+/* The wid's last connection is gone: its buffered jobs go back. */
+static void wid_left(er_faktory *f, const char *wid)
+{
+    if (!wid[0] || !f->engine)
+        return;
+    for (const fk_conn *o = f->conns; o; o = o->next)
+        if (!o->gone && strcmp(o->wid, wid) == 0)
+            return;
+    er_fk_pre_release(f, er_fk_worker_find(f, wid), INT64_MAX);
+}
+
 static void conn_free(fk_conn *c)
 {
     er_faktory *f = c->f;
@@ -38,6 +49,7 @@ static void conn_free(fk_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     f->nconns--;
+    wid_left(f, c->wid);
     if (c->bev)
         bufferevent_free(c->bev);
     er_failure_fini(&c->failure);
@@ -110,6 +122,9 @@ static void on_done(er_req *r)
     }
     c->pending = NULL;
     if (c->gone) {
+        /* nobody got these: back to waiting rather than to their leases' end */
+        if (r->type == ER_REQ_FETCH && !r->rc && r->list.len)
+            er_fk_pre_release_jobs(c->f, r->list.items, r->list.len);
         er_req_free(r);
         if (!c->in_process)
             conn_free(c);
@@ -317,6 +332,15 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     er_fk_workers_reap(f, now);
     er_fk_cache_sweep(&f->leases, now);
     er_fk_cache_sweep(&f->uniques, now);
+    for (fk_worker *w = f->workers; w; w = w->next)
+        w->peak = w->held; /* "lately": since the last REAP_PERIOD_S tick */
+}
+
+static void on_prefetch_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_fk_pre_sweep(arg, er_now_ms());
 }
 
 int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
@@ -340,6 +364,12 @@ int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktor
     f->payload_max = cfg->payload_max ? cfg->payload_max : ER_PAYLOAD_MAX_DEFAULT;
     f->max_conns = cfg->max_connections > 0 ? cfg->max_connections : 10000;
     f->reserve_min_ms = cfg->reserve_min_ms > 0 ? cfg->reserve_min_ms : ER_FK_RESERVE_MIN_MS;
+    if (cfg->prefetch < 0 || cfg->prefetch > ER_FK_PREFETCH_MAX) {
+        free(f);
+        return er_error_set(err, ER_EINVAL, "faktory-prefetch", "faktory-prefetch must be 1..%d",
+                            ER_FK_PREFETCH_MAX);
+    }
+    f->prefetch = cfg->prefetch ? cfg->prefetch : ER_FK_PREFETCH_DEFAULT;
     f->started_ms = er_now_ms();
     er_rand_init_system(&f->rand);
 
@@ -378,6 +408,12 @@ int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktor
         er_faktory_free(f);
         return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
     }
+    f->pre_ev = event_new(base, -1, EV_PERSIST, on_prefetch_sweep, f);
+    struct timeval sweep = {0, ER_FK_PREFETCH_SWEEP_MS * 1000};
+    if (!f->pre_ev || event_add(f->pre_ev, &sweep) != 0) {
+        er_faktory_free(f);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
     snprintf(extra, sizeof extra, "\"listen\":\"%s\"", addr);
     ER_LOG(ER_LOG_INFO, extra, "faktory listening");
     *out = f;
@@ -391,16 +427,22 @@ int er_faktory_port(const er_faktory *f)
 
 void er_faktory_stop_accepting(er_faktory *f)
 {
-    if (f && f->lev) {
+    if (!f)
+        return;
+    if (f->lev) {
         evconnlistener_free(f->lev);
         f->lev = NULL;
     }
+    f->stopping = true; /* buffered jobs go back while the engine still takes requests */
+    for (fk_worker *w = f->workers; w; w = w->next)
+        er_fk_pre_release(f, w, INT64_MAX);
 }
 
 void er_faktory_free(er_faktory *f)
 {
     if (!f)
         return;
+    f->engine = NULL; /* no releases from here: the leases expire */
     er_faktory_stop_accepting(f);
     while (f->conns) {
         fk_conn *c = f->conns;
@@ -413,6 +455,8 @@ void er_faktory_free(er_faktory *f)
     }
     if (f->reap_ev)
         event_free(f->reap_ev);
+    if (f->pre_ev)
+        event_free(f->pre_ev);
     er_fk_workers_free(f);
     er_fk_cache_free(&f->leases);
     er_fk_cache_free(&f->uniques);

@@ -29,7 +29,11 @@ typedef struct er_faktory_config {
     size_t payload_max;      /* one job's serialized args */
     int max_connections;
     int64_t reserve_min_ms;  /* reserve_for's floor; 0: ER_FK_RESERVE_MIN_MS (60 s) */
+    int prefetch;            /* most jobs a FETCH leases to its wid, 1..256 (1: none);
+                                0: ER_FK_PREFETCH_DEFAULT */
 } er_faktory_config;
+
+#define ER_FK_PREFETCH_DEFAULT 32
 
 /* Binds and starts serving. Refuses (ER_EINVAL) a non-loopback address with
  * no tokens, as the HTTP listener does. Logs {"msg":"faktory listening",

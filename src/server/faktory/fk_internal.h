@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "core/ack.h"
+#include "core/job.h"
 #include "core/lease.h"
 #include "server/faktory/faktory.h"
 #include "server/faktory/proto.h"
@@ -33,9 +34,22 @@ struct event;
 #define ER_FK_OUT_MAX (64u << 20)   /* one reply */
 #define ER_FK_OUT_PENDING (1u << 20) /* replies unread by the peer before reading stops */
 #define ER_FK_CACHE_MAX 200000      /* jid -> lease entries kept */
+#define ER_FK_PREFETCH_MAX 256      /* --faktory-prefetch's bound */
+#define ER_FK_PREFETCH_HOLD_MS 1000 /* a buffered job not handed out this long is released */
+#define ER_FK_PREFETCH_SWEEP_MS 250 /* how often that is checked */
+#define ER_FK_PREFETCH_BACKOFF_MS 5000 /* k does not grow this long after such a release */
 
 typedef struct fk_worker {
     er_fk_worker_view v;
+    /* prefetch (prefetch.c): jobs leased to this wid, not handed out yet */
+    er_job *pre;       /* f->prefetch slots, NULL until the first is buffered */
+    int64_t *pre_at;   /* when each was leased (ms) */
+    size_t npre;
+    int k;             /* the next store fetch's size */
+    bool released;     /* a buffered job was released since the last store fetch */
+    int64_t grow_at;   /* k grows again from then (ms) */
+    int held;          /* jobs handed out and not acknowledged */
+    int peak;          /* the most it held at a FETCH lately, plus one */
     struct fk_worker *next;
 } fk_worker;
 
@@ -102,6 +116,9 @@ struct er_faktory {
     size_t line_max, payload_max;
     int max_conns, nconns;
     int64_t reserve_min_ms;
+    int prefetch;      /* most jobs one FETCH leases to a wid (1: no prefetch) */
+    bool stopping;     /* shutdown began: no more prefetch */
+    struct event *pre_ev; /* releases buffered jobs held too long */
     struct evconnlistener *lev;
     int port;
     fk_conn *conns;
@@ -135,6 +152,28 @@ void er_fk_flush(fk_conn *c);
 void er_fk_reply_ok(fk_conn *c);
 void er_fk_reply_req_error(fk_conn *c, er_req *r);
 json_t *er_fk_arg_json(fk_conn *c, const char *arg, size_t n, bool object);
+
+/* prefetch.c. The store fetch size for w now (1: no prefetch), grown
+ * when w drained its buffer since the last one. */
+int er_fk_pre_size(er_faktory *f, fk_worker *w, int64_t now);
+/* Moves a buffered job of the first of queues that has one into *out. */
+bool er_fk_pre_take(fk_worker *w, char *const *queues, size_t nq, er_job *out);
+/* Buffers *j (moved); false (j untouched) when the buffer is full. */
+bool er_fk_pre_put(er_faktory *f, fk_worker *w, er_job *j, int64_t now);
+/* Releases (attempt not counted) w's buffered jobs leased before `before`
+ * (INT64_MAX: all of them); the store is told, nobody waits. */
+void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before);
+/* Releases jobs[0..n) (moved) the same way. */
+void er_fk_pre_release_jobs(er_faktory *f, er_job *jobs, size_t n);
+/* A FETCH from w, a job handed to it, one it acknowledged: the
+ * concurrency it shows (a FETCH while holding n jobs shows n + 1). */
+void er_fk_pre_asked(fk_worker *w);
+void er_fk_pre_handed(fk_worker *w);
+void er_fk_pre_acked(fk_worker *w);
+/* The timer's pass: releases what was held ER_FK_PREFETCH_HOLD_MS. */
+void er_fk_pre_sweep(er_faktory *f, int64_t now);
+/* Frees w's buffer without telling the store (the leases expire). */
+void er_fk_pre_free(fk_worker *w);
 
 /* workers.c */
 fk_worker *er_fk_worker_find(er_faktory *f, const char *wid);

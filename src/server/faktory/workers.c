@@ -50,6 +50,8 @@ void er_fk_workers_reap(er_faktory *f, int64_t now)
         fk_worker *w = *pp;
         if (now - w->v.last_beat > ER_FK_WORKER_TTL_MS) {
             *pp = w->next;
+            er_fk_pre_release(f, w, INT64_MAX);
+            er_fk_pre_free(w);
             free(w);
             f->nworkers--;
         } else {
@@ -63,6 +65,7 @@ void er_fk_workers_free(er_faktory *f)
     while (f->workers) {
         fk_worker *w = f->workers;
         f->workers = w->next;
+        er_fk_pre_free(w); /* the store's leases expire */
         free(w);
     }
     f->nworkers = 0;
@@ -101,6 +104,7 @@ int er_faktory_worker_signal(er_faktory *f, const char *wid, er_fk_signal s, er_
         return er_error_set(err, ER_ENOTFOUND, "wid", "no worker %s is known on this node", wid);
     if (w->v.signal != ER_FK_TERMINATE)
         w->v.signal = s;
+    er_fk_pre_release(f, w, INT64_MAX); /* it gets no more jobs */
     return 0;
 }
 
