@@ -118,11 +118,8 @@ static er_req *next_chunk(fk_conn *c, const er_req *r)
 
 static void finish_chunk(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     if (!r->bulk.more) {
         er_fk_reply_ok(c);
         er_req_free(r);
@@ -300,11 +297,8 @@ static void flush_step(fk_conn *c, int64_t after)
 
 static void finish_flush(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     int64_t after = r->bulk.more ? r->bulk.after : 0;
     if (!r->bulk.more)
         c->at++;
@@ -360,11 +354,8 @@ static void next_pause(fk_conn *c)
 /* "*": every queue the store knows. */
 static void finish_all_queues(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     er_fk_names_free(c);
     c->names = calloc(r->nqueue_infos + 1, sizeof *c->names);
     for (size_t i = 0; c->names && i < r->nqueue_infos; i++) {

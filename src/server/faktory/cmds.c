@@ -63,6 +63,15 @@ void er_fk_reply_req_error(fk_conn *c, er_req *r)
     reply_err(c, &err, err.code);
 }
 
+bool er_fk_failed(fk_conn *c, er_req *r)
+{
+    if (!r->rc)
+        return false;
+    er_fk_reply_req_error(c, r);
+    er_req_free(r);
+    return true;
+}
+
 void er_fk_reply_ok(fk_conn *c)
 {
     er_fk_reply_simple(&c->out, "OK");
@@ -364,11 +373,8 @@ static void cmd_push(fk_conn *c, const char *arg, size_t n)
 /* PUSHB's reply: {jid: reason} for the jobs not taken (a bulk string). */
 static void finish_pushb(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     const char *fails = r->text ? r->text : "{}";
     er_fk_reply_bulk(&c->out, fails, strlen(fails));
     er_fk_send(c, false);
@@ -485,11 +491,8 @@ static void deliver(fk_conn *c, er_req *r, er_job *j)
 static void finish_fetch_lease(fk_conn *c, er_req *r)
 {
     /* r is the heartbeat; the fetched job rides in r->job */
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
     deliver(c, r, &r->job);
 }
@@ -558,11 +561,8 @@ static void hand_out(fk_conn *c, er_req *r, er_job *j)
 
 static void finish_fetch(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     if (r->list.len == 0) {
         er_fk_reply_null(&c->out);
         er_fk_send(c, false);
@@ -845,11 +845,8 @@ static void cmd_ack(fk_conn *c, const char *arg, size_t n, bool fail)
 
 static void finish_track_get(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     const er_job *j = &r->job;
     json_t *p = j->progress ? json_loads(j->progress, JSON_DECODE_ANY, NULL) : NULL;
     json_t *pct = json_is_object(p) ? json_object_get(p, "percent") : NULL;
@@ -1015,11 +1012,8 @@ static void cmd_beat(fk_conn *c, const char *arg, size_t n)
 
 static void finish_info(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     er_faktory *f = c->f;
     er_jsonw w;
     er_jsonw_init(&w, ER_FK_OUT_MAX);
@@ -1101,11 +1095,8 @@ static void finish_info(fk_conn *c, er_req *r)
 /* INFO's first read: the retry set's size; then the queues. */
 static void finish_info_retries(fk_conn *c, er_req *r)
 {
-    if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(r);
+    if (er_fk_failed(c, r))
         return;
-    }
     c->retries = r->bulk.count;
     er_req_free(r);
     er_req *q = new_req(c, ER_REQ_LIST_QUEUES);
