@@ -187,12 +187,27 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* Arms r's timer for what is left of its wait, rounded up to a microsecond.
+ * Returns -1 if the timer could not be added. */
+static int arm_left(er_req *r)
+{
+    int64_t left_us = (r->deadline_mono * 1000000 - er_mono_ns() + 999) / 1000;
+    if (left_us < 0)
+        left_us = 0;
+    struct timeval tv = {(time_t)(left_us / 1000000), (suseconds_t)(left_us % 1000000)};
+    return evtimer_add(r->wtimer, &tv);
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     er_req *r = arg;
     er_waits *w = r->wowner;
+    /* libevent measures from the time it cached before this loop turn, so
+     * a timer can fire a little early: never answer before the deadline */
+    if (er_mono_ns() < r->deadline_mono * 1000000 && arm_left(r) == 0)
+        return;
     pthread_mutex_lock(&w->mu);
     r->wexpired = true;
     bool parked = r->wstate == W_PARKED;
@@ -259,7 +274,8 @@ int er_waits_add(er_waits *w, er_req *r)
     r->wstate = W_READING;
     r->wrecheck = r->wexpired = r->warmed = false;
     r->wwoken = NULL;
-    r->deadline_mono = er_mono_ms() + r->wait_ms;
+    /* whole milliseconds, rounded up: never before wait_ms has passed */
+    r->deadline_mono = (er_mono_ns() + 999999) / 1000000 + r->wait_ms;
     r->wait_reg = true;
     pthread_mutex_lock(&w->mu);
     if (atomic_load(&w->count) >= w->nbuckets)
@@ -298,12 +314,8 @@ bool er_waits_settle(er_waits *w, er_req *r)
     if (!r->warmed) {
         r->warmed = true;
         w->parked++;
-        int64_t left = r->deadline_mono - er_mono_ms();
-        if (left < 0)
-            left = 0;
-        struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
         /* no timer, no wait: answered now, as if it ran out */
-        if (evtimer_add(r->wtimer, &tv) < 0)
+        if (arm_left(r) < 0)
             event_active(r->wtimer, EV_TIMEOUT, 0);
     }
     return false;
