@@ -16,6 +16,7 @@
 #include "engine/notify.h"
 #include "engine/otlp.h"
 #include "engine/qmetrics.h"
+#include "engine/upkeep.h"
 #include "engine/waits.h"
 #include "util/clock.h"
 #include "util/jsonw.h"
@@ -93,6 +94,7 @@ struct er_engine {
     _Atomic bool leader;  /* the writer runs maintenance */
     er_notify *notify;    /* wake-ups from other nodes, when the store has them */
     er_waits *waits;      /* GET_JOB waits for a job's outcome */
+    er_upkeep *upkeep;    /* the store's checkpoints, NULL when it has none */
     uint64_t refused_waits; /* loop thread */
     uint64_t enqueued, fetched, completed, failed, released, dead; /* loop thread */
     er_qmetrics *qm;
@@ -409,9 +411,9 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
     }
     if (out)
         post_batch(e, out);
-    /* store upkeep (SQLite's checkpoint) after the answers, off their path */
-    if (e->ops->checkpoint && e->ops->checkpoint(x->store, &err) < 0)
-        ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
+    /* store upkeep (SQLite's checkpoint) on its own thread, off this path */
+    if (e->upkeep && e->ops->checkpoint_due(x->store))
+        er_upkeep_kick(e->upkeep);
 }
 
 /* When the writer must wake next: maintenance or a parked fetch's deadline
@@ -920,6 +922,9 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
     rc = worker_start(e, &e->reader, false, err);
     if (rc < 0)
         goto fail;
+    rc = er_upkeep_start(e->ops, e->store_url, &e->cfg.store, &e->upkeep, err);
+    if (rc < 0)
+        goto fail;
     if (e->ops->listener_open) {
         er_notify_cbs cbs = {.ready = remote_ready,
                              .finished = remote_finished,
@@ -1033,6 +1038,7 @@ void er_engine_free(er_engine *e)
     er_notify_stop(e->notify); /* it signals the writer: stopped first */
     worker_stop(e, &e->reader);
     worker_stop(e, &e->writer);
+    er_upkeep_stop(e->upkeep); /* after the writer: it kicks */
     er_otlp_stop(e->otlp); /* after the writer: reaps may still add spans */
     er_waits_free(e->waits); /* before the done list: reads answered late are in it */
     if (e->ops && e->ops->release_idle)

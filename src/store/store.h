@@ -506,12 +506,16 @@ typedef struct er_store_ops {
      * connection loses it; after a reconnect the next call tries again. */
     int (*maintenance_lease)(er_store *s, bool *leader, er_error *err);
 
-    /* Optional, NULL when a store has none: work the store keeps out of
-     * commits, for the writer to run outside a transaction once it has
-     * answered the batch it committed (SQLite: checkpoints the write-ahead
-     * log when it has grown past a threshold). Cheap when there is nothing
-     * to do. Returns 0 or a storage error; nothing is rolled back, no
-     * committed data is at risk either way. */
+    /* Optional, both NULL when a store has none: work the store keeps out
+     * of commits (SQLite: checkpoints of the write-ahead log).
+     * checkpoint_due: on the writer's connection, after it answered the
+     * batch it committed; true when the work should run now (the log has
+     * grown past a threshold), and then counts as tried. Cheap, no I/O.
+     * checkpoint: runs the work on a connection of its own (the engine's
+     * upkeep thread), outside any transaction, while the writer goes on.
+     * Returns 0 or a storage error; nothing is rolled back, no committed
+     * data is at risk either way. */
+    bool (*checkpoint_due)(er_store *s);
     int (*checkpoint)(er_store *s, er_error *err);
 
     /* ---- dashboard sessions and the audit log (docs/dashboard.md) ----

@@ -449,22 +449,31 @@ static int enqueue_pages(int *next_id, int n)
     return S->wal_frames;
 }
 
-/* Commits never checkpoint below the backstop (the writer does, between
- * transactions, through ops->checkpoint), a checkpoint between
- * transactions lets the next commit restart the log, and past the backstop
- * a commit checkpoints by itself so the log stays bounded. */
+/* Commits never checkpoint below the backstop; the writer's connection
+ * says when one is due (once per threshold's eighth of new frames), a
+ * checkpoint run on another connection (the engine's upkeep thread) lets
+ * the writer's next commit restart the log, and past the backstop a commit
+ * checkpoints by itself so the log stays bounded. */
 Test(sqlite, checkpoints_run_between_transactions_with_a_backstop_in_commits)
 {
     cr_assert_not_null(OPS->checkpoint);
+    cr_assert_not_null(OPS->checkpoint_due);
     er_error err = {0};
     int id = 0;
     int frames = 0;
     while (frames < 4000 + 4000 / 8) {
+        cr_assert(frames >= 4000 || !OPS->checkpoint_due(S), "due at %d frames", frames);
         int now = enqueue_pages(&id, 200);
         cr_assert_gt(now, frames, "a commit checkpointed (%d frames after %d)", now, frames);
         frames = now;
     }
-    cr_assert_eq(OPS->checkpoint(S, &err), 0, "%s", err.message);
+    cr_assert(OPS->checkpoint_due(S), "not due at %d frames", frames);
+    cr_assert(!OPS->checkpoint_due(S), "due twice without new frames");
+    er_store *upkeep = NULL;
+    er_store_options opt = {0};
+    cr_assert_eq(OPS->open(g_url, &opt, &upkeep, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->checkpoint(upkeep, &err), 0, "%s", err.message);
+    OPS->close(upkeep);
     frames = enqueue_pages(&id, 10);
     cr_assert_lt(frames, 200, "the log did not restart after a checkpoint: %d frames", frames);
     /* nobody calls checkpoint: the commits' backstop keeps the log bounded */

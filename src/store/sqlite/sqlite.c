@@ -23,9 +23,9 @@
  * it is overwritten in place instead of re-grown (extending a file makes
  * each fsync cost far more than overwriting). */
 #define WAL_SIZE_LIMIT (64LL * 1024 * 1024)
-/* Checkpoints are kept out of commits: the writer runs one between
- * transactions, after answering its batch, once the log holds this many
- * frames (er_sqlite_checkpoint, txn.c); a commit checkpoints itself, as
+/* Checkpoints are kept out of commits: once the log holds this many
+ * frames, the engine's upkeep thread runs one on its own connection
+ * (er_sqlite_checkpoint_due, txn.c); a commit checkpoints itself, as
  * SQLite's autocheckpoint would, only past WAL_BACKSTOP times as many (a
  * connection whose user never calls checkpoint). The threshold is set and
  * read back as the wal_autocheckpoint pragma, so a test VFS can lower it. */
@@ -412,5 +412,6 @@ const er_store_ops er_sqlite_ops = {
     .cursor_cas = er_sqlite_cursor_cas,
     .lease_list = er_sqlite_lease_list,
     .cursor_list = er_sqlite_cursor_list,
+    .checkpoint_due = er_sqlite_checkpoint_due,
     .checkpoint = er_sqlite_checkpoint,
 };

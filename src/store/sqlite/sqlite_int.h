@@ -189,6 +189,7 @@ int er_sqlite_op_begin(er_store *s, bool *own, er_error *err);
 int er_sqlite_op_end(er_store *s, bool own, int rc, er_error *err);
 /* The store's checkpoint op: a PASSIVE checkpoint between transactions once
  * the log is long. */
+bool er_sqlite_checkpoint_due(er_store *s);
 int er_sqlite_checkpoint(er_store *s, er_error *err);
 /* The connection's sqlite3_wal_hook (arg: the er_store), run after each
  * commit. */

@@ -139,20 +139,26 @@ int er_sqlite_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
-/* A PASSIVE checkpoint once the log is long. Between transactions the
- * writer adds no frames while it runs, so unless a reader's snapshot holds
- * frames back it copies them all and the next commit restarts the log from
- * its start. When a reader did hold some back, the next try waits for an
- * eighth of the threshold of new frames. */
+/* Due once the log is long. Between the writer's transactions its frames
+ * stay put while the checkpoint runs (it copies what was committed when it
+ * began), so unless a reader's snapshot holds frames back it copies them
+ * all and a later commit restarts the log from its start. When a reader
+ * did hold some back, the next try waits for an eighth of the threshold of
+ * new frames. */
+bool er_sqlite_checkpoint_due(er_store *s)
+{
+    if (s->wal_frames < s->ckpt_frames || s->wal_frames < s->ckpt_tried + s->ckpt_frames / 8)
+        return false;
+    s->ckpt_tried = s->wal_frames;
+    return true;
+}
+
+/* A PASSIVE checkpoint: it never blocks the writer, and takes no lock a
+ * commit waits for. */
 int er_sqlite_checkpoint(er_store *s, er_error *err)
 {
-    if (s->wal_frames < s->ckpt_frames || s->wal_frames < s->ckpt_tried + s->ckpt_frames / 8 ||
-        !sqlite3_get_autocommit(s->db))
-        return 0;
-    int log = 0;
-    int rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, NULL);
-    s->ckpt_tried = log > 0 ? log : s->wal_frames;
-    if (rc == SQLITE_OK || (rc & 0xff) == SQLITE_BUSY)
+    int rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc == SQLITE_OK || (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
         return 0;
     return er_sqlite_error(s->db, rc, "checkpoint", err);
 }

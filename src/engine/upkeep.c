@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The upkeep thread (upkeep.h): one connection, one flag, one loop.
+ */
+#include "engine/upkeep.h"
+#include "util/log.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+struct er_upkeep {
+    const er_store_ops *ops;
+    er_store *store;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool due, stop; /* under mu */
+};
+
+static void *upkeep_main(void *arg)
+{
+    er_upkeep *u = arg;
+    pthread_mutex_lock(&u->mu);
+    for (;;) {
+        while (!u->due && !u->stop)
+            pthread_cond_wait(&u->cv, &u->mu);
+        if (u->stop)
+            break;
+        u->due = false;
+        pthread_mutex_unlock(&u->mu);
+        er_error err = {0};
+        if (u->ops->checkpoint(u->store, &err) < 0)
+            ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
+        pthread_mutex_lock(&u->mu);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return NULL;
+}
+
+int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_options *opt,
+                    er_upkeep **out, er_error *err)
+{
+    *out = NULL;
+    if (!ops->checkpoint || !ops->checkpoint_due)
+        return 0;
+    er_upkeep *u = calloc(1, sizeof *u);
+    if (!u)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    u->ops = ops;
+    int rc = ops->open(url, opt, &u->store, err);
+    if (rc < 0) {
+        free(u);
+        return rc;
+    }
+    pthread_mutex_init(&u->mu, NULL);
+    pthread_cond_init(&u->cv, NULL);
+    if (pthread_create(&u->thread, NULL, upkeep_main, u) != 0) {
+        ops->close(u->store);
+        pthread_mutex_destroy(&u->mu);
+        pthread_cond_destroy(&u->cv);
+        free(u);
+        return er_error_set(err, ER_ENOMEM, "", "cannot start a thread");
+    }
+    *out = u;
+    return 0;
+}
+
+void er_upkeep_kick(er_upkeep *u)
+{
+    pthread_mutex_lock(&u->mu);
+    u->due = true;
+    pthread_cond_signal(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+}
+
+void er_upkeep_stop(er_upkeep *u)
+{
+    if (!u)
+        return;
+    pthread_mutex_lock(&u->mu);
+    u->stop = true;
+    pthread_cond_signal(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+    pthread_join(u->thread, NULL);
+    u->ops->close(u->store);
+    pthread_mutex_destroy(&u->mu);
+    pthread_cond_destroy(&u->cv);
+    free(u);
+}
