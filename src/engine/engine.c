@@ -915,14 +915,14 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
         rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
         goto fail;
     }
+    rc = er_upkeep_start(e->ops, e->store_url, &e->cfg.store, &e->upkeep, err);
+    if (rc < 0)
+        goto fail;
     /* the writer opens first: it creates and migrates the schema */
     rc = worker_start(e, &e->writer, true, err);
     if (rc < 0)
         goto fail;
     rc = worker_start(e, &e->reader, false, err);
-    if (rc < 0)
-        goto fail;
-    rc = er_upkeep_start(e->ops, e->store_url, &e->cfg.store, &e->upkeep, err);
     if (rc < 0)
         goto fail;
     if (e->ops->listener_open) {

@@ -11,7 +11,9 @@
 
 struct er_upkeep {
     const er_store_ops *ops;
-    er_store *store;
+    const char *url;
+    const er_store_options *opt;
+    er_store *store; /* opened at the first run: the writer migrates first */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -30,7 +32,9 @@ static void *upkeep_main(void *arg)
         u->due = false;
         pthread_mutex_unlock(&u->mu);
         er_error err = {0};
-        if (u->ops->checkpoint(u->store, &err) < 0)
+        if (!u->store && u->ops->open(u->url, u->opt, &u->store, &err) < 0)
+            ER_LOG(ER_LOG_WARN, NULL, "checkpoint: cannot open the store: %s", err.message);
+        else if (u->ops->checkpoint(u->store, &err) < 0)
             ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
         pthread_mutex_lock(&u->mu);
     }
@@ -48,15 +52,11 @@ int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_opt
     if (!u)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     u->ops = ops;
-    int rc = ops->open(url, opt, &u->store, err);
-    if (rc < 0) {
-        free(u);
-        return rc;
-    }
+    u->url = url;
+    u->opt = opt;
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
     if (pthread_create(&u->thread, NULL, upkeep_main, u) != 0) {
-        ops->close(u->store);
         pthread_mutex_destroy(&u->mu);
         pthread_cond_destroy(&u->cv);
         free(u);
@@ -83,7 +83,8 @@ void er_upkeep_stop(er_upkeep *u)
     pthread_cond_signal(&u->cv);
     pthread_mutex_unlock(&u->mu);
     pthread_join(u->thread, NULL);
-    u->ops->close(u->store);
+    if (u->store)
+        u->ops->close(u->store);
     pthread_mutex_destroy(&u->mu);
     pthread_cond_destroy(&u->cv);
     free(u);

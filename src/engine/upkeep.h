@@ -13,8 +13,10 @@
 
 typedef struct er_upkeep er_upkeep;
 
-/* Opens a connection to url and starts the thread. *out is NULL, and 0
- * returned, when the store has no upkeep (ops->checkpoint is NULL). */
+/* Starts the thread; it opens its connection to url at its first run (a
+ * failed open is logged and tried again at the next). url and opt must
+ * outlive it. *out is NULL, and 0 returned, when the store has no upkeep
+ * (ops->checkpoint is NULL). Start it before the writer thread. */
 int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_options *opt,
                     er_upkeep **out, er_error *err);
 /* Any thread: run the work once more, soon. */

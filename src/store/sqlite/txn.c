@@ -9,6 +9,7 @@
 #include "store/sqlite/sqlite_int.h"
 
 #include <stdio.h>
+#include <time.h>
 
 /* A commit checkpoints itself only once the log holds this many times the
  * threshold (s->ckpt_frames; see WAL_CHECKPOINT_FRAMES in sqlite.c). */
@@ -44,12 +45,13 @@ static int check_data_version(er_store *s, er_error *err)
     return rc;
 }
 
-/* A commit whose write or sync failed may leave its frames, commit frame
- * included, on disk past the end of the WAL this process knows: invisible
- * here, but recovery after a crash would find and replay them, and a
- * transaction answered "nothing was written" would come back. Truncating
- * the WAL (after checkpointing what did commit) removes them. */
-static int clear_wal(er_store *s, er_error *err)
+/* How long clear_wal waits for a checkpoint another connection runs (the
+ * upkeep thread's; tens of milliseconds) before it gives up for now. */
+#define CLEAR_WAL_WAIT_MS 2000
+
+/* One TRUNCATE checkpoint: SQLITE_OK, SQLITE_BUSY (another connection's
+ * checkpoint or a reader held it back) or an error. */
+static int truncate_wal(er_store *s)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &st, NULL);
@@ -59,6 +61,25 @@ static int clear_wal(er_store *s, er_error *err)
             rc = sqlite3_column_int(st, 0) == 0 ? SQLITE_OK : SQLITE_BUSY;
     }
     sqlite3_finalize(st);
+    return rc;
+}
+
+/* A commit whose write or sync failed may leave its frames, commit frame
+ * included, on disk past the end of the WAL this process knows: invisible
+ * here, but recovery after a crash would find and replay them, and a
+ * transaction answered "nothing was written" would come back. Truncating
+ * the WAL (after checkpointing what did commit) removes them. */
+static int clear_wal(er_store *s, er_error *err)
+{
+    int rc = truncate_wal(s);
+    for (int waited = 0; (rc & 0xff) == SQLITE_BUSY && waited < CLEAR_WAL_WAIT_MS; waited += 2) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        rc = truncate_wal(s);
+    }
+    if ((rc & 0xff) == SQLITE_BUSY)
+        return er_error_set(err, ER_EUNAVAIL, "store",
+                            "store: the write-ahead log is busy (a checkpoint or a reader)");
     if (rc != SQLITE_OK)
         return er_sqlite_error(s->db, rc, "clear the write-ahead log after a failed commit", err);
     s->wal_suspect = false;
