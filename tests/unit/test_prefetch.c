@@ -7,9 +7,11 @@
  * handler has just started.
  */
 #include "client/prefetch.h"
+#include "errand/errand.h"
 #include "util/clock.h"
 
 #include <criterion/criterion.h>
+#include <string.h>
 
 #define MS 1000.0   /* µs */
 #define S 1000000.0 /* µs */
@@ -124,4 +126,42 @@ Test(prefetch, averages_start_at_the_first_sample)
     /* A 10 s run after fast ones pulls the average up at once. */
     a = er_prefetch_ewma(1, 10 * S);
     cr_assert(a > 1 * S);
+}
+
+static int noop(errand_job *job, void *user)
+{
+    (void)job, (void)user;
+    return 0;
+}
+
+/* liberrand's config: auto by default; a negative value other than auto, or
+ * one above the bound, is refused with the setting named. */
+Test(prefetch, config_is_auto_by_default_and_refuses_other_values)
+{
+    const char *queues[] = {"q"};
+    errand_worker_config cfg;
+    errand_worker_config_init(&cfg);
+    cr_assert_eq(cfg.prefetch, ERRAND_PREFETCH_AUTO);
+    cfg.server_url = "http://127.0.0.1:1";
+    cfg.queues = queues;
+    cfg.nqueues = 1;
+    int ok[] = {ERRAND_PREFETCH_AUTO, 0, 1, ER_PREFETCH_MAX};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        errand_worker *w = NULL;
+        cfg.prefetch = ok[i];
+        cr_assert_eq(errand_worker_new(&cfg, noop, NULL, &w, NULL, 0), 0, "%d", ok[i]);
+        errand_worker_stats st;
+        errand_worker_get_stats(w, &st);
+        cr_assert_eq(st.prefetch, ok[i] == ERRAND_PREFETCH_AUTO ? 0 : ok[i]);
+        errand_worker_free(w);
+    }
+    int bad[] = {-2, -1000, ER_PREFETCH_MAX + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        errand_worker *w = NULL;
+        char eb[256];
+        cfg.prefetch = bad[i];
+        cr_assert_eq(errand_worker_new(&cfg, noop, NULL, &w, eb, sizeof eb), ERRAND_EINVAL);
+        cr_assert_null(w);
+        cr_assert(strstr(eb, "prefetch") != NULL, "%s", eb);
+    }
 }
