@@ -11,9 +11,9 @@ import sys
 def key_value(rec):
     """(measurement label, value, unit) of one JSON line of run.sh or worker.sh."""
     label = rec.get("label", "")
-    if rec.get("bench") == "worker":  # noop_worker; default prefetch = concurrency
+    if rec.get("bench") == "worker":  # noop_worker; its default: = concurrency before, then auto
         c, pf = rec["concurrency"], rec["prefetch"]
-        label = "worker c=%s prefetch %s" % (c, "default (%s)" % pf if pf == c else pf)
+        label = "worker c=%s prefetch %s" % (c, "default" if pf in (c, "auto") else pf)
         return label, rec.get("jobs_per_s"), "jobs/s"
     if "server-ceiling" in label:
         return "server ceiling (C client, 1 conn, batch 500)", rec.get("jobs_per_s"), "jobs/s"

@@ -55,13 +55,13 @@ static void *watch(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: noop_worker [--server URL] [--queue Q] [--concurrency N] "
-                    "[--prefetch N] [--jobs N] [--token T] [--label TEXT]\n");
+                    "[--prefetch N|auto] [--jobs N] [--token T] [--label TEXT]\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *server = "http://127.0.0.1:7400", *queue = "bench", *token = NULL, *label = "";
-    int conc = 10, prefetch = -1;
+    int conc = 10, prefetch = ERRAND_PREFETCH_AUTO;
     long long jobs = 20000;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -80,7 +80,8 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--concurrency") == 0)
             conc = (int)strtol(v, NULL, 10);
         else if (strcmp(a, "--prefetch") == 0)
-            prefetch = (int)strtol(v, NULL, 10);
+            prefetch = strcmp(v, "auto") == 0 ? ERRAND_PREFETCH_AUTO /* also -1 */
+                                               : (int)strtol(v, NULL, 10);
         else if (strcmp(a, "--jobs") == 0)
             jobs = strtoll(v, NULL, 10);
         else {
@@ -115,10 +116,13 @@ int main(int argc, char **argv)
     errand_worker_get_stats(b.w, &st);
     errand_worker_free(b.w);
     double secs = b.t1 - b.t0;
-    printf("{\"bench\":\"worker\",\"label\":\"%s\",\"concurrency\":%d,\"prefetch\":%d,"
-           "\"jobs\":%lld,\"completed\":%lld,\"fetches\":%lld,\"seconds\":%.3f,"
+    char pf[16] = "\"auto\"";
+    if (prefetch != ERRAND_PREFETCH_AUTO)
+        snprintf(pf, sizeof pf, "%d", prefetch);
+    printf("{\"bench\":\"worker\",\"label\":\"%s\",\"concurrency\":%d,\"prefetch\":%s,"
+           "\"prefetch_end\":%d,\"jobs\":%lld,\"completed\":%lld,\"fetches\":%lld,\"seconds\":%.3f,"
            "\"jobs_per_s\":%.0f,\"complete\":%s}\n",
-           label, conc, prefetch < 0 ? conc : prefetch, jobs, st.completed, st.fetches, secs,
+           label, conc, pf, st.prefetch, jobs, st.completed, st.fetches, secs,
            secs > 0 ? (double)jobs / secs : 0.0,
            st.acks_sent >= jobs && rc == 0 ? "true" : "false");
     return rc == 0 && st.acks_sent >= jobs ? 0 : 1;

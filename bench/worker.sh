@@ -8,7 +8,8 @@
 # (`errand bench --scenario bulk`), then times the worker from its start to
 # the server's acknowledgement of the last outcome. Prints one JSON line per
 # measurement. Usage: bench/worker.sh [BUILD_DIR]   (default: build-rel)
-# Knobs: JOBS (20000), RUNS (3), CONCS ("10 50"), PREFETCHES ("default 500 2000").
+# Knobs: JOBS (20000), RUNS (3), CONCS ("10 50"), PREFETCHES ("default 500 2000"; "=c": the
+# prefetch = concurrency, the default before adaptive prefetch).
 set -eu
 BUILD=${1:-build-rel}
 ERRAND=$BUILD/errand
@@ -45,7 +46,11 @@ for run in $(seq "$RUNS"); do
         for p in $PREFETCHES; do
             start_server
             "$ERRAND" bench --server "$URL" --scenario bulk --queue wbench --jobs "$JOBS" >/dev/null
-            pf=$([ "$p" = default ] && echo -1 || echo "$p")
+            case $p in
+                default) pf=-1 ;;          # noop_worker's default: auto (before: = concurrency)
+                =c) pf=$c ;;               # = concurrency, the default before adaptive prefetch
+                *) pf=$p ;;
+            esac
             "$WORKER" --server "$URL" --queue wbench --concurrency "$c" --prefetch "$pf" \
                 --jobs "$JOBS" --label "run$run"
             stop_server

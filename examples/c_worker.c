@@ -93,6 +93,8 @@ int main(int argc, char **argv)
             queues[nq++] = v;
         else if (strcmp(a, "--concurrency") == 0)
             cfg.concurrency = (int)strtol(v, NULL, 10);
+        else if (strcmp(a, "--prefetch") == 0)
+            cfg.prefetch = strcmp(v, "auto") == 0 ? ERRAND_PREFETCH_AUTO : (int)strtol(v, NULL, 10);
         else if (strcmp(a, "--lease-ms") == 0)
             cfg.lease_ms = strtol(v, NULL, 10);
         else if (strcmp(a, "--timeout-ms") == 0)

@@ -287,7 +287,8 @@ ERRAND_API void errand_free(void *p);
  * A worker leases jobs from one or more queues and runs a handler for each
  * on one of `concurrency` handler threads. Two fetcher threads keep up to
  * concurrency + prefetch jobs leased between them (so one fetch is on its
- * way while the other is answered), carrying finished outcomes on their
+ * way while the other is answered; the prefetch fixed, or adaptive by
+ * default), carrying finished outcomes on their
  * fetches; an acker thread sends outcomes as they come (POST /v1/acks, on
  * its own connection, also while the fetches long-poll); a timer thread
  * extends the leases of held jobs every lease/3 and enforces the per-job
@@ -335,7 +336,10 @@ typedef struct errand_worker_config {
     const char *const *queues;  /* required: 1..16 queue names, tried in order; copied */
     size_t nqueues;
     int concurrency;            /* handler threads, 1..1000 (0: 1) */
-    int prefetch;               /* jobs leased ahead of free threads, 0..10000 (-1: concurrency) */
+    int prefetch;               /* jobs leased ahead of free threads: 0..10000, or
+                                 * ERRAND_PREFETCH_AUTO (the default of config_init):
+                                 * sized from the measured handler run time, fetch
+                                 * round trip and lease (docs/workers.md, "Prefetch") */
     long lease_ms;              /* lease asked for and extended to (0: 60000) */
     long timeout_ms;            /* per job, the job's own timeout_ms if smaller (0: 30000) */
     long grace_ms;              /* shutdown grace (0: 45000); must be timeout < grace < lease */
@@ -354,7 +358,13 @@ typedef struct errand_worker_config {
                                  * POST /v1/fetch); copied */
 } errand_worker_config;
 
-/* Fills *cfg with zeroes and prefetch = -1 (every default). */
+/* errand_worker_config.prefetch: enough jobs ahead to keep every handler
+ * busy for two fetch round trips (measured), no more than the handlers
+ * start within a quarter of the lease, at most 10000; none until the first
+ * run and round trip are measured. Other negative values are refused. */
+#define ERRAND_PREFETCH_AUTO (-1)
+
+/* Fills *cfg with zeroes and prefetch = ERRAND_PREFETCH_AUTO (every default). */
 ERRAND_API void errand_worker_config_init(errand_worker_config *cfg);
 
 /* Validates cfg and creates a worker; no network I/O and no threads yet.
@@ -394,6 +404,7 @@ ERRAND_API int errand_worker_install_signal_handlers(errand_worker *w);
 /* Counters since run() began (any thread may read them). */
 typedef struct errand_worker_stats {
     long long fetched, completed, failed, released, lease_lost, timed_out, fetches, acks_sent;
+    int prefetch; /* the prefetch now: the fixed one, or the adaptive size last computed */
 } errand_worker_stats;
 ERRAND_API void errand_worker_get_stats(errand_worker *w, errand_worker_stats *out);
 

@@ -125,6 +125,38 @@ static int list_add(er_setting_value *v, const char *item, size_t len, const er_
     return 0;
 }
 
+/* An INT's names ("auto=-1|off=0"): true and *num when text is one of them. */
+static bool int_name(const char *names, const char *text, int64_t *num)
+{
+    size_t len = strlen(text);
+    for (const char *p = names; p && *p;) {
+        const char *bar = strchr(p, '|'), *eq = strchr(p, '=');
+        size_t l = bar ? (size_t)(bar - p) : strlen(p);
+        if (eq && eq < p + l && (size_t)(eq - p) == len && strncmp(p, text, len) == 0) {
+            *num = strtoll(eq + 1, NULL, 10);
+            return true;
+        }
+        p += l + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+/* The names alone of an INT's names ("auto=-1|off=0" -> "auto|off"). */
+static void int_names(const char *names, char *out, size_t size)
+{
+    size_t n = 0;
+    bool skip = false;
+    for (const char *p = names; *p && n + 1 < size; p++) {
+        if (*p == '=')
+            skip = true;
+        else if (*p == '|')
+            skip = false;
+        if (!skip)
+            out[n++] = *p;
+    }
+    out[n] = '\0';
+}
+
 /* Sets value i from text. `append` keeps earlier list items of the same source. */
 static int set_value(er_settings *s, size_t i, const char *text, int source, er_error *err)
 {
@@ -148,12 +180,15 @@ static int set_value(er_settings *s, size_t i, const char *text, int source, er_
     }
     int64_t num = 0;
     int rc = 0;
+    bool named = false; /* an INT given by one of its names: outside the range */
     switch (def->type) {
     case ER_SET_INT: {
+        if (int_name(def->choices, text, &num))
+            named = true;
         char *end;
         errno = 0;
-        long long x = strtoll(text, &end, 10);
-        if (end == text || *end || errno)
+        long long x = named ? num : strtoll(text, &end, 10);
+        if (!named && (end == text || *end || errno))
             rc = ER_EINVAL;
         num = x;
         break;
@@ -192,12 +227,19 @@ static int set_value(er_settings *s, size_t i, const char *text, int source, er_
     default:
         break;
     }
+    char names[64] = "";
+    if (def->type == ER_SET_INT && def->choices)
+        int_names(def->choices, names, sizeof names);
+    if (rc < 0 && names[0])
+        return er_error_set(err, ER_EINVAL, def->name, "--%s takes %lld..%lld or %s, not '%s'",
+                            def->name, (long long)def->min, (long long)def->max, names, text);
     if (rc < 0)
         return er_error_set(err, ER_EINVAL, def->name, "--%s: cannot parse '%s'", def->name, text);
     if (def->type != ER_SET_STRING && def->type != ER_SET_ENUM && def->type != ER_SET_BOOL &&
-        def->type != ER_SET_SWITCH && (num < def->min || num > def->max))
-        return er_error_set(err, ER_EINVAL, def->name, "--%s must be in %lld..%lld, not '%s'",
-                            def->name, (long long)def->min, (long long)def->max, text);
+        def->type != ER_SET_SWITCH && !named && (num < def->min || num > def->max))
+        return er_error_set(err, ER_EINVAL, def->name, "--%s must be in %lld..%lld%s%s, not '%s'",
+                            def->name, (long long)def->min, (long long)def->max,
+                            names[0] ? " or " : "", names, text);
     char *copy = strdup(text);
     if (!copy)
         return er_error_set(err, ER_ENOMEM, def->name, "out of memory");

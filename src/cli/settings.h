@@ -16,7 +16,7 @@
 
 typedef enum er_setting_type {
     ER_SET_STRING,
-    ER_SET_INT,      /* int64 within [min, max] */
+    ER_SET_INT,      /* int64 within [min, max], or one of the names in `choices` */
     ER_SET_SIZE,     /* bytes: 123, 64k, 1m */
     ER_SET_DURATION, /* ms: 500ms, 30s, 5m, 1h, 7d, or a bare number of ms */
     ER_SET_ENUM,     /* one of `choices` ("a|b|c") */
@@ -30,7 +30,7 @@ typedef struct er_setting {
     er_setting_type type;
     const char *def;      /* default as text, NULL = unset */
     int64_t min, max;     /* INT, SIZE, DURATION */
-    const char *choices;  /* ENUM */
+    const char *choices;  /* ENUM: "a|b|c"; INT: NULL or names of values ("auto=-1") */
     const char *help;
 } er_setting;
 

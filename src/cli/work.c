@@ -527,7 +527,7 @@ static const er_setting work_table[] = {
     {"queue", ER_SET_LIST, NULL, 0, 0, NULL, "queue to work on, repeatable, tried in order"},
     {"queue-weight", ER_SET_LIST, NULL, 0, 0, NULL, "QUEUE=N (1..1000), repeatable: each fetch a weighted mix of the queues instead of their order (unnamed queues weigh 1)"},
     {"concurrency", ER_SET_INT, "1", 1, 1000, NULL, "jobs run at once"},
-    {"prefetch", ER_SET_INT, "-1", -1, 10000, NULL, "jobs leased ahead of free slots (-1: = concurrency)"},
+    {"prefetch", ER_SET_INT, "auto", 0, 10000, "auto=-1", "jobs leased ahead of free slots, 0..10000, or auto: enough for two fetch round trips of the measured run time, started within a quarter of the lease (see docs/workers.md, Prefetch)"},
     {"timeout", ER_SET_DURATION, "30s", 1, 86400000, NULL, "longest run of one job (the job's own timeout_ms if shorter)"},
     {"grace", ER_SET_DURATION, "45s", 1, 86400000, NULL, "on SIGTERM/SIGINT, how long running jobs may finish (SIGINT twice or SIGQUIT: none)"},
     {"lease", ER_SET_DURATION, "60s", 1000, 86400000, NULL, "lease asked for and renewed every lease/3"},

@@ -9,6 +9,7 @@
  * prints: logs go to the configured callback.
  */
 #include "client/worker_int.h"
+#include "client/prefetch.h"
 #include "util/clock.h"
 
 #include <errno.h>
@@ -98,7 +99,27 @@ void errand_worker_config_init(errand_worker_config *cfg)
     if (!cfg)
         return;
     memset(cfg, 0, sizeof *cfg);
-    cfg->prefetch = -1;
+    cfg->prefetch = ERRAND_PREFETCH_AUTO;
+}
+
+void er_prefetch_measure_locked(errand_worker *w, int64_t run_ns, int64_t rtt_ns)
+{
+    if (run_ns >= 0)
+        w->run_us = er_prefetch_ewma(w->run_us, (double)run_ns / 1000.0);
+    if (rtt_ns >= 0)
+        w->rtt_us = er_prefetch_ewma(w->rtt_us, (double)rtt_ns / 1000.0);
+    if (w->prefetch_fixed != ERRAND_PREFETCH_AUTO)
+        return;
+    er_prefetch_in in = {.concurrency = w->concurrency, .run_us = w->run_us, .rtt_us = w->rtt_us,
+                         .lease_ms = w->lease_ms};
+    int n = er_prefetch_size(&in);
+    if (n == w->prefetch)
+        return;
+    bool more = n > w->prefetch;
+    w->prefetch = n;
+    atomic_store(&w->st_prefetch, n);
+    if (more)
+        er_wake_fetcher_locked(w);
 }
 
 static int cfg_error(char *errbuf, size_t n, const char *fmt, ...)
@@ -136,9 +157,14 @@ static int check_config(const errand_worker_config *cfg, errand_worker *w, char 
     w->concurrency = cfg->concurrency ? cfg->concurrency : 1;
     if (w->concurrency < 1 || w->concurrency > 1000)
         return cfg_error(eb, en, "concurrency must be 1..1000 (got %d)", cfg->concurrency);
-    w->prefetch = cfg->prefetch < 0 ? w->concurrency : cfg->prefetch;
-    if (cfg->prefetch > 10000)
-        return cfg_error(eb, en, "prefetch must be 0..10000 (got %d)", cfg->prefetch);
+    if (cfg->prefetch < ERRAND_PREFETCH_AUTO || cfg->prefetch > ER_PREFETCH_MAX)
+        return cfg_error(eb, en, "prefetch must be 0..%d, or ERRAND_PREFETCH_AUTO (-1) (got %d)",
+                         ER_PREFETCH_MAX, cfg->prefetch);
+    w->prefetch_fixed = cfg->prefetch;
+    /* Adaptive: nothing ahead until a run and a round trip are measured. */
+    w->prefetch = cfg->prefetch == ERRAND_PREFETCH_AUTO ? 0 : cfg->prefetch;
+    w->run_us = w->rtt_us = -1;
+    atomic_init(&w->st_prefetch, w->prefetch);
     w->lease_ms = cfg->lease_ms ? cfg->lease_ms : 60000;
     w->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 30000;
     w->grace_ms = cfg->grace_ms ? cfg->grace_ms : 45000;
@@ -398,11 +424,12 @@ static void graceful_stop(errand_worker *w)
     errand_worker_stats st;
     errand_worker_get_stats(w, &st);
     er_worker_log(w, ERRAND_LOG_INFO,
-                  json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "msg", "worker stopped", "fetched",
-                            (json_int_t)st.fetched, "completed", (json_int_t)st.completed,
-                            "failed", (json_int_t)st.failed, "released",
-                            (json_int_t)st.released, "lease_lost", (json_int_t)st.lease_lost,
-                            "timed_out", (json_int_t)st.timed_out));
+                  json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:i}", "msg", "worker stopped",
+                            "fetched", (json_int_t)st.fetched, "completed",
+                            (json_int_t)st.completed, "failed", (json_int_t)st.failed,
+                            "released", (json_int_t)st.released, "lease_lost",
+                            (json_int_t)st.lease_lost, "timed_out", (json_int_t)st.timed_out,
+                            "prefetch", st.prefetch));
 }
 
 int errand_worker_run(errand_worker *w)
@@ -425,10 +452,12 @@ int errand_worker_run(errand_worker *w)
         if ((rc = start_thread(w, &w->fetchers[i], er_worker_fetcher_main)) == 0)
             w->nfetchers++;
     if (rc == 0) {
+        json_t *pf = w->prefetch_fixed == ERRAND_PREFETCH_AUTO ? json_string("auto")
+                                                               : json_integer(w->prefetch_fixed);
         er_worker_log(w, ERRAND_LOG_INFO,
-                      json_pack("{s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "msg", "worker started",
+                      json_pack("{s:s,s:s,s:i,s:o,s:I,s:I,s:I}", "msg", "worker started",
                                 "worker_id", w->worker_id, "concurrency", w->concurrency,
-                                "prefetch", w->prefetch, "lease_ms", (json_int_t)w->lease_ms,
+                                "prefetch", pf, "lease_ms", (json_int_t)w->lease_ms,
                                 "timeout_ms", (json_int_t)w->timeout_ms, "grace_ms",
                                 (json_int_t)w->grace_ms));
         wait_stop(w);
@@ -449,6 +478,7 @@ void errand_worker_get_stats(errand_worker *w, errand_worker_stats *out)
     out->timed_out = atomic_load(&w->st_timed_out);
     out->fetches = atomic_load(&w->st_fetches);
     out->acks_sent = atomic_load(&w->st_acks_sent);
+    out->prefetch = atomic_load(&w->st_prefetch);
 }
 
 void errand_worker_free(errand_worker *w)

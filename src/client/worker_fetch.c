@@ -2,9 +2,10 @@
  *
  * The worker runtime's fetcher threads (two, each on its own connection):
  * they keep up to concurrency + prefetch jobs leased, counting what fetches
- * in flight asked for, carry pending outcomes on their fetches, read the
- * leased jobs of a reply as text (fetched.h) and hand them to the handlers'
- * ready queue and the held list. Jobs fetched after a stop are released at
+ * in flight asked for, carry pending outcomes on their fetches, time each
+ * round trip for the prefetch rule (prefetch.h), read the leased jobs of a
+ * reply as text (fetched.h) and hand them to the handlers' ready queue and
+ * the held list. Jobs fetched after a stop are released at
  * once. No network call is made with the mutex held.
  */
 #include "client/worker_int.h"
@@ -219,8 +220,11 @@ void *er_worker_fetcher_main(void *arg)
         fetch_body(w, max, wait, &acks, &body);
         char *text = NULL;
         size_t tlen = 0;
+        int64_t t0 = er_mono_ns();
         int rc = body.err ? ERRAND_ENOMEM
                           : er_client_call_text(c, "POST", "/v1/fetch", body.data, &text, &tlen);
+        /* A round trip for the prefetch rule; a long poll's waits for jobs. */
+        int64_t rtt = rc == 0 && wait == 0 ? er_mono_ns() - t0 : -1;
         atomic_fetch_add(&w->st_fetches, 1);
         if (rc == 0) {
             int prc = er_jscan_parse(&js, text, tlen);
@@ -281,6 +285,8 @@ void *er_worker_fetcher_main(void *arg)
             continue;
         }
         backoff = 0;
+        if (rtt >= 0)
+            er_prefetch_measure_locked(w, -1, rtt);
         errand_job *late = NULL; /* fetched after a stop: release at once */
         if (w->stopping)
             late = head;

@@ -6,7 +6,8 @@
  * on their fetches (worker_fetch.c), one acker thread that sends outcomes
  * as they come (worker_ack.c), one timer thread for lease heartbeats and
  * job timeouts (worker_timer.c), and the configuration and lifecycle that
- * start and stop them (worker.c). One mutex guards the shared state; every
+ * start and stop them (worker.c). The prefetch is fixed or sized from
+ * measurements by prefetch.h. One mutex guards the shared state; every
  * network call is made without it, each thread on its own client (own
  * connection). Replies and acks are read and written as text (jscan.h,
  * fetched.h, ackq.h), not jansson trees. Not installed. Fields marked (mu) are
@@ -79,7 +80,8 @@ struct errand_worker {
     char **queues;
     size_t nqueues;
     int *queue_weights; /* NULL: in order */
-    int concurrency, prefetch, max_started;
+    int concurrency, max_started;
+    int prefetch_fixed; /* ERRAND_PREFETCH_AUTO (-1): sized by prefetch.h; else 0..10000 */
     long lease_ms, timeout_ms, grace_ms, poll_wait_ms;
     errand_handler_fn handler;
     void *user;
@@ -105,6 +107,8 @@ struct errand_worker {
     int fetch_parked;    /* fetches in a long poll */
     long fetch_reserved; /* jobs asked for by fetches in flight */
     bool drained;        /* the last fetch got fewer than it asked for */
+    int prefetch;        /* jobs leased ahead of free threads now */
+    double run_us, rtt_us; /* averages of handler runs and fetch round trips; -1: none yet */
     bool acker_force, stopping, handlers_exit, timer_exit, acker_exit;
     bool timer_sleeping;
     /* Who sleeps on which condition, so wake-ups go only where they matter. */
@@ -121,6 +125,7 @@ struct errand_worker {
 
     atomic_llong st_fetched, st_completed, st_failed, st_released, st_lease_lost, st_timed_out,
         st_fetches, st_acks_sent;
+    atomic_int st_prefetch;
 };
 
 /* ---- shared helpers (worker.c) ---- */
@@ -154,6 +159,9 @@ void er_held_remove_locked(errand_worker *w, errand_job *j);
 void er_wake_fetcher_locked(errand_worker *w);
 /* Wakes one idle handler when jobs wait and no wake-up is under way. */
 void er_wake_handler_locked(errand_worker *w);
+/* Records a measurement (run_ns of a handler, or rtt_ns of a fetch; -1:
+ * none) and resizes an adaptive prefetch (prefetch.h). */
+void er_prefetch_measure_locked(errand_worker *w, int64_t run_ns, int64_t rtt_ns);
 
 /* ---- outcomes to the server (worker_ack.c) ---- */
 
@@ -177,6 +185,7 @@ int er_send_acks(errand_worker *w, errand_client *c, er_ackq *acks, er_jscan *js
 typedef struct er_finish {
     const char *outcome;
     int64_t dur;
+    int64_t run_ns; /* the handler's run, for the prefetch rule */
     int stop;
     bool drop_list_ref;
 } er_finish;

@@ -275,6 +275,7 @@ void er_worker_finish_locked(errand_worker *w, errand_job *j, er_buf *item, er_f
         j->where = ER_JOB_DONE;
         f->drop_list_ref = true;
     }
+    er_prefetch_measure_locked(w, f->run_ns, -1);
     er_wake_fetcher_locked(w); /* a handler thread is free */
     if (w->stopping && w->running == 0)
         pthread_cond_broadcast(&w->cv_idle);
@@ -396,7 +397,9 @@ void *er_worker_handler_main(void *arg)
             done = NULL;
         }
 
+        int64_t t0 = er_mono_ns();
         int rc = w->handler(j, w->user);
+        fin.run_ns = er_mono_ns() - t0;
         er_worker_outcome(w, j, rc, &item, &fin);
 
         pthread_mutex_lock(&w->mu);

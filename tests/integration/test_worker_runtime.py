@@ -78,8 +78,8 @@ class RuntimeTest(unittest.TestCase):
         # it was fetched with.
         self.enqueue("hb", "hb-1", {"sleep_ms": 1500})
         self.enqueue("hb", "hb-2", {"sleep_ms": 1500})
-        w = Worker.example(self.s, "hb", "--concurrency", "1", "--lease-ms", "2000",
-                           "--timeout-ms", "1900", "--grace-ms", "1950")
+        w = Worker.example(self.s, "hb", "--concurrency", "1", "--prefetch", "1",
+                           "--lease-ms", "2000", "--timeout-ms", "1900", "--grace-ms", "1950")
         try:
             ok = wait_until(lambda: self.s.job("hb-2")["state"] == "active", timeout=5)
             self.assertTrue(ok, w.text())
