@@ -67,6 +67,7 @@ typedef struct worker {
     bool ext_all;     /* writer: wake-ups may have been lost, retry every parked fetch (under mu) */
     bool leader;      /* writer thread only: holds the maintenance lease */
     bool poke;        /* writer: look at the parked fetches now (under mu) */
+    bool upkeep_running; /* writer thread only: kicked, its run not yet finished here */
 } worker;
 
 struct er_engine {
@@ -411,9 +412,19 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
     }
     if (out)
         post_batch(e, out);
-    /* store upkeep (SQLite's checkpoint) on its own thread, off this path */
-    if (e->upkeep && e->ops->checkpoint_due(x->store))
+    /* store upkeep (SQLite's checkpoint) on its own thread, off this path;
+     * after each run, the little left is finished here (upkeep.h) */
+    if (!e->upkeep) {
+    } else if (w->upkeep_running) {
+        if (er_upkeep_ran(e->upkeep)) {
+            w->upkeep_running = false;
+            if (e->ops->checkpoint(x->store, &err) < 0)
+                ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
+        }
+    } else if (e->ops->checkpoint_due(x->store)) {
+        w->upkeep_running = true;
         er_upkeep_kick(e->upkeep);
+    }
 }
 
 /* When the writer must wake next: maintenance or a parked fetch's deadline
@@ -434,6 +445,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     er_engine *e = w->e;
+    pthread_setname_np(pthread_self(), w->writer ? "errand-writer" : "errand-reader");
     int64_t next_maint = er_mono_ms();
     int64_t next_retention = er_mono_ms() + e->cfg.retention_ms;
     pthread_mutex_lock(&w->mu);

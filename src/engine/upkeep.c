@@ -6,6 +6,7 @@
 #include "util/log.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -18,11 +19,13 @@ struct er_upkeep {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool due, stop; /* under mu */
+    _Atomic bool ran; /* a run finished since er_upkeep_ran last said so */
 };
 
 static void *upkeep_main(void *arg)
 {
     er_upkeep *u = arg;
+    pthread_setname_np(pthread_self(), "errand-upkeep");
     pthread_mutex_lock(&u->mu);
     for (;;) {
         while (!u->due && !u->stop)
@@ -36,6 +39,7 @@ static void *upkeep_main(void *arg)
             ER_LOG(ER_LOG_WARN, NULL, "checkpoint: cannot open the store: %s", err.message);
         else if (u->ops->checkpoint(u->store, &err) < 0)
             ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
+        atomic_store(&u->ran, true);
         pthread_mutex_lock(&u->mu);
     }
     pthread_mutex_unlock(&u->mu);
@@ -72,6 +76,11 @@ void er_upkeep_kick(er_upkeep *u)
     u->due = true;
     pthread_cond_signal(&u->cv);
     pthread_mutex_unlock(&u->mu);
+}
+
+bool er_upkeep_ran(er_upkeep *u)
+{
+    return atomic_exchange(&u->ran, false);
 }
 
 void er_upkeep_stop(er_upkeep *u)

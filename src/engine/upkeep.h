@@ -11,6 +11,8 @@
 
 #include "store/store.h"
 
+#include <stdbool.h>
+
 typedef struct er_upkeep er_upkeep;
 
 /* Starts the thread; it opens its connection to url at its first run (a
@@ -21,6 +23,12 @@ int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_opt
                     er_upkeep **out, er_error *err);
 /* Any thread: run the work once more, soon. */
 void er_upkeep_kick(er_upkeep *u);
+/* Whether a run finished since the last call said so. The writer then
+ * runs the store's work once more on its own connection, between its
+ * transactions: only the frames it committed while the run went on are
+ * left, and with none left its next commit restarts the SQLite log from
+ * its start (overwriting a log in place is what keeps its fsyncs cheap). */
+bool er_upkeep_ran(er_upkeep *u);
 /* Waits for a run in progress, then stops the thread and closes its
  * connection. NULL is a no-op. */
 void er_upkeep_stop(er_upkeep *u);

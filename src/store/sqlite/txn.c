@@ -174,12 +174,27 @@ bool er_sqlite_checkpoint_due(er_store *s)
     return true;
 }
 
-/* A PASSIVE checkpoint: it never blocks the writer, and takes no lock a
- * commit waits for. */
+/* A checkpoint pass that finds fewer new frames than this is the last: the
+ * writer finishes the rest between its transactions (engine/upkeep.h). */
+#define CKPT_SMALL 256
+#define CKPT_PASSES 4
+
+/* PASSIVE checkpoints, which never block the writer and take no lock a
+ * commit waits for: passes while the writer keeps adding frames, until one
+ * finds only a few new ones. */
 int er_sqlite_checkpoint(er_store *s, er_error *err)
 {
-    int rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    if (rc == SQLITE_OK || (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
-        return 0;
-    return er_sqlite_error(s->db, rc, "checkpoint", err);
+    int prev = 0;
+    for (int pass = 0; pass < CKPT_PASSES; pass++) {
+        int log = 0;
+        int rc = sqlite3_wal_checkpoint_v2(s->db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, NULL);
+        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+            return 0;
+        if (rc != SQLITE_OK)
+            return er_sqlite_error(s->db, rc, "checkpoint", err);
+        if (log < prev || log - prev < CKPT_SMALL)
+            break; /* the log restarted, or little came in during the pass */
+        prev = log;
+    }
+    return 0;
 }
