@@ -13,5 +13,8 @@
 int shop_handle_payments(errand_job *job, void *user); /* capture-payment, void-authorization */
 int shop_handle_shipping(errand_job *job, void *user); /* create-shipment */
 int shop_handle_loyalty(errand_job *job, void *user);  /* award-points */
+/* ops.c: critical, default and bulk messages; outbox-cleanup, daily-sales-rollup */
+int shop_handle_message(errand_job *job, void *user);
+int shop_handle_maintenance(errand_job *job, void *user);
 
 #endif

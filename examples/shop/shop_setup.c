@@ -4,8 +4,9 @@
  * the shop's database and sends each queue's settings from queues.json to
  * errand (PUT /v1/queues/{q}, which merges field by field, so a queue names
  * only what differs from the server's defaults). ${MAIL_URL} in the file is
- * replaced by $MAIL_URL.
- *   SHOP_DB=… ERRAND_URL=… MAIL_URL=… shop_setup schema.sql queues.json
+ * replaced by $MAIL_URL. Then declares the schedulers of schedulers.json
+ * (PUT /v1/schedulers/{key} is an upsert: a deploy never makes a second).
+ *   SHOP_DB=… ERRAND_URL=… MAIL_URL=… shop_setup schema.sql queues.json [schedulers.json]
  */
 #include "shop.h"
 
@@ -69,8 +70,8 @@ static void substitute(json_t *j, const char *mail)
 int main(int argc, char **argv)
 {
     shop_set_prog("shop_setup");
-    if (argc != 3) {
-        fprintf(stderr, "usage: shop_setup schema.sql queues.json\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: shop_setup schema.sql queues.json [schedulers.json]\n");
         return 2;
     }
     char *schema = slurp(argv[1]);
@@ -119,6 +120,27 @@ int main(int argc, char **argv)
         errand_free(out);
         free(text);
     }
+    json_t *scheds = argc == 4 ? json_load_file(argv[3], 0, &jerr) : NULL;
+    if (argc == 4 && !json_is_object(scheds)) {
+        fprintf(stderr, "shop_setup: %s: line %d: %s\n", argv[3], jerr.line, jerr.text);
+        rc = 1;
+    }
+    json_object_foreach(scheds, name, settings) {
+        char *text = json_dumps(settings, JSON_COMPACT);
+        char *out = NULL;
+        int r = text ? errand_scheduler_put(c, name, text, &out) : -1;
+        if (r < 0) {
+            const errand_error *e = errand_last_error(c);
+            fprintf(stderr, "shop_setup: scheduler %s: %s\n", name,
+                    e && e->message[0] ? e->message : errand_strerror(r));
+            rc = 1;
+        } else {
+            printf("scheduler %s: %s\n", name, out);
+        }
+        errand_free(out);
+        free(text);
+    }
+    json_decref(scheds);
     errand_client_free(c);
     json_decref(queues);
     return rc;

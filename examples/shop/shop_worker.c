@@ -6,6 +6,8 @@
  *   shipping  create-shipment (the carrier has no idempotency key: look up
  *             by reference before creating; a 429 throttles the queue)
  *   loyalty   award-points (processed_messages in the points transaction)
+ *   critical, default, bulk   messages to the mail service (ops.c)
+ *   maintenance  outbox-cleanup, daily-sales-rollup (ops.c)
  * Every job is an outbox envelope {"event_id","topic","trace_id","payload"};
  * the payload carries ids only, and the handlers read the rest.
  *   SHOP_ROLE=payments SHOP_DB=… ERRAND_URL=… GATEWAY_URL=… shop_worker
@@ -39,8 +41,14 @@ int main(int argc, char **argv)
         queue = "shipping", fn = shop_handle_shipping;
     else if (strcmp(role, "loyalty") == 0)
         queue = "loyalty", fn = shop_handle_loyalty;
+    else if (strcmp(role, "critical") == 0 || strcmp(role, "default") == 0 ||
+             strcmp(role, "bulk") == 0)
+        queue = role, fn = shop_handle_message;
+    else if (strcmp(role, "maintenance") == 0)
+        queue = "maintenance", fn = shop_handle_maintenance;
     else {
-        fprintf(stderr, "usage: shop_worker payments|shipping|loyalty (or SHOP_ROLE)\n");
+        fprintf(stderr, "usage: shop_worker payments|shipping|loyalty|critical|default|bulk|"
+                        "maintenance (or SHOP_ROLE)\n");
         return 2;
     }
     char prog[64];

@@ -18,6 +18,11 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Each queue's own worker concurrency (the operations items of README.md).
+ROLE_ENV = {"critical": {"SHOP_CONCURRENCY": "8"}, "default": {"SHOP_CONCURRENCY": "4"},
+            "bulk": {"SHOP_CONCURRENCY": "2"}, "maintenance": {"SHOP_CONCURRENCY": "1"}}
+WORKERS = {"payments": 2, "shipping": 1, "loyalty": 1, "critical": 1, "default": 1, "bulk": 1,
+           "maintenance": 1}
 
 
 def free_port():
@@ -110,7 +115,7 @@ class Shop:
             with open(os.path.join(HERE, "queues.json")) as f:
                 queues = json.load(f)
         self.queues = queues
-        self.workers = workers or {"payments": 2, "shipping": 1, "loyalty": 1}
+        self.workers = workers or dict(WORKERS)
         self.worker_env = dict(worker_env or {})
         self.numbers = numbers
         self.fake_args = fake_args or {}
@@ -149,14 +154,16 @@ class Shop:
         self._add("api", [self.bins["api"]], self.env(), self.url["api"] + "/healthz")
         for role, n in self.workers.items():
             for i in range(1, n + 1):
-                self._add("%s-%d" % (role, i), [self.bins["worker"], role],
-                          self.env(self.worker_env), None)
+                env = dict(self.worker_env)
+                env.update(ROLE_ENV.get(role, {}))
+                self._add("%s-%d" % (role, i), [self.bins["worker"], role], self.env(env), None)
 
     def setup(self):
         qpath = os.path.join(self.workdir, "queues.json")
         with open(qpath, "w") as f:
             json.dump(self.queues, f, indent=1)
-        out = subprocess.run([self.bins["setup"], os.path.join(HERE, "schema.sql"), qpath],
+        out = subprocess.run([self.bins["setup"], os.path.join(HERE, "schema.sql"), qpath,
+                              os.path.join(HERE, "schedulers.json")],
                              env=self.env(), capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError("shop_setup failed: %s%s" % (out.stdout, out.stderr))

@@ -85,7 +85,7 @@ class ShopTest(unittest.TestCase):
         cls.shop = shoplib.Shop(
             cls.workdir, shoplib.bins_from(build_dir()), cls.db_url,
             with_params(cls.db_url, schema="errand", pool_size=8), queues=fast_queues(),
-            workers={"payments": 2, "shipping": 1, "loyalty": 1}, numbers=NUMBERS,
+            workers=shoplib.WORKERS, numbers=NUMBERS,
             worker_env={"SHOP_CONCURRENCY": "4", "SHOP_CRASH_AFTER_CAPTURE": "0.08"},
             fake_args={"gateway": ["--fail-rate", "0.05", "--lost-reply-rate", "0.1"],
                        "mail": ["--fail-rate", "0.05"]})
@@ -386,6 +386,108 @@ class ShopTest(unittest.TestCase):
         self.assertEqual(after[0][0], before[0][0] + 1)  # delivered again...
         self.assertEqual(fake_rows(shop, "mail", "SELECT count(*) FROM mails WHERE key = '%s'"
                                    % key), [(1,)])     # ...and still one mail
+
+    # ---- 6. the carrier's 429 throttles the whole shipping queue ----
+
+    def test_8_carrier_429_throttles_the_shipping_queue(self):
+        shop, carrier = self.shop, self.shop.procs["carrier"]
+        argv = list(carrier.argv)
+        carrier.argv = argv + ["--limit", "2"]
+        shop.kill("carrier")
+        shop.revive("carrier")
+        self.assertTrue(carrier.wait_ready())
+        rejected0 = fake_rows(shop, "carrier", "SELECT count(*) FROM rejected")[0][0]
+        seen = []
+        try:
+            oids = [shop.place("tenant-1", "cust-429", 2000, "429-%d" % i) for i in range(12)]
+
+            def shipped():
+                st, q = self.errand("GET", "/v1/queues/shipping")
+                if st == 200 and q["queue"].get("throttled_until"):
+                    seen.append(q["queue"]["throttled_until"])
+                return self.sql("SELECT count(*) FROM orders WHERE shipment_id IS NOT NULL AND"
+                                " request_key LIKE '429-%%'") == [[str(len(oids))]]
+            wait_for(shipped, 90, "the throttled shipments")
+        finally:
+            carrier.argv = argv
+            shop.kill("carrier")
+            shop.revive("carrier")
+        self.assertGreater(fake_rows(shop, "carrier", "SELECT count(*) FROM rejected")[0][0],
+                           rejected0)
+        self.assertTrue(seen, "the shipping queue was never throttled")
+        for oid in oids:
+            self.assertEqual(fake_rows(shop, "carrier", "SELECT count(*) FROM shipments WHERE"
+                                       " reference = 'order-%s'" % oid), [(1,)])
+
+    # ---- 7. operations: fairness on bulk, the roll-up, the clean-up ----
+
+    def test_86_bulk_takes_tenants_in_turns(self):
+        jobs = [{"name": "newsletter", "id": "nl-big-%d" % i, "group": "tenant:big",
+                 "payload": {"v": 1, "newsletter": "n1", "recipient": "r-%d" % i}}
+                for i in range(40)]
+        jobs += [{"name": "newsletter", "id": "nl-small-%d" % i, "group": "tenant:small",
+                  "payload": {"v": 1, "newsletter": "n2", "recipient": "s-%d" % i}}
+                 for i in range(4)]
+        # No injected mail failures here: a retry's backoff would blur the order.
+        mail = self.shop.url["mail"] + "/faults"
+        self.assertEqual(shoplib.http("POST", mail, {"fail_rate": 0})[0], 200)
+        try:
+            st, body = self.errand("POST", "/v1/queues/bulk/jobs", {"jobs": jobs})
+            self.assertEqual(st, 201, body)
+
+            def done():
+                got = [self.errand("GET", "/v1/jobs/" + j["id"])[1]["job"] for j in jobs]
+                return got if all(g["state"] == "completed" for g in got) else None
+            got = wait_for(done, 90, "the newsletters")
+        finally:
+            shoplib.http("POST", mail, {"fail_rate": 0.05})
+        self.assertEqual([g["id"] for g in got if g["attempts"] != 1], [])
+        order = [g["id"] for g in sorted(got, key=lambda g: g["finished_at"])]
+        last_small = max(order.index("nl-small-%d" % i) for i in range(4))
+        self.assertLess(last_small, 14, order)  # in turns, not behind the 40
+        self.assertEqual(fake_rows(self.shop, "mail", "SELECT count(*) FROM mails WHERE key"
+                                   " LIKE 'nl-%'"), [(44,)])
+
+    def trigger(self, key):
+        st, body = self.errand("POST", "/v1/schedulers/%s/trigger" % key)
+        self.assertIn(st, (200, 201), body)
+        jid = body["job"]["id"]
+        return wait_for(lambda: (lambda j: j if j["state"] == "completed" else None)(
+            self.errand("GET", "/v1/jobs/" + jid)[1]["job"]), 60, "the %s job" % key)
+
+    def test_88_rollup_catches_up_after_downtime(self):
+        tz = "Asia/Ho_Chi_Minh"
+        today = self.sql("SELECT (now() AT TIME ZONE '%s')::date" % tz)[0][0]
+        for back, amount, status in ((3, 1000, "paid"), (2, 2000, "paid"), (2, 500, "cancelled"),
+                                     (2, 700, "paid"), (1, 4000, "paid")):
+            self.sql("INSERT INTO orders (tenant, customer_id, amount, status, created_at)"
+                     " VALUES ('t', 'c-rollup', %d, '%s', ('%s'::date - %d + time '12:00')"
+                     " AT TIME ZONE '%s')" % (amount, status, today, back, tz))
+        start = self.sql("SELECT ('%s'::date - 4)::text" % today)[0][0]
+        st, _ = self.errand("PUT", "/v1/cursors/shop.daily-sales", {"value": start})
+        self.assertEqual(st, 200)
+        job = self.trigger("daily-sales-rollup")  # three days missed: all done in one run
+        self.assertEqual(job["result"]["days"], 3)
+        rows = self.sql("SELECT ('%s'::date - day)::text, orders, amount FROM daily_sales"
+                        " ORDER BY day" % today)
+        self.assertEqual(rows, [["3", "1", "1000"], ["2", "2", "2700"], ["1", "1", "4000"]])
+        st, cur = self.errand("GET", "/v1/cursors/shop.daily-sales")
+        self.assertEqual(cur["value"], self.sql("SELECT ('%s'::date - 1)::text" % today)[0][0])
+        time.sleep(1.1)  # a trigger in the same second is the same tick, the same job
+        self.assertEqual(self.trigger("daily-sales-rollup")["result"]["days"], 0)
+        st, sched = self.errand("GET", "/v1/schedulers/daily-sales-rollup")
+        self.assertEqual(sched["scheduler"]["tz"] if "scheduler" in sched else sched["tz"], tz)
+
+    def test_89_outbox_cleanup_deletes_old_published_rows(self):
+        self.sql("UPDATE outbox_events SET published_at = now() - interval '8 days' WHERE id IN"
+                 " (SELECT id FROM outbox_events WHERE published_at IS NOT NULL LIMIT 5)")
+        old = int(self.sql("SELECT count(*) FROM outbox_events WHERE published_at < now()"
+                           " - interval '7 days'")[0][0])
+        self.assertEqual(old, 5)
+        job = self.trigger("outbox-cleanup")
+        self.assertEqual(job["result"], {"deleted": 5})
+        self.assertEqual(self.sql("SELECT count(*) FROM outbox_events WHERE published_at < now()"
+                                  " - interval '7 days'"), [["0"]])
 
     def test_9_graceful_stop_and_no_sanitizer_reports(self):
         self.shop.stop_all()  # SIGTERM: the C programs exit 0, and ASan/LSan would say so
