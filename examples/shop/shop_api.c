@@ -29,7 +29,7 @@ static void reply(struct evhttp_request *req, int status, json_t *body)
     if (text && out)
         evbuffer_add_printf(out, "%s\n", text);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-    evhttp_send_reply(req, status, status < 300 ? "OK" : "Error", out);
+    evhttp_send_reply(req, status, status == 202 ? "Accepted" : status < 300 ? "OK" : "Error", out);
     if (out)
         evbuffer_free(out);
     free(text);

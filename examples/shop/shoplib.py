@@ -107,9 +107,11 @@ class Shop:
     installed), errand on store_url, and the processes around them."""
 
     def __init__(self, workdir, bins, db_url, store_url, queues=None, workers=None,
-                 worker_env=None, numbers=(10000, 20000, 30000), fake_args=None):
+                 worker_env=None, numbers=(10000, 20000, 30000), fake_args=None, ports=None):
         self.workdir, self.bins, self.db_url, self.store_url = workdir, bins, db_url, store_url
-        self.ports = {k: free_port() for k in ("errand", "api", "gateway", "carrier", "mail")}
+        self.ports = dict(ports or {})
+        for k in ("errand", "api", "gateway", "carrier", "mail"):
+            self.ports.setdefault(k, free_port())
         self.url = {k: "http://127.0.0.1:%d" % p for k, p in self.ports.items()}
         if queues is None:
             with open(os.path.join(HERE, "queues.json")) as f:

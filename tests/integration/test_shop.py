@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -336,6 +337,10 @@ class ShopTest(unittest.TestCase):
         self.assertEqual(job["last_error"]["class"], "permanent")
         self.assertIn("expired", job["last_error"]["message"])
         self.assertEqual(job["attempts"], 1)
+        # The series examples/shop/alerts.yml pages on.
+        with urllib.request.urlopen(self.shop.url["errand"] + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        self.assertRegex(text, r'errand_jobs_dead_total\{[^}]*queue="payments"[^}]*\} [1-9]')
 
     def test_6_worker_checks_the_three_numbers(self):
         out = subprocess.run([self.shop.bins["worker"], "payments"],
@@ -500,6 +505,16 @@ class ShopTest(unittest.TestCase):
                     text = f.read()
                 self.assertNotIn("Sanitizer", text, log)
                 self.assertNotIn("runtime error:", text, log)
+
+
+class ShopAlertsTest(unittest.TestCase):
+    def test_the_dead_letter_rule_passes_its_unit_tests(self):
+        exe = os.environ.get("PROMTOOL") or shutil.which("promtool")
+        self.assertTrue(exe, "promtool not found (Debian package prometheus)")
+        for args in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts_test.yml"]):
+            out = subprocess.run([exe] + args, cwd=shoplib.HERE, capture_output=True, text=True,
+                                 timeout=60)
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
 
 
 if __name__ == "__main__":
