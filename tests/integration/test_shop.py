@@ -392,6 +392,37 @@ class ShopTest(unittest.TestCase):
         self.assertEqual(fake_rows(shop, "mail", "SELECT count(*) FROM mails WHERE key = '%s'"
                                    % key), [(1,)])     # ...and still one mail
 
+    def test_75_the_trace_id_follows_the_order(self):
+        trace = "%032x" % random.getrandbits(128)
+        auth = self.shop.authorize(3000)
+        body = {"tenant": "t", "customer_id": "c-trace", "amount": 3000,
+                "authorization_id": auth}
+        oid = None
+        for _ in range(100):  # the gateway's injected failures do not reach the API
+            st, out = shoplib.http("POST", self.shop.url["api"] + "/orders", body,
+                                   {"traceparent": "00-%s-00f067aa0ba902b7-01" % trace,
+                                    "Idempotency-Key": "trace-1"})
+            if st in (200, 202):
+                oid = out["order_id"]
+                break
+            time.sleep(0.1)
+        self.assertEqual(out["trace_id"], trace)
+        wait_for(lambda: self.sql("SELECT shipment_id IS NOT NULL FROM orders WHERE id = '%s'"
+                                  % oid) == [["t"]], 60, "the shipment")
+
+        def logged(prefix, msg):
+            for log in os.listdir(self.workdir):
+                if log.startswith(prefix) and log.endswith(".log"):
+                    with open(os.path.join(self.workdir, log), errors="replace") as f:
+                        for line in f:
+                            if trace in line and msg in line and oid in line:
+                                return True
+            return False
+        wait_for(lambda: logged("loyalty", "points awarded"), 30, "the loyalty log line")
+        for prefix, msg in (("api", "order placed"), ("payments", "payment captured"),
+                            ("shipping", "shipment created")):
+            self.assertTrue(logged(prefix, msg), (prefix, msg))
+
     # ---- 6. the carrier's 429 throttles the whole shipping queue ----
 
     def test_8_carrier_429_throttles_the_shipping_queue(self):
