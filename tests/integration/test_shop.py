@@ -320,7 +320,7 @@ class ShopTest(unittest.TestCase):
         st, body = shoplib.http("POST", self.shop.url["api"] + "/orders/%s/cancel" % oid, {})
         self.assertEqual(st, 200, body)
 
-    def test_5_expired_authorization_is_a_dead_letter(self):
+    def test_5_expired_authorization_is_a_dead_letter_then_redriven(self):
         auth = self.shop.authorize(5000)
         st, _ = shoplib.http("POST", self.shop.url["gateway"] + "/authorizations/%s/expire" % auth,
                              {})
@@ -341,6 +341,18 @@ class ShopTest(unittest.TestCase):
         with urllib.request.urlopen(self.shop.url["errand"] + "/metrics", timeout=10) as r:
             text = r.read().decode()
         self.assertRegex(text, r'errand_jobs_dead_total\{[^}]*queue="payments"[^}]*\} [1-9]')
+        # A person fixes it (the customer authorized again) and redrives the
+        # dead letter, as the dashboard's Dead letters page does.
+        fresh = self.shop.authorize(5000)
+        self.sql("UPDATE payments SET authorization_id = '%s' WHERE order_id = '%s'"
+                 % (fresh, oid))
+        st, body = self.errand("POST", "/v1/dead/%s/redrive" % job["id"])
+        self.assertEqual(st, 201, body)
+        self.wait_status(oid, "captured")
+        wait_for(lambda: self.sql("SELECT shipment_id IS NOT NULL FROM orders WHERE id = '%s'"
+                                  % oid) == [["t"]], 60, "the shipment after the redrive")
+        self.assertEqual(fake_rows(self.shop, "gateway", "SELECT count(*) FROM charges WHERE"
+                                   " auth IN ('%s', '%s')" % (auth, fresh)), [(1,)])
 
     def test_6_worker_checks_the_three_numbers(self):
         out = subprocess.run([self.shop.bins["worker"], "payments"],
