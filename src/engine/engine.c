@@ -927,7 +927,7 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
         rc = er_error_set(err, ER_ENOMEM, "", "out of memory");
         goto fail;
     }
-    rc = er_upkeep_start(e->ops, e->store_url, &e->cfg.store, &e->upkeep, err);
+    rc = er_upkeep_start(e->ops, &e->upkeep, err);
     if (rc < 0)
         goto fail;
     /* the writer opens first: it creates and migrates the schema */
@@ -936,6 +936,8 @@ int er_engine_start(struct event_base *base, const er_engine_config *cfg, er_eng
         goto fail;
     rc = worker_start(e, &e->reader, false, err);
     if (rc < 0)
+        goto fail;
+    if (e->upkeep && (rc = er_upkeep_open(e->upkeep, e->store_url, &e->cfg.store, err)) < 0)
         goto fail;
     if (e->ops->listener_open) {
         er_notify_cbs cbs = {.ready = remote_ready,

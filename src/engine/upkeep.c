@@ -12,9 +12,7 @@
 
 struct er_upkeep {
     const er_store_ops *ops;
-    const char *url;
-    const er_store_options *opt;
-    er_store *store; /* opened at the first run: the writer migrates first */
+    er_store *store; /* set by er_upkeep_open (under mu) */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -33,11 +31,10 @@ static void *upkeep_main(void *arg)
         if (u->stop)
             break;
         u->due = false;
+        er_store *store = u->store;
         pthread_mutex_unlock(&u->mu);
         er_error err = {0};
-        if (!u->store && u->ops->open(u->url, u->opt, &u->store, &err) < 0)
-            ER_LOG(ER_LOG_WARN, NULL, "checkpoint: cannot open the store: %s", err.message);
-        else if (u->ops->checkpoint(u->store, &err) < 0)
+        if (store && u->ops->checkpoint(store, &err) < 0)
             ER_LOG(ER_LOG_WARN, NULL, "checkpoint: %s", err.message);
         atomic_store(&u->ran, true);
         pthread_mutex_lock(&u->mu);
@@ -46,8 +43,7 @@ static void *upkeep_main(void *arg)
     return NULL;
 }
 
-int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_options *opt,
-                    er_upkeep **out, er_error *err)
+int er_upkeep_start(const er_store_ops *ops, er_upkeep **out, er_error *err)
 {
     *out = NULL;
     if (!ops->checkpoint || !ops->checkpoint_due)
@@ -56,8 +52,6 @@ int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_opt
     if (!u)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     u->ops = ops;
-    u->url = url;
-    u->opt = opt;
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
     if (pthread_create(&u->thread, NULL, upkeep_main, u) != 0) {
@@ -67,6 +61,18 @@ int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_opt
         return er_error_set(err, ER_ENOMEM, "", "cannot start a thread");
     }
     *out = u;
+    return 0;
+}
+
+int er_upkeep_open(er_upkeep *u, const char *url, const er_store_options *opt, er_error *err)
+{
+    er_store *store = NULL;
+    int rc = u->ops->open(url, opt, &store, err);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&u->mu);
+    u->store = store;
+    pthread_mutex_unlock(&u->mu);
     return 0;
 }
 

@@ -15,12 +15,14 @@
 
 typedef struct er_upkeep er_upkeep;
 
-/* Starts the thread; it opens its connection to url at its first run (a
- * failed open is logged and tried again at the next). url and opt must
- * outlive it. *out is NULL, and 0 returned, when the store has no upkeep
- * (ops->checkpoint is NULL). Start it before the writer thread. */
-int er_upkeep_start(const er_store_ops *ops, const char *url, const er_store_options *opt,
-                    er_upkeep **out, er_error *err);
+/* Starts the thread, without a connection yet. *out is NULL, and 0
+ * returned, when the store has no upkeep (ops->checkpoint is NULL). Start
+ * it before the writer thread, which kicks it. */
+int er_upkeep_start(const er_store_ops *ops, er_upkeep **out, er_error *err);
+/* Opens the thread's connection on the calling thread (after the writer
+ * opened and migrated the store, before the event loop runs, so no other
+ * thread opens files while the loop does). Runs before it do nothing. */
+int er_upkeep_open(er_upkeep *u, const char *url, const er_store_options *opt, er_error *err);
 /* Any thread: run the work once more, soon. */
 void er_upkeep_kick(er_upkeep *u);
 /* Whether a run finished since the last call said so. The writer then
