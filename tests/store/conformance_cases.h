@@ -507,6 +507,8 @@ Test(conformance, concurrency_limits_active_jobs_per_queue)
 
 #include "fetch_policy_cases.h"
 
+#include "ack_cases.h"
+
 /* ---- leases ---- */
 
 Test(conformance, lease_token_is_required_for_every_ack)

@@ -51,6 +51,7 @@ enum {
     ER_PG_GROUP_TATS_PUT,
     ER_PG_HEARTBEAT,
     ER_PG_COMPLETE,
+    ER_PG_COMPLETE_MANY,
     ER_PG_RELEASE,
     ER_PG_FAIL_APPLY,
     ER_PG_CANCEL,
@@ -304,6 +305,8 @@ int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t exte
                     const char *progress, int64_t now, int64_t *expires_at, er_error *err);
 int er_pg_complete(er_store *s, const char *id, const char *token, const char *result,
                    int64_t now, er_ack_info *info, er_error *err);
+int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                        er_error *err);
 int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
                er_rand *r, er_fail_outcome *outcome, er_ack_info *info, er_error *err);
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);

@@ -235,6 +235,106 @@ int er_pg_complete(er_store *s, const char *id, const char *token, const char *r
     return er_pg_op_end(s, own, rc, err);
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether the items name n distinct ids (a set-based update would pair a
+ * repeated id's job with every item naming it). */
+static bool ids_distinct(const er_complete_item *items, size_t n)
+{
+    const char **v = malloc(n * sizeof *v);
+    if (!v)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        v[i] = items[i].id;
+    qsort(v, n, sizeof *v, str_cmp);
+    bool ok = true;
+    for (size_t i = 1; ok && i < n; i++)
+        ok = strcmp(v[i - 1], v[i]) != 0;
+    free(v);
+    return ok;
+}
+
+/* One complete per item, in order (a repeated id, or no memory for the
+ * arrays). */
+static int complete_each(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                         er_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        er_error tmp;
+        er_error *e = items[i].err ? items[i].err : &tmp;
+        int rc = er_pg_complete(s, items[i].id, items[i].token, items[i].result, now,
+                                items[i].info, e);
+        if (rc < 0 && rc != ER_ESTALE && rc != ER_ENOTFOUND) {
+            if (err)
+                *err = *e;
+            return rc;
+        }
+        items[i].rc = rc;
+    }
+    return 0;
+}
+
+/* One UPDATE ... FROM unnest for the batch: each item's lease token is
+ * checked on its own row, and each item gets the answer complete() would
+ * give (the ids are distinct, so no item sees another's change). */
+int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                        er_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        items[i].rc = 0;
+    if (n < 2 || !ids_distinct(items, n))
+        return complete_each(s, items, n, now, err);
+    er_pg_array ids = {0}, tokens = {0}, results = {0};
+    for (size_t i = 0; i < n; i++) {
+        er_pg_array_str(&ids, items[i].id);
+        er_pg_array_str(&tokens, items[i].token ? items[i].token : "");
+        er_pg_array_str(&results, items[i].result);
+    }
+    const char *a = er_pg_array_done(&ids), *b = er_pg_array_done(&tokens),
+               *c = er_pg_array_done(&results);
+    int rc;
+    if (!a || !b || !c) {
+        rc = complete_each(s, items, n, now, err);
+        goto out;
+    }
+    bool own;
+    if ((rc = er_pg_op_begin(s, &own, err)) < 0)
+        goto out;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, a);
+    er_pg_p_str(&p, b);
+    er_pg_p_str(&p, c);
+    er_pg_p_i64(&p, er_pg_now(s, now));
+    PGresult *r = NULL;
+    rc = er_pg_exec(s, ER_PG_COMPLETE_MANY, &p, &r, err);
+    if (rc == 0 && (size_t)PQntuples(r) != n)
+        rc = er_error_set(err, ER_EINTERNAL, "store", "complete: %d rows for %zu items",
+                          PQntuples(r), n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int row = (int)i;
+        er_error tmp;
+        if (strcmp(PQgetvalue(r, row, 0), "t") != 0) {
+            items[i].rc = er_job_lease_refused(!PQgetisnull(r, row, 1),
+                                               (er_state)er_pg_i64(r, row, 1), items[i].id,
+                                               items[i].err ? items[i].err : &tmp);
+            continue;
+        }
+        er_ack_info_set(items[i].info, PQgetvalue(r, row, 2), PQgetvalue(r, row, 3),
+                        PQgetisnull(r, row, 4) ? NULL : PQgetvalue(r, row, 4),
+                        (int)er_pg_i64(r, row, 5), er_pg_i64(r, row, 6), er_pg_i64(r, row, 7));
+    }
+    PQclear(r);
+    rc = er_pg_op_end(s, own, rc, err);
+out:
+    er_pg_array_fini(&ids);
+    er_pg_array_fini(&tokens);
+    er_pg_array_fini(&results);
+    return rc;
+}
+
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err)
 {
     bool own;

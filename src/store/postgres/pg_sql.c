@@ -566,6 +566,18 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                        " updated_at = $2, " CLEAR_LEASE
                        " WHERE id = $3 AND state = 2 AND lease_token = $4 RETURNING 1)"
                        LEASE_REPORT_INFO("$3"),
+    /* $1 ids, $2 tokens, $3 results (distinct ids), $4 now. One row per
+     * item in order: applied, then LEASE_REPORT_INFO's state..started_at of
+     * the job before the update (NULL state: no such job). */
+    [ER_PG_COMPLETE_MANY] =
+        "WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[])"
+        " WITH ORDINALITY AS x(id, token, result, i)),"
+        " u AS (UPDATE jobs j SET state = 3, result = x.result, finished_at = $4::bigint,"
+        " updated_at = $4::bigint, " CLEAR_LEASE " FROM x"
+        " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token RETURNING j.id)"
+        " SELECT u.id IS NOT NULL, c.state, c.queue, c.name, c.trace_id, c.attempts, c.run_at,"
+        " c.started_at FROM x LEFT JOIN u ON u.id = x.id LEFT JOIN jobs c ON c.id = x.id"
+        " ORDER BY x.i",
     [ER_PG_RELEASE] = "WITH u AS (UPDATE jobs SET state = 1, attempts = greatest(attempts - 1, 0),"
                       " updated_at = $1, " CLEAR_LEASE
                       " WHERE id = $2 AND state = 2 AND lease_token = $3"
