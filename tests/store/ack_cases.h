@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
- * Conformance cases for ops->complete_many, included by conformance_cases.h
- * (its helpers and S/OPS); every store that has the op runs them.
+ * Conformance cases for ops->complete_many and ops->fail_many, included at
+ * the end of conformance_cases.h (its helpers, S, OPS and R); a store that
+ * has no fail_many skips those.
  */
 #ifndef ER_TESTS_ACK_CASES_H
 #define ER_TESTS_ACK_CASES_H
@@ -127,6 +128,83 @@ Test(conformance, complete_many_with_a_repeated_id_lets_the_first_win)
     char *r = result_of("c1");
     cr_assert_str_eq(r, "\"first\"");
     free(r);
+    er_job_list_fini(&l);
+}
+
+/* ---- fail_many ---- */
+
+static er_fail_item fitem(const char *id, const char *token, const er_failure *f, er_error *e,
+                          er_fail_outcome *o, er_ack_info *info)
+{
+    return (er_fail_item){.id = id, .token = token, .failure = f, .err = e, .outcome = o,
+                          .info = info};
+}
+
+Test(conformance, fail_many_decides_each_item_as_fail_does)
+{
+    if (!OPS->fail_many)
+        cr_skip_test("this store has no fail_many");
+    er_job_list l = {0};
+    lease_n(4, &l);
+    er_failure tr = {.cls = ER_ERR_TRANSIENT, .message = "t"};
+    er_failure pm = {.cls = ER_ERR_PERMANENT, .message = "p"};
+    er_failure th = {.cls = ER_ERR_THROTTLED, .message = "h", .retry_after_ms = 4000};
+    er_error e[5], err = {0};
+    memset(e, 0, sizeof e);
+    er_fail_outcome o[5];
+    memset(o, 0, sizeof o);
+    er_ack_info info[5];
+    memset(info, 0, sizeof info);
+    er_fail_item it[5] = {
+        fitem("c0", l.items[0].lease_token, &tr, &e[0], &o[0], &info[0]),
+        fitem("c1", "not-the-token", &pm, &e[1], &o[1], &info[1]),
+        fitem("nope", l.items[1].lease_token, &pm, &e[2], &o[2], &info[2]),
+        fitem("c2", l.items[2].lease_token, &pm, &e[3], &o[3], &info[3]),
+        fitem("c3", l.items[3].lease_token, &th, &e[4], &o[4], &info[4]),
+    };
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->fail_many(S, it, 5, T0 + 7, &R, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    cr_assert_eq(it[0].rc, 0);
+    cr_assert_eq(o[0].state, ER_STATE_SCHEDULED);
+    cr_assert_gt(o[0].run_at, T0 + 7);
+    cr_assert_str_eq(info[0].queue, "q");
+    cr_assert_eq(info[0].started_at, l.items[0].started_at);
+    cr_assert_eq(it[1].rc, ER_ESTALE);
+    cr_assert_str_eq(e[1].field, "lease_token");
+    cr_assert_eq(it[2].rc, ER_ENOTFOUND);
+    cr_assert_str_eq(e[2].field, "id");
+    cr_assert_eq(it[3].rc, 0);
+    cr_assert_eq(o[3].state, ER_STATE_DEAD);
+    cr_assert_eq(it[4].rc, 0);
+    cr_assert_eq(o[4].queue_pause_until, T0 + 7 + 4000);
+    er_job j;
+    cr_assert_eq(OPS->get_job(S, "c0", &j, &err), 0);
+    cr_assert_eq(j.state, ER_STATE_SCHEDULED);
+    cr_assert_eq(j.run_at, o[0].run_at);
+    cr_assert_eq(j.attempts, o[0].attempts);
+    cr_assert_null(j.lease_token);
+    cr_assert_not_null(j.last_error);
+    cr_assert_not_null(strstr(j.last_error, "\"t\""), "%s", j.last_error);
+    er_job_fini(&j);
+    cr_assert_eq(state_of("c1"), ER_STATE_ACTIVE);
+    cr_assert_eq(OPS->get_job(S, "c2", &j, &err), 0);
+    cr_assert_eq(j.state, ER_STATE_DEAD);
+    cr_assert_eq(j.finished_at, T0 + 7);
+    er_job_fini(&j);
+    cr_assert_eq(state_of("c3"), ER_STATE_SCHEDULED);
+    cr_assert_eq(throttled_until_of("q"), T0 + 7 + 4000);
+
+    /* a batch naming c1 twice: the first failure applies, the second is stale */
+    er_fail_item twice[2] = {fitem("c1", l.items[1].lease_token, &pm, &e[0], &o[0], NULL),
+                             fitem("c1", l.items[1].lease_token, &tr, &e[1], &o[1], NULL)};
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->fail_many(S, twice, 2, T0 + 8, &R, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    cr_assert_eq(twice[0].rc, 0);
+    cr_assert_eq(o[0].state, ER_STATE_DEAD);
+    cr_assert_eq(twice[1].rc, ER_ESTALE);
+    cr_assert_eq(state_of("c1"), ER_STATE_DEAD);
     er_job_list_fini(&l);
 }
 

@@ -507,8 +507,6 @@ Test(conformance, concurrency_limits_active_jobs_per_queue)
 
 #include "fetch_policy_cases.h"
 
-#include "ack_cases.h"
-
 /* ---- leases ---- */
 
 Test(conformance, lease_token_is_required_for_every_ack)
@@ -1460,5 +1458,7 @@ Test(conformance, committed_data_persists_after_close_and_reopen)
     cr_assert_eq(OPS->complete(S, "p1", tok, NULL, T0 + 1, NULL, &err), 0);
     free(tok);
 }
+
+#include "ack_cases.h"
 
 #endif

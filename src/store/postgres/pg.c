@@ -437,6 +437,7 @@ const er_store_ops er_postgres_ops = {
     .heartbeat = er_pg_heartbeat,
     .complete = er_pg_complete,
     .complete_many = er_pg_complete_many,
+    .fail_many = er_pg_fail_many,
     .fail = er_pg_fail,
     .release = er_pg_release,
     .get_job = er_pg_get_job,

@@ -54,6 +54,8 @@ enum {
     ER_PG_COMPLETE_MANY,
     ER_PG_RELEASE,
     ER_PG_FAIL_APPLY,
+    ER_PG_FAIL_LOCK_MANY,
+    ER_PG_FAIL_APPLY_MANY,
     ER_PG_CANCEL,
     ER_PG_MOVE_SCHEDULED,
     ER_PG_LIST_JOBS,
@@ -309,6 +311,8 @@ int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t 
                         er_error *err);
 int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
                er_rand *r, er_fail_outcome *outcome, er_ack_info *info, er_error *err);
+int er_pg_fail_many(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
+                    er_error *err);
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);
 int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);

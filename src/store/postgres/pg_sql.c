@@ -589,6 +589,23 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " throttled_until = greatest(queues.throttled_until, excluded.throttled_until))"
         " UPDATE jobs SET state = $1, run_at = $2, attempts = $3, last_error = $4,"
         " updated_at = $5, finished_at = $6, " CLEAR_LEASE " WHERE id = $7",
+    /* $1 ids (distinct): GET_JOB_LOCK's columns for each that exists, locked
+     * in id order */
+    [ER_PG_FAIL_LOCK_MANY] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
+                             " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = ANY($1::text[])"
+                             " ORDER BY j.id FOR UPDATE OF j",
+    /* FAIL_APPLY for a batch: $1 ids, $2 states, $3 run_at, $4 attempts, $5
+     * last_error, $6 finished_at, $7 queue pause until (0: none), $8 now */
+    [ER_PG_FAIL_APPLY_MANY] =
+        "WITH x AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::integer[],"
+        " $5::text[], $6::bigint[], $7::bigint[]) AS x(id, st, run_at, attempts, err, fin, pause)),"
+        " t AS (INSERT INTO queues (name, throttled_until) SELECT j.queue, max(x.pause) FROM x"
+        " JOIN jobs j ON j.id = x.id WHERE x.pause > 0 GROUP BY j.queue ON CONFLICT (name)"
+        " DO UPDATE SET throttled_until = greatest(queues.throttled_until,"
+        " excluded.throttled_until))"
+        " UPDATE jobs j SET state = x.st, run_at = x.run_at, attempts = x.attempts,"
+        " last_error = x.err, updated_at = $8::bigint, finished_at = x.fin, " CLEAR_LEASE
+        " FROM x WHERE j.id = x.id",
     /* the cancelled job, or NULLs and the current state (NULL: no job) */
     [ER_PG_CANCEL] = "WITH u AS (UPDATE jobs j SET state = 5, finished_at = $1, updated_at = $1"
                      " WHERE j.id = $2 AND j.state IN (0, 1) RETURNING " COLS ")"
