@@ -405,6 +405,13 @@ _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
     " ORDER BY w.priority DESC, w.run_at, w.seq LIMIT $5 FOR UPDATE SKIP LOCKED) s) x"     \
     " WHERE j.seq = x.seq RETURNING " COLS
 
+/* The job row's columns with their PostgreSQL types, and the position. */
+#define COL_DEF_(c, k, st, pt, m) ", " #c " " pt
+const char er_pg_bulk_table_sql[] =
+    "CREATE TEMP TABLE errand_bulk (ord bigint" ER_JOB_ROW(COL_DEF_, COL_DEF_)
+    ") ON COMMIT DELETE ROWS";
+#undef COL_DEF_
+
 const char *const er_pg_sql[ER_PG_NSTMT] = {
     /* $1: the job (er_pg_job_json), $2: notify (the job is waiting and its
      * queue was not notified yet in this transaction), $3: the tombstone
@@ -432,6 +439,26 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " WITH ORDINALITY AS x),"
         " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
         " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$2", "$3")
+        " AND x.set_flags & 256 = 0 LIMIT 1) m),"
+        " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
+        " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
+        " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
+        " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
+        " ON CONFLICT (name) DO NOTHING),"
+        " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
+        " WHERE state = 1) w)"
+        " SELECT f.i, NULL::text, NULL::smallint, NULL::bigint FROM (SELECT min(x.ordinality) - 1"
+        " AS i FROM x JOIN ins ON ins.id = x.id GROUP BY x.id) f, (SELECT count(*) FROM nt) n"
+        " UNION ALL (SELECT t.ordinality - 1, t.queue, t.state, t.finished_at FROM t"
+        " ORDER BY t.ordinality)",
+    /* ER_PG_INSERT_MANY over the rows COPY put in the session's batch
+     * table (ord: the position from 1), which it empties: $1 the tombstone
+     * window, $2 now. Same columns. */
+    [ER_PG_INSERT_COPIED] =
+        "WITH x AS (SELECT b.*, b.ord AS ordinality FROM pg_temp.errand_bulk b),"
+        " clr AS (DELETE FROM pg_temp.errand_bulk),"
+        " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
+        " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$1", "$2")
         " AND x.set_flags & 256 = 0 LIMIT 1) m),"
         " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
         " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
