@@ -290,18 +290,44 @@ static int exec_completes(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64
     return rc;
 }
 
+/* Applies acks[i..j), all failures, with one ops->fail_many call. */
+static int exec_fails(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64_t now)
+{
+    er_fail_item *items = calloc(j - i, sizeof *items);
+    if (!items)
+        return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    for (size_t k = i; k < j; k++) {
+        er_ack *a = &req->acks[k];
+        er_error_clear(&a->err);
+        items[k - i] = (er_fail_item){.id = a->id, .token = a->token, .failure = &a->failure,
+                                      .err = &a->err, .outcome = &a->outcome, .info = &a->info};
+    }
+    int rc = x->ops->fail_many(x->store, items, j - i, now, &x->rand, &req->err);
+    for (size_t k = i; rc == 0 && k < j; k++) {
+        req->acks[k].rc = items[k - i].rc;
+        if (items[k - i].rc == 0 && req->acks[k].outcome.state == ER_STATE_DEAD)
+            er_keys_add(&x->done, req->acks[k].id);
+    }
+    free(items);
+    return rc;
+}
+
 /* Applies acks in order; each item's logical error stays on the item. A
- * run of completes goes to ops->complete_many when the store has it. */
+ * run of completes goes to ops->complete_many, and a run of failures to
+ * ops->fail_many, when the store has it. */
 static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
 {
     for (size_t i = 0; i < req->nacks; i++) {
         er_ack *a = &req->acks[i];
-        if (a->kind == ER_ACK_COMPLETE && x->ops->complete_many) {
+        bool many = (a->kind == ER_ACK_COMPLETE && x->ops->complete_many) ||
+                    (a->kind == ER_ACK_FAIL && x->ops->fail_many);
+        if (many) {
             size_t j = i + 1;
-            while (j < req->nacks && req->acks[j].kind == ER_ACK_COMPLETE)
+            while (j < req->nacks && req->acks[j].kind == a->kind)
                 j++;
             if (j - i > 1) {
-                int rc = exec_completes(x, req, i, j, now);
+                int rc = a->kind == ER_ACK_COMPLETE ? exec_completes(x, req, i, j, now)
+                                                    : exec_fails(x, req, i, j, now);
                 if (rc < 0)
                     return rc;
                 i = j - 1;

@@ -252,6 +252,17 @@ typedef struct er_complete_item {
     er_ack_info *info;  /* borrowed: receives what complete() would tell; may be NULL */
 } er_complete_item;
 
+/* One outcome for ops->fail_many. */
+typedef struct er_fail_item {
+    const char *id;            /* borrowed */
+    const char *token;         /* borrowed, may be NULL */
+    const er_failure *failure; /* borrowed */
+    int rc;                    /* out: 0, ER_ESTALE or ER_ENOTFOUND, as fail() */
+    er_error *err;             /* borrowed: receives the item's error; may be NULL */
+    er_fail_outcome *outcome;  /* borrowed: receives fail()'s outcome; may be NULL */
+    er_ack_info *info;         /* borrowed: receives what fail() would tell; may be NULL */
+} er_fail_item;
+
 /* A store's wake-up listener (ops->listener_open); opaque, one per store
  * kind that has one. */
 typedef struct er_store_listener er_store_listener;
@@ -421,6 +432,14 @@ typedef struct er_store_ops {
      * Returns 0, or a storage error (roll back). */
     int (*complete_many)(er_store *s, er_complete_item *items, size_t n, int64_t now,
                          er_error *err);
+
+    /* Optional, NULL when a store has none (the engine then calls fail per
+     * item): has the effect of calling fail for items[0..n) in order (the
+     * random source drawn in that order too), each item's logical error in
+     * items[i].rc and *items[i].err. Returns 0, or a storage error (roll
+     * back). */
+    int (*fail_many)(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
+                     er_error *err);
 
     /* ---- schedulers, leases, cursors (docs/cron.md, docs/leases.md) ----
      * A store may leave these NULL; the engine then answers "not supported

@@ -1459,4 +1459,6 @@ Test(conformance, committed_data_persists_after_close_and_reopen)
     free(tok);
 }
 
+#include "ack_cases.h"
+
 #endif

@@ -134,6 +134,48 @@ static int64_t one_int(PGconn *c, const char *q)
     return v;
 }
 
+/* A session without its batch table (no TEMPORARY privilege) sends the
+ * batch as JSON; both ways store the same jobs and report the same
+ * duplicates, and the batch table is empty after each. */
+Test(postgres, enqueue_many_by_copy_and_by_json_agree)
+{
+    cr_assert(S->c->bulk_table, "a session has its batch table");
+    /* raw tab, newline, carriage return and backslashes: COPY's escapes */
+    const char *payload = "[\"a\\\\tb\", \"\\\\N\"]\t\n\r\\";
+    for (int way = 0; way < 2; way++) {
+        S->c->bulk_table = way == 0;
+        er_job jobs[3];
+        char id[3][16];
+        for (int i = 0; i < 3; i++) {
+            snprintf(id[i], sizeof id[i], "w%d-%d", way, i == 2 ? 0 : i);
+            mkjob(&jobs[i], id[i], "bq", i, T0, T0);
+            free(jobs[i].payload);
+            jobs[i].payload = strdup(payload);
+            jobs[i].payload_len = strlen(payload);
+        }
+        bool dup[3];
+        er_error err = {0};
+        cr_assert_eq(OPS->begin(S, &err), 0);
+        cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, NULL, &err), 0, "%s",
+                     err.message);
+        cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+        cr_assert(!dup[0] && !dup[1] && dup[2], "way %d", way);
+        er_job g;
+        cr_assert_eq(OPS->get_job(S, id[1], &g, &err), 0);
+        cr_assert_str_eq(g.payload, payload);
+        cr_assert_eq(g.priority, 1);
+        cr_assert_eq(g.state, ER_STATE_WAITING);
+        er_job_fini(&g);
+        for (int i = 0; i < 3; i++)
+            er_job_fini(&jobs[i]);
+    }
+    S->c->bulk_table = true;
+    PGresult *r = PQexec(S->c->pg, "SELECT count(*) FROM pg_temp.errand_bulk");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(S->c->pg));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "0");
+    PQclear(r);
+}
+
 Test(postgres, migrations_are_recorded_and_a_newer_schema_is_refused)
 {
     PGconn *c = raw();

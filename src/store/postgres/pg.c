@@ -153,7 +153,12 @@ static int session_setup(er_store *s, er_durability dur, int busy_ms, er_error *
              ident,
              busy_ms, dur == ER_DURABILITY_NORMAL ? "off" : "on");
     PQfreemem(ident);
-    return er_pg_simple(s, sql, "session", NULL, err);
+    int rc = er_pg_simple(s, sql, "session", NULL, err);
+    /* without it (no TEMP privilege) enqueue_many sends JSON instead */
+    er_error ignored;
+    s->c->bulk_table = rc == 0 && er_pg_simple(s, er_pg_bulk_table_sql, "session", NULL,
+                                               &ignored) == 0;
+    return rc;
 }
 
 /* Reconnects a connection that broke (server restart, network); prepared
@@ -436,6 +441,8 @@ const er_store_ops er_postgres_ops = {
     .fetch = er_pg_fetch,
     .heartbeat = er_pg_heartbeat,
     .complete = er_pg_complete,
+    .complete_many = er_pg_complete_many,
+    .fail_many = er_pg_fail_many,
     .fail = er_pg_fail,
     .release = er_pg_release,
     .get_job = er_pg_get_job,

@@ -17,12 +17,14 @@
 #include "store/job_row.h"
 #include "store/settings_codec.h"
 #include "store/store.h"
+#include "util/buf.h"
 #include "util/jsonw.h"
 
 /* Statement ids; er_pg_sql[id] is the text, prepared as "e<id>". */
 enum {
     ER_PG_INSERT_JOB,
     ER_PG_INSERT_MANY,
+    ER_PG_INSERT_COPIED,
     ER_PG_GET_JOB,
     ER_PG_GET_JOB_LOCK,
     ER_PG_QUEUE_GET,
@@ -51,8 +53,11 @@ enum {
     ER_PG_GROUP_TATS_PUT,
     ER_PG_HEARTBEAT,
     ER_PG_COMPLETE,
+    ER_PG_COMPLETE_MANY,
     ER_PG_RELEASE,
     ER_PG_FAIL_APPLY,
+    ER_PG_FAIL_LOCK_MANY,
+    ER_PG_FAIL_APPLY_MANY,
     ER_PG_CANCEL,
     ER_PG_MOVE_SCHEDULED,
     ER_PG_LIST_JOBS,
@@ -128,6 +133,7 @@ typedef struct er_pg_conn {
     PGconn *pg;
     bool prepared[ER_PG_NSTMT];
     bool maint_lock;         /* this session holds the maintenance advisory lock */
+    bool bulk_table;         /* this session has its pg_temp.errand_bulk (pg_jobs.c) */
     struct er_pg_conn *next; /* idle list */
 } er_pg_conn;
 
@@ -248,6 +254,10 @@ void er_pg_fq_clear(er_store *s);
 
 /* ---- the connection (pg.c) ---- */
 
+/* The session's batch table for enqueue_many's COPY (outside any
+ * transaction; s->c->bulk_table says whether it exists). */
+extern const char er_pg_bulk_table_sql[];
+
 /* Reconnects s's connection when it broke (server restart, network) and
  * sets its session up again; prepared statements and session locks are
  * gone with the old session. */
@@ -272,6 +282,9 @@ int er_pg_schema_read(const char *conninfo, const char *schema, int *version, er
 /* Writes a job as the JSON object of its row (keys: the job row's columns),
  * which json_populate_record(NULL::jobs, ...) reads. */
 void er_pg_job_json(const er_job *j, er_jsonw *w);
+/* Appends a job as one line of COPY's text format for the batch table:
+ * ord, then the job row's columns (ENOMEM or the limit: b->err). */
+void er_pg_job_copy_row(const er_job *j, int64_t ord, er_buf *b);
 /* Reads row `row` from column `col0` on (ER_PG col order) into *j
  * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled. */
 int er_pg_row_job(const PGresult *res, int row, int col0, er_job *j, er_error *err);
@@ -304,8 +317,12 @@ int er_pg_heartbeat(er_store *s, const char *id, const char *token, int64_t exte
                     const char *progress, int64_t now, int64_t *expires_at, er_error *err);
 int er_pg_complete(er_store *s, const char *id, const char *token, const char *result,
                    int64_t now, er_ack_info *info, er_error *err);
+int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                        er_error *err);
 int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure *f, int64_t now,
                er_rand *r, er_fail_outcome *outcome, er_ack_info *info, er_error *err);
+int er_pg_fail_many(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
+                    er_error *err);
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);
 int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);

@@ -122,11 +122,11 @@ static int tomb_cmp(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
-                       er_tombstone_list *tombs, er_error *err)
+/* Runs INSERT_MANY with the batch as one JSON array (a session without
+ * its batch table). */
+static int insert_json(er_store *s, const er_job *jobs, size_t n, int64_t window, PGresult **r,
+                       er_error *err)
 {
-    if (n == 0)
-        return 0;
     er_jsonw w;
     er_jsonw_init(&w, (size_t)1 << 30);
     er_jsonw_begin_array(&w);
@@ -137,20 +137,73 @@ int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
         er_jsonw_fini(&w);
         return nomem(err);
     }
-    /* lookups only when a job of the batch has a client's id */
-    int64_t window = 0;
-    for (size_t i = 0; i < n && !window; i++)
-        window = er_pg_tomb_window(s, &jobs[i]);
     er_pg_params p = {0};
     er_pg_p_str(&p, w.out.data);
     er_pg_p_i64(&p, window);
     p_now(&p, s, jobs[0].updated_at);
-    PGresult *r;
-    int rc = er_pg_exec(s, ER_PG_INSERT_MANY, &p, &r, err);
+    int rc = er_pg_exec(s, ER_PG_INSERT_MANY, &p, r, err);
     er_jsonw_fini(&w);
+    return rc;
+}
+
+/* COPYs the batch into the session's batch table, then INSERT_COPIED
+ * (parsing COPY's text costs the server far less than the JSON array). */
+static int insert_copied(er_store *s, const er_job *jobs, size_t n, int64_t window,
+                         PGresult **r, er_error *err)
+{
+    er_buf b;
+    er_buf_init(&b, (size_t)1 << 30);
+    for (size_t i = 0; i < n; i++)
+        er_pg_job_copy_row(&jobs[i], (int64_t)i + 1, &b);
+    if (b.err) {
+        er_buf_fini(&b);
+        return nomem(err);
+    }
+    PGconn *pg = s->c->pg;
+    PGresult *c = PQexec(pg, "COPY pg_temp.errand_bulk (ord, " ER_JOB_ROW_NAMES ") FROM STDIN");
+    int rc = 0;
+    if (PQresultStatus(c) != PGRES_COPY_IN) {
+        rc = er_pg_error(s, c, "enqueue", err);
+        PQclear(c);
+        er_buf_fini(&b);
+        return rc;
+    }
+    PQclear(c);
+    bool sent = PQputCopyData(pg, b.data, (int)b.len) == 1 && PQputCopyEnd(pg, NULL) == 1;
+    er_buf_fini(&b);
+    if (!sent)
+        PQputCopyEnd(pg, "errand: send failed");
+    /* the COPY's result, then NULL */
+    while ((c = PQgetResult(pg))) {
+        if (rc == 0)
+            rc = sent ? er_pg_check(s, c, "enqueue", err) : er_pg_error(s, NULL, "enqueue", err);
+        PQclear(c);
+    }
     if (rc < 0)
         return rc;
-    for (size_t i = 0; i < n; i++)
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, window);
+    p_now(&p, s, jobs[0].updated_at);
+    return er_pg_exec(s, ER_PG_INSERT_COPIED, &p, r, err);
+}
+
+int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
+                       er_tombstone_list *tombs, er_error *err)
+{
+    if (n == 0)
+        return 0;
+    /* lookups only when a job of the batch has a client's id */
+    int64_t window = 0;
+    for (size_t i = 0; i < n && !window; i++)
+        window = er_pg_tomb_window(s, &jobs[i]);
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err); /* the batch table empties at commit */
+    if (rc < 0)
+        return rc;
+    PGresult *r = NULL;
+    rc = s->c->bulk_table ? insert_copied(s, jobs, n, window, &r, err)
+                          : insert_json(s, jobs, n, window, &r, err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
         duplicate[i] = true;
     size_t had = tombs ? tombs->len : 0;
     for (int row = 0; rc == 0 && row < PQntuples(r); row++) {
@@ -165,7 +218,7 @@ int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
     PQclear(r);
     if (rc == 0 && tombs && tombs->len - had > 1)
         qsort(tombs->items + had, tombs->len - had, sizeof *tombs->items, tomb_cmp);
-    return rc;
+    return er_pg_op_end(s, own, rc, err);
 }
 
 /* Reads a LEASE_REPORT row: 0 when the update applied, else why not. */
@@ -235,6 +288,113 @@ int er_pg_complete(er_store *s, const char *id, const char *token, const char *r
     return er_pg_op_end(s, own, rc, err);
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether ids[0..n) are distinct (a set-based update would pair a
+ * repeated id's job with every item naming it). Sorts ids. */
+static bool ids_distinct(const char **ids, size_t n)
+{
+    qsort(ids, n, sizeof *ids, str_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(ids[i - 1], ids[i]) == 0)
+            return false;
+    return true;
+}
+
+/* ids_distinct over the items' ids (item size `size`, id first). */
+static bool items_distinct(const void *items, size_t size, size_t n)
+{
+    const char **v = malloc(n * sizeof *v);
+    if (!v)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        v[i] = *(const char *const *)((const char *)items + i * size);
+    bool ok = ids_distinct(v, n);
+    free(v);
+    return ok;
+}
+
+/* One complete per item, in order (a repeated id, or no memory for the
+ * arrays). */
+static int complete_each(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                         er_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        er_error tmp;
+        er_error *e = items[i].err ? items[i].err : &tmp;
+        int rc = er_pg_complete(s, items[i].id, items[i].token, items[i].result, now,
+                                items[i].info, e);
+        if (rc < 0 && rc != ER_ESTALE && rc != ER_ENOTFOUND) {
+            if (err)
+                *err = *e;
+            return rc;
+        }
+        items[i].rc = rc;
+    }
+    return 0;
+}
+
+/* One UPDATE ... FROM unnest for the batch: each item's lease token is
+ * checked on its own row, and each item gets the answer complete() would
+ * give (the ids are distinct, so no item sees another's change). */
+int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t now,
+                        er_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        items[i].rc = 0;
+    if (n < 2 || !items_distinct(items, sizeof *items, n))
+        return complete_each(s, items, n, now, err);
+    er_pg_array ids = {0}, tokens = {0}, results = {0};
+    for (size_t i = 0; i < n; i++) {
+        er_pg_array_str(&ids, items[i].id);
+        er_pg_array_str(&tokens, items[i].token ? items[i].token : "");
+        er_pg_array_str(&results, items[i].result);
+    }
+    const char *a = er_pg_array_done(&ids), *b = er_pg_array_done(&tokens),
+               *c = er_pg_array_done(&results);
+    int rc;
+    if (!a || !b || !c) {
+        rc = complete_each(s, items, n, now, err);
+        goto out;
+    }
+    bool own;
+    if ((rc = er_pg_op_begin(s, &own, err)) < 0)
+        goto out;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, a);
+    er_pg_p_str(&p, b);
+    er_pg_p_str(&p, c);
+    er_pg_p_i64(&p, er_pg_now(s, now));
+    PGresult *r = NULL;
+    rc = er_pg_exec(s, ER_PG_COMPLETE_MANY, &p, &r, err);
+    if (rc == 0 && (size_t)PQntuples(r) != n)
+        rc = er_error_set(err, ER_EINTERNAL, "store", "complete: %d rows for %zu items",
+                          PQntuples(r), n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int row = (int)i;
+        er_error tmp;
+        if (strcmp(PQgetvalue(r, row, 0), "t") != 0) {
+            items[i].rc = er_job_lease_refused(!PQgetisnull(r, row, 1),
+                                               (er_state)er_pg_i64(r, row, 1), items[i].id,
+                                               items[i].err ? items[i].err : &tmp);
+            continue;
+        }
+        er_ack_info_set(items[i].info, PQgetvalue(r, row, 2), PQgetvalue(r, row, 3),
+                        PQgetisnull(r, row, 4) ? NULL : PQgetvalue(r, row, 4),
+                        (int)er_pg_i64(r, row, 5), er_pg_i64(r, row, 6), er_pg_i64(r, row, 7));
+    }
+    PQclear(r);
+    rc = er_pg_op_end(s, own, rc, err);
+out:
+    er_pg_array_fini(&ids);
+    er_pg_array_fini(&tokens);
+    er_pg_array_fini(&results);
+    return rc;
+}
+
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err)
 {
     bool own;
@@ -249,6 +409,46 @@ int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, e
     return er_pg_op_end(s, own, rc, err);
 }
 
+/* The decision for the job in row `row` of a GET_JOB_LOCK result (NULL:
+ * no such job): *lease gets the item's logical error (stale, not found)
+ * when its lease is not `token`'s, else *o, *run_at (the run_at to store),
+ * *text (malloc'd: the last_error to store) and *info. Returns 0 or a
+ * storage error. */
+static int fail_decide(PGresult *res, int row, const char *id, const char *token,
+                       const er_failure *f, int64_t now, er_rand *r, er_fail_outcome *o,
+                       int64_t *run_at, char **text, er_ack_info *info, int *lease,
+                       er_error *err)
+{
+    *text = NULL;
+    *lease = 0;
+    if (!res) {
+        *lease = er_job_lease_check(NULL, id, token, err);
+        return 0;
+    }
+    er_job job;
+    er_job_init(&job);
+    er_queue_settings qs;
+    int rc = er_pg_row_job(res, row, 0, &job, err);
+    if (rc == 0)
+        rc = er_settings_decode_row(PQgetisnull(res, row, ER_PG_NCOLS)
+                                        ? NULL
+                                        : PQgetvalue(res, row, ER_PG_NCOLS),
+                                    false, &qs, err);
+    if (rc == 0 && (*lease = er_job_lease_check(&job, id, token, err)) == 0) {
+        memset(o, 0, sizeof *o);
+        int max_started = qs.max_started > 0 ? qs.max_started : ER_DEFAULT_MAX_STARTED;
+        er_fail_decide(&job, f, max_started, qs.throttle_max_ms, now, r, o);
+        *run_at = o->state == ER_STATE_SCHEDULED ? o->run_at : job.run_at;
+        if (!(*text = er_last_error_encode(f, job.attempts, o->reason, now)))
+            rc = nomem(err);
+        else
+            er_ack_info_set(info, job.queue, job.name, job.trace_id, job.attempts, job.run_at,
+                            job.started_at);
+    }
+    er_job_fini(&job);
+    return rc;
+}
+
 static int fail_in_tx(er_store *s, const char *id, const char *token, const er_failure *f,
                       int64_t now, er_rand *r, er_fail_outcome *outcome, er_ack_info *info,
                       er_error *err)
@@ -259,36 +459,19 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     int rc = er_pg_exec(s, ER_PG_GET_JOB_LOCK, &p, &res, err);
     if (rc < 0)
         return rc;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        return er_job_lease_check(NULL, id, token, err);
-    }
-    er_job job;
-    er_job_init(&job);
-    er_queue_settings qs;
-    rc = er_pg_row_job(res, 0, 0, &job, err);
-    if (rc == 0)
-        rc = er_settings_decode_row(PQgetisnull(res, 0, ER_PG_NCOLS)
-                                      ? NULL
-                                      : PQgetvalue(res, 0, ER_PG_NCOLS),
-                                  false, &qs, err);
-    PQclear(res);
-    if (rc < 0)
-        goto out;
-    if ((rc = er_job_lease_check(&job, id, token, err)) < 0)
-        goto out;
     er_fail_outcome o;
-    memset(&o, 0, sizeof o);
-    int max_started = qs.max_started > 0 ? qs.max_started : ER_DEFAULT_MAX_STARTED;
-    er_fail_decide(&job, f, max_started, qs.throttle_max_ms, now, r, &o);
-    char *text = er_last_error_encode(f, job.attempts, o.reason, now);
-    if (!text) {
-        rc = nomem(err);
-        goto out;
-    }
+    int64_t run_at = 0;
+    char *text;
+    int lease;
+    er_ack_info got = {0};
+    rc = fail_decide(PQntuples(res) ? res : NULL, 0, id, token, f, now, r, &o, &run_at, &text,
+                     &got, &lease, err);
+    PQclear(res);
+    if (rc < 0 || lease < 0)
+        return rc < 0 ? rc : lease;
     er_pg_params q = {0};
     er_pg_p_i64(&q, (int64_t)o.state);
-    er_pg_p_i64(&q, o.state == ER_STATE_SCHEDULED ? o.run_at : job.run_at);
+    er_pg_p_i64(&q, run_at);
     er_pg_p_i64(&q, o.attempts);
     er_pg_p_str(&q, text);
     er_pg_p_i64(&q, now);
@@ -299,11 +482,8 @@ static int fail_in_tx(er_store *s, const char *id, const char *token, const er_f
     free(text);
     if (rc == 0 && outcome)
         *outcome = o;
-    if (rc == 0)
-        er_ack_info_set(info, job.queue, job.name, job.trace_id, job.attempts, job.run_at,
-                        job.started_at);
-out:
-    er_job_fini(&job);
+    if (rc == 0 && info)
+        *info = got;
     return rc;
 }
 
@@ -315,6 +495,138 @@ int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure 
     if (rc < 0)
         return rc;
     rc = fail_in_tx(s, id, token, f, er_pg_now(s, now), r, outcome, info, err);
+    return er_pg_op_end(s, own, rc, err);
+}
+
+/* One fail per item, in order (a repeated id, or no memory for the arrays). */
+static int fail_each(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
+                     er_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        er_fail_item *it = &items[i];
+        er_error tmp;
+        er_error *e = it->err ? it->err : &tmp;
+        int rc = er_pg_fail(s, it->id, it->token, it->failure, now, r, it->outcome, it->info, e);
+        if (rc < 0 && rc != ER_ESTALE && rc != ER_ENOTFOUND) {
+            if (err)
+                *err = *e;
+            return rc;
+        }
+        it->rc = rc;
+    }
+    return 0;
+}
+
+/* A locked row of FAIL_LOCK_MANY, found by id. */
+typedef struct row_ref {
+    const char *id;
+    int row;
+} row_ref;
+
+static int ref_cmp(const void *a, const void *b)
+{
+    return strcmp(((const row_ref *)a)->id, ((const row_ref *)b)->id);
+}
+
+/* The set-based fail: one statement locks every item's job, core decides
+ * each in item order (drawing from r as n fail() calls would), and one
+ * UPDATE ... FROM unnest stores every decision. */
+static int fail_batch(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
+                      er_error *err)
+{
+    er_pg_array ids = {0}, aid = {0}, ast = {0}, arun = {0}, aatt = {0}, aerr = {0}, afin = {0},
+                apause = {0};
+    row_ref *refs = NULL;
+    PGresult *res = NULL;
+    for (size_t i = 0; i < n; i++)
+        er_pg_array_str(&ids, items[i].id);
+    int rc = 0;
+    const char *lit = er_pg_array_done(&ids);
+    if (!lit) {
+        rc = nomem(err);
+        goto out;
+    }
+    er_pg_params p = {0};
+    er_pg_p_str(&p, lit);
+    if ((rc = er_pg_exec(s, ER_PG_FAIL_LOCK_MANY, &p, &res, err)) < 0)
+        goto out;
+    int nrows = PQntuples(res);
+    if (nrows > 0 && !(refs = malloc((size_t)nrows * sizeof *refs))) {
+        rc = nomem(err);
+        goto out;
+    }
+    for (int k = 0; k < nrows; k++)
+        refs[k] = (row_ref){.id = PQgetvalue(res, k, 0), .row = k}; /* id: column 0 */
+    if (nrows > 1)
+        qsort(refs, (size_t)nrows, sizeof *refs, ref_cmp);
+    int applied = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        er_fail_item *it = &items[i];
+        row_ref key = {.id = it->id}, *hit =
+            nrows ? bsearch(&key, refs, (size_t)nrows, sizeof *refs, ref_cmp) : NULL;
+        er_error tmp;
+        er_error *e = it->err ? it->err : &tmp;
+        er_fail_outcome o;
+        int64_t run_at = 0;
+        char *text = NULL;
+        int lease;
+        rc = fail_decide(hit ? res : NULL, hit ? hit->row : 0, it->id, it->token, it->failure,
+                         now, r, &o, &run_at, &text, it->info, &lease, e);
+        if (rc < 0 && err)
+            *err = *e;
+        if (rc == 0 && lease < 0)
+            it->rc = lease;
+        if (rc == 0 && lease == 0) {
+            er_pg_array_str(&aid, it->id);
+            er_pg_array_i64(&ast, (int64_t)o.state);
+            er_pg_array_i64(&arun, run_at);
+            er_pg_array_i64(&aatt, o.attempts);
+            er_pg_array_str(&aerr, text);
+            er_pg_array_i64(&afin, o.state == ER_STATE_DEAD ? now : 0);
+            er_pg_array_i64(&apause, o.queue_pause_until);
+            if (it->outcome)
+                *it->outcome = o;
+            applied++;
+        }
+        free(text);
+    }
+    if (rc < 0 || applied == 0)
+        goto out;
+    er_pg_params q = {0};
+    const char *v[7] = {er_pg_array_done(&aid),  er_pg_array_done(&ast),
+                        er_pg_array_done(&arun), er_pg_array_done(&aatt),
+                        er_pg_array_done(&aerr), er_pg_array_done(&afin),
+                        er_pg_array_done(&apause)};
+    for (int k = 0; k < 7; k++) {
+        if (!v[k]) {
+            rc = nomem(err);
+            goto out;
+        }
+        er_pg_p_str(&q, v[k]);
+    }
+    er_pg_p_i64(&q, now);
+    rc = er_pg_run(s, ER_PG_FAIL_APPLY_MANY, &q, NULL, err);
+out:
+    PQclear(res);
+    free(refs);
+    er_pg_array *all[] = {&ids, &aid, &ast, &arun, &aatt, &aerr, &afin, &apause};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        er_pg_array_fini(all[k]);
+    return rc;
+}
+
+int er_pg_fail_many(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
+                    er_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        items[i].rc = 0;
+    if (n < 2 || !items_distinct(items, sizeof *items, n))
+        return fail_each(s, items, n, now, r, err);
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    rc = fail_batch(s, items, n, er_pg_now(s, now), r, err);
     return er_pg_op_end(s, own, rc, err);
 }
 

@@ -44,6 +44,57 @@ void er_pg_job_json(const er_job *j, er_jsonw *w)
     er_jsonw_end_object(w);
 }
 
+/* COPY's text format for a text value: backslash, tab, newline and
+ * carriage return escaped. */
+static void copy_text(er_buf *b, const char *t, size_t n)
+{
+    size_t from = 0;
+    for (size_t i = 0; i < n; i++) {
+        char e;
+        switch (t[i]) {
+        case '\\': e = '\\'; break;
+        case '\t': e = 't'; break;
+        case '\n': e = 'n'; break;
+        case '\r': e = 'r'; break;
+        default: continue;
+        }
+        er_buf_add(b, t + from, i - from);
+        char esc[2] = {'\\', e};
+        er_buf_add(b, esc, 2);
+        from = i + 1;
+    }
+    er_buf_add(b, t + from, n - from);
+}
+
+void er_pg_job_copy_row(const er_job *j, int64_t ord, er_buf *b)
+{
+    er_buf_addf(b, "%lld", (long long)ord);
+    for (int i = 0; i < ER_JOB_NCOLS; i++) {
+        const er_job_col *c = &er_job_cols[i];
+        size_t n;
+        const char *t;
+        er_buf_add(b, "\t", 1);
+        switch (c->kind) {
+        case ER_COL_STR:
+        case ER_COL_TEXT:
+        case ER_COL_PAYLOAD:
+            t = er_job_col_text(j, c, &n);
+            if (t)
+                copy_text(b, t, n);
+            else
+                er_buf_add(b, "\\N", 2);
+            break;
+        case ER_COL_F64:
+            er_buf_addf(b, "%.17g", er_job_col_f64(j, c));
+            break;
+        default:
+            er_buf_addf(b, "%lld", (long long)er_job_col_int(j, c));
+            break;
+        }
+    }
+    er_buf_add(b, "\n", 1);
+}
+
 int er_pg_row_job(const PGresult *res, int row, int c0, er_job *j, er_error *err)
 {
     int bad = 0;

@@ -405,6 +405,13 @@ _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
     " ORDER BY w.priority DESC, w.run_at, w.seq LIMIT $5 FOR UPDATE SKIP LOCKED) s) x"     \
     " WHERE j.seq = x.seq RETURNING " COLS
 
+/* The job row's columns with their PostgreSQL types, and the position. */
+#define COL_DEF_(c, k, st, pt, m) ", " #c " " pt
+const char er_pg_bulk_table_sql[] =
+    "CREATE TEMP TABLE errand_bulk (ord bigint" ER_JOB_ROW(COL_DEF_, COL_DEF_)
+    ") ON COMMIT DELETE ROWS";
+#undef COL_DEF_
+
 const char *const er_pg_sql[ER_PG_NSTMT] = {
     /* $1: the job (er_pg_job_json), $2: notify (the job is waiting and its
      * queue was not notified yet in this transaction), $3: the tombstone
@@ -432,6 +439,26 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " WITH ORDINALITY AS x),"
         " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
         " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$2", "$3")
+        " AND x.set_flags & 256 = 0 LIMIT 1) m),"
+        " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
+        " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
+        " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
+        " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
+        " ON CONFLICT (name) DO NOTHING),"
+        " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
+        " WHERE state = 1) w)"
+        " SELECT f.i, NULL::text, NULL::smallint, NULL::bigint FROM (SELECT min(x.ordinality) - 1"
+        " AS i FROM x JOIN ins ON ins.id = x.id GROUP BY x.id) f, (SELECT count(*) FROM nt) n"
+        " UNION ALL (SELECT t.ordinality - 1, t.queue, t.state, t.finished_at FROM t"
+        " ORDER BY t.ordinality)",
+    /* ER_PG_INSERT_MANY over the rows COPY put in the session's batch
+     * table (ord: the position from 1), which it empties: $1 the tombstone
+     * window, $2 now. Same columns. */
+    [ER_PG_INSERT_COPIED] =
+        "WITH x AS (SELECT b.*, b.ord AS ordinality FROM pg_temp.errand_bulk b),"
+        " clr AS (DELETE FROM pg_temp.errand_bulk),"
+        " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
+        " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$1", "$2")
         " AND x.set_flags & 256 = 0 LIMIT 1) m),"
         " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
         " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
@@ -566,6 +593,18 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                        " updated_at = $2, " CLEAR_LEASE
                        " WHERE id = $3 AND state = 2 AND lease_token = $4 RETURNING 1)"
                        LEASE_REPORT_INFO("$3"),
+    /* $1 ids, $2 tokens, $3 results (distinct ids), $4 now. One row per
+     * item in order: applied, then LEASE_REPORT_INFO's state..started_at of
+     * the job before the update (NULL state: no such job). */
+    [ER_PG_COMPLETE_MANY] =
+        "WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[])"
+        " WITH ORDINALITY AS x(id, token, result, i)),"
+        " u AS (UPDATE jobs j SET state = 3, result = x.result, finished_at = $4::bigint,"
+        " updated_at = $4::bigint, " CLEAR_LEASE " FROM x"
+        " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token RETURNING j.id)"
+        " SELECT u.id IS NOT NULL, c.state, c.queue, c.name, c.trace_id, c.attempts, c.run_at,"
+        " c.started_at FROM x LEFT JOIN u ON u.id = x.id LEFT JOIN jobs c ON c.id = x.id"
+        " ORDER BY x.i",
     [ER_PG_RELEASE] = "WITH u AS (UPDATE jobs SET state = 1, attempts = greatest(attempts - 1, 0),"
                       " updated_at = $1, " CLEAR_LEASE
                       " WHERE id = $2 AND state = 2 AND lease_token = $3"
@@ -577,6 +616,23 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " throttled_until = greatest(queues.throttled_until, excluded.throttled_until))"
         " UPDATE jobs SET state = $1, run_at = $2, attempts = $3, last_error = $4,"
         " updated_at = $5, finished_at = $6, " CLEAR_LEASE " WHERE id = $7",
+    /* $1 ids (distinct): GET_JOB_LOCK's columns for each that exists, locked
+     * in id order */
+    [ER_PG_FAIL_LOCK_MANY] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
+                             " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = ANY($1::text[])"
+                             " ORDER BY j.id FOR UPDATE OF j",
+    /* FAIL_APPLY for a batch: $1 ids, $2 states, $3 run_at, $4 attempts, $5
+     * last_error, $6 finished_at, $7 queue pause until (0: none), $8 now */
+    [ER_PG_FAIL_APPLY_MANY] =
+        "WITH x AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::integer[],"
+        " $5::text[], $6::bigint[], $7::bigint[]) AS x(id, st, run_at, attempts, err, fin, pause)),"
+        " t AS (INSERT INTO queues (name, throttled_until) SELECT j.queue, max(x.pause) FROM x"
+        " JOIN jobs j ON j.id = x.id WHERE x.pause > 0 GROUP BY j.queue ON CONFLICT (name)"
+        " DO UPDATE SET throttled_until = greatest(queues.throttled_until,"
+        " excluded.throttled_until))"
+        " UPDATE jobs j SET state = x.st, run_at = x.run_at, attempts = x.attempts,"
+        " last_error = x.err, updated_at = $8::bigint, finished_at = x.fin, " CLEAR_LEASE
+        " FROM x WHERE j.id = x.id",
     /* the cancelled job, or NULLs and the current state (NULL: no job) */
     [ER_PG_CANCEL] = "WITH u AS (UPDATE jobs j SET state = 5, finished_at = $1, updated_at = $1"
                      " WHERE j.id = $2 AND j.state IN (0, 1) RETURNING " COLS ")"
