@@ -143,7 +143,8 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(value(smp, "errand_job_run_seconds_count", queue=q), 1)
         self.assertEqual(value(smp, "errand_job_run_seconds_bucket", queue=q, le="+Inf"), 1)
         self.assertGreater(value(smp, "errand_store_commit_seconds_count"), 0)
-        self.assertEqual(value(smp, "errand_store_connections"), 2, "the writer and the reader")
+        self.assertEqual(value(smp, "errand_store_connections"), 3,
+                         "the writer, the reader and the upkeep thread")
         # the logs tell the story of m4 and of each dead job, with the reason
         recs = s.log_records(mark)
         expired = [r for r in recs if r.get("job_id") == "m4"]
