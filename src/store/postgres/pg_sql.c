@@ -362,6 +362,25 @@ _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
     " WHERE " wp "::bigint > 0 AND tb.id = " idp " AND tb.finished_at > " NOW_MS(nowp) " - " \
     wp "::bigint AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.id = tb.id)"
 
+/* The rest of a bulk insert from the rows x (ordinality: the position from
+ * 1), wp the tombstone window's parameter and nowp now's: see
+ * ER_PG_INSERT_MANY for what it returns. */
+#define INSERT_FROM_X(wp, nowp)                                                               \
+    " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"    \
+    " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", wp, nowp)                          \
+    " AND x.set_flags & 256 = 0 LIMIT 1) m),"                                                  \
+    " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"             \
+    " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"                    \
+    " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"            \
+    " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"                        \
+    " ON CONFLICT (name) DO NOTHING),"                                                         \
+    " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"                \
+    " WHERE state = 1) w)"                                                                     \
+    " SELECT f.i, NULL::text, NULL::smallint, NULL::bigint FROM (SELECT min(x.ordinality) - 1" \
+    " AS i FROM x JOIN ins ON ins.id = x.id GROUP BY x.id) f, (SELECT count(*) FROM nt) n"     \
+    " UNION ALL (SELECT t.ordinality - 1, t.queue, t.state, t.finished_at FROM t"              \
+    " ORDER BY t.ordinality)"
+
 /* A retention DELETE d, keeping tombstones: $4 the window (0: none), $5 now */
 #define RET_KEEP(del)                                                                      \
     "WITH d AS (" del " RETURNING id, queue, state, finished_at, set_flags),"              \
@@ -437,40 +456,14 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_INSERT_MANY] =
         "WITH x AS (SELECT * FROM json_populate_recordset(NULL::jobs, $1::json)"
         " WITH ORDINALITY AS x),"
-        " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
-        " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$2", "$3")
-        " AND x.set_flags & 256 = 0 LIMIT 1) m),"
-        " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
-        " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
-        " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
-        " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
-        " ON CONFLICT (name) DO NOTHING),"
-        " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
-        " WHERE state = 1) w)"
-        " SELECT f.i, NULL::text, NULL::smallint, NULL::bigint FROM (SELECT min(x.ordinality) - 1"
-        " AS i FROM x JOIN ins ON ins.id = x.id GROUP BY x.id) f, (SELECT count(*) FROM nt) n"
-        " UNION ALL (SELECT t.ordinality - 1, t.queue, t.state, t.finished_at FROM t"
-        " ORDER BY t.ordinality)",
+        INSERT_FROM_X("$2", "$3"),
     /* ER_PG_INSERT_MANY over the rows COPY put in the session's batch
      * table (ord: the position from 1), which it empties: $1 the tombstone
      * window, $2 now. Same columns. */
     [ER_PG_INSERT_COPIED] =
         "WITH x AS (SELECT b.*, b.ord AS ordinality FROM pg_temp.errand_bulk b),"
         " clr AS (DELETE FROM pg_temp.errand_bulk),"
-        " t AS (SELECT x.ordinality, m.* FROM x CROSS JOIN LATERAL (SELECT tb.queue, tb.state,"
-        " tb.finished_at FROM tombstones tb" TOMB_WHERE("x.id", "$1", "$2")
-        " AND x.set_flags & 256 = 0 LIMIT 1) m),"
-        " ins AS (INSERT INTO jobs " INSERT_COLS " SELECT " ER_JOB_ROW_NAMES " FROM x"
-        " WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.ordinality = x.ordinality)"
-        " ORDER BY ordinality ON CONFLICT (id) DO NOTHING RETURNING id, queue, state),"
-        " reg AS (INSERT INTO queues (name) SELECT DISTINCT queue FROM ins"
-        " ON CONFLICT (name) DO NOTHING),"
-        " nt AS (SELECT notify_ready(w.queue) FROM (SELECT DISTINCT queue FROM ins"
-        " WHERE state = 1) w)"
-        " SELECT f.i, NULL::text, NULL::smallint, NULL::bigint FROM (SELECT min(x.ordinality) - 1"
-        " AS i FROM x JOIN ins ON ins.id = x.id GROUP BY x.id) f, (SELECT count(*) FROM nt) n"
-        " UNION ALL (SELECT t.ordinality - 1, t.queue, t.state, t.finished_at FROM t"
-        " ORDER BY t.ordinality)",
+        INSERT_FROM_X("$1", "$2"),
     [ER_PG_GET_JOB] = "SELECT " COLS " FROM jobs j WHERE j.id = $1",
     [ER_PG_GET_JOB_LOCK] = "SELECT " COLS ", q.settings, q.paused FROM jobs j"
                            " LEFT JOIN queues q ON q.name = j.queue WHERE j.id = $1"
