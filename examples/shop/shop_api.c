@@ -100,6 +100,22 @@ static json_t *read_body(struct evhttp_request *req)
     return json_loadb(p ? p : "", n, 0, NULL);
 }
 
+/* Writes the order's event to the outbox in the open transaction: small
+ * and versioned, ids only, no personal data (handlers read the rest); its
+ * key is "{topic}:{order}". Returns 0 or -1. */
+static int write_event(const char *topic, const char *id, const char *trace)
+{
+    char payload[128], ekey[80];
+    snprintf(payload, sizeof payload, "{\"v\":1,\"order_id\":\"%s\"}", id);
+    snprintf(ekey, sizeof ekey, "%s:%s", topic, id);
+    errand_outbox_event ev = {.topic = topic,
+                              .payload_json = payload,
+                              .idempotency_key = ekey,
+                              .aggregate_id = id,
+                              .trace_id = trace};
+    return errand_outbox_write(conn, &ev, NULL) == ERRAND_PG_ERROR ? -1 : 0;
+}
+
 /* POST /orders {"tenant","customer_id","amount","authorization_id"}, with an
  * optional Idempotency-Key: a retried request returns the first order. */
 static void place(struct evhttp_request *req)
@@ -159,16 +175,7 @@ static void place(struct evhttp_request *req)
         goto fail;
     PQclear(r);
     r = NULL;
-    /* Small and versioned: ids only, no personal data; handlers read the rest. */
-    char payload[128], ekey[80];
-    snprintf(payload, sizeof payload, "{\"v\":1,\"order_id\":\"%s\"}", id);
-    snprintf(ekey, sizeof ekey, "order.placed:%s", id);
-    errand_outbox_event ev = {.topic = "order.placed",
-                              .payload_json = payload,
-                              .idempotency_key = ekey,
-                              .aggregate_id = id,
-                              .trace_id = trace};
-    if (errand_outbox_write(conn, &ev, NULL) == ERRAND_PG_ERROR)
+    if (write_event("order.placed", id, trace) < 0)
         goto fail;
     if (shop_exec(conn, "COMMIT") < 0) {
         reply_error(req, 503, "database unavailable");
@@ -222,15 +229,7 @@ static void cancel(struct evhttp_request *req, const char *id)
         goto fail;
     PQclear(r);
     r = NULL;
-    char payload[128], ekey[80];
-    snprintf(payload, sizeof payload, "{\"v\":1,\"order_id\":\"%s\"}", id);
-    snprintf(ekey, sizeof ekey, "order.cancelled:%s", id);
-    errand_outbox_event ev = {.topic = "order.cancelled",
-                              .payload_json = payload,
-                              .idempotency_key = ekey,
-                              .aggregate_id = id,
-                              .trace_id = trace};
-    if (errand_outbox_write(conn, &ev, NULL) == ERRAND_PG_ERROR || shop_exec(conn, "COMMIT") < 0)
+    if (write_event("order.cancelled", id, trace) < 0 || shop_exec(conn, "COMMIT") < 0)
         goto fail;
     reply(req, 202,
           json_pack("{s:s,s:s,s:s}", "order_id", id, "status", "cancelled", "trace_id", trace));

@@ -10,21 +10,15 @@
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "shop"))
-from harness import PG_SKIP, PG_SKIP_WHY, PG_URL, REPO_ROOT, psql, psql_bin  # noqa: E402
-from harness import run_errand, with_params  # noqa: E402
-import shoplib  # noqa: E402
-from test_outbox import app_url  # noqa: E402
-from test_shop import build_dir, fast_queues  # noqa: E402
+from harness import PG_SKIP, PG_SKIP_WHY, REPO_ROOT, psql_bin  # noqa: E402
+from test_shop import ShopCase, build_dir  # noqa: E402
 
 GUIDE = os.path.join(REPO_ROOT, "docs", "guide.md")
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```$", re.M | re.S)
@@ -52,34 +46,8 @@ def build_cache():
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
-class GuideTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not PG_URL:
-            raise RuntimeError("ERRAND_TEST_PG_URL is not set (ERRAND_TEST_PG_SKIP=1 skips)")
-        cls.dbname = "guide_%d_%d" % (os.getpid(), int(time.time() * 1000) % 10**7)
-        psql("CREATE DATABASE %s" % cls.dbname)
-        cls.db_url = app_url(cls.dbname)
-        rc, out, err = run_errand(["outbox", "install", "--db", cls.db_url, "--notify"],
-                                  timeout=60)
-        assert rc == 0, (rc, out, err)
-        cls.workdir = tempfile.mkdtemp(prefix="errand-guide-")
-        cls.shop = shoplib.Shop(cls.workdir, shoplib.bins_from(build_dir()), cls.db_url,
-                                with_params(cls.db_url, schema="errand", pool_size=8),
-                                queues=fast_queues(), numbers=(2000, 3000, 5000))
-        try:
-            cls.shop.start()
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        if getattr(cls, "shop", None):
-            cls.shop.stop_all()
-        psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % cls.dbname)
-        if not os.environ.get("ERRAND_KEEP_TMP"):
-            shutil.rmtree(cls.workdir, ignore_errors=True)
+class GuideTest(ShopCase):
+    PREFIX = "guide"
 
     def run_sh(self, code, env):
         return subprocess.run(["bash", "-c", "set -euo pipefail\n" + code], cwd=self.workdir,

@@ -70,27 +70,31 @@ def fake_rows(shop, kind, sql):
         con.close()
 
 
-@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
-class ShopTest(unittest.TestCase):
+class ShopCase(unittest.TestCase):
+    """A running shop on a fresh database, for a test class: PREFIX names the
+    database and the work directory, shop_kwargs() the shoplib.Shop options."""
+    PREFIX = "shop"
+
+    @classmethod
+    def shop_kwargs(cls):
+        return {}
+
     @classmethod
     def setUpClass(cls):
         if not PG_URL:
             raise RuntimeError("ERRAND_TEST_PG_URL is not set (ERRAND_TEST_PG_SKIP=1 skips)")
-        cls.dbname = "shop_%d_%d" % (os.getpid(), int(time.time() * 1000) % 10**7)
+        cls.dbname = "%s_%d_%d" % (cls.PREFIX, os.getpid(), int(time.time() * 1000) % 10**7)
         psql("CREATE DATABASE %s" % cls.dbname)
         cls.db_url = app_url(cls.dbname)
-        rc, out, err = run_errand(["outbox", "install", "--db", cls.db_url, "--notify"],
-                                  timeout=60)
-        assert rc == 0, (rc, out, err)
-        cls.workdir = tempfile.mkdtemp(prefix="errand-shop-")
-        cls.shop = shoplib.Shop(
-            cls.workdir, shoplib.bins_from(build_dir()), cls.db_url,
-            with_params(cls.db_url, schema="errand", pool_size=8), queues=fast_queues(),
-            workers=shoplib.WORKERS, numbers=NUMBERS,
-            worker_env={"SHOP_CONCURRENCY": "4", "SHOP_CRASH_AFTER_CAPTURE": "0.08"},
-            fake_args={"gateway": ["--fail-rate", "0.05", "--lost-reply-rate", "0.1"],
-                       "mail": ["--fail-rate", "0.05"]})
+        cls.workdir = tempfile.mkdtemp(prefix="errand-%s-" % cls.PREFIX)
         try:
+            rc, out, err = run_errand(["outbox", "install", "--db", cls.db_url, "--notify"],
+                                      timeout=60)
+            assert rc == 0, (rc, out, err)
+            cls.shop = shoplib.Shop(cls.workdir, shoplib.bins_from(build_dir()), cls.db_url,
+                                    with_params(cls.db_url, schema="errand", pool_size=8),
+                                    queues=fast_queues(), numbers=NUMBERS,
+                                    **cls.shop_kwargs())
             cls.shop.start()
         except BaseException:
             cls.tearDownClass()
@@ -103,6 +107,16 @@ class ShopTest(unittest.TestCase):
         psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % cls.dbname)
         if not os.environ.get("ERRAND_KEEP_TMP"):
             shutil.rmtree(cls.workdir, ignore_errors=True)
+
+
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class ShopTest(ShopCase):
+    @classmethod
+    def shop_kwargs(cls):
+        return {"workers": shoplib.WORKERS,
+                "worker_env": {"SHOP_CONCURRENCY": "4", "SHOP_CRASH_AFTER_CAPTURE": "0.08"},
+                "fake_args": {"gateway": ["--fail-rate", "0.05", "--lost-reply-rate", "0.1"],
+                              "mail": ["--fail-rate", "0.05"]}}
 
     def sql(self, q):
         return app_sql(self.db_url, q)
