@@ -45,11 +45,6 @@ static er_audit *audit_new(const fk_conn *c, const char *action, const char *tar
     return a;
 }
 
-static void oom(fk_conn *c)
-{
-    er_fk_send_error(c, "ERR", "out of memory", false);
-}
-
 /* ---- MUTATE ---- */
 
 static const char *bulk_action_audit(er_bulk_action a)
@@ -128,7 +123,7 @@ static void finish_chunk(fk_conn *c, er_req *r)
     er_req *n = next_chunk(c, r);
     er_req_free(r);
     if (!n) {
-        oom(c);
+        er_fk_oom(c, NULL);
         return;
     }
     er_fk_submit(c, n, finish_chunk);
@@ -219,7 +214,7 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     er_req *r = er_req_new(ER_REQ_BULK);
     if (!r) {
         json_decref(o);
-        oom(c);
+        er_fk_oom(c, NULL);
         return;
     }
     er_bulk *b = &r->bulk;
@@ -286,7 +281,7 @@ static void flush_step(fk_conn *c, int64_t after)
     er_bulk_action a = flush_steps[c->at].action;
     if (!r || !(r->audit = audit_new(c, bulk_action_audit(a), "faktory FLUSH"))) {
         er_req_free(r);
-        oom(c);
+        er_fk_oom(c, NULL);
         return;
     }
     r->bulk.action = a;
@@ -343,7 +338,7 @@ static void next_pause(fk_conn *c)
         !(r->audit = audit_new(c, c->pause ? "queue.pause" : "queue.resume", q))) {
         er_req_free(r);
         er_fk_names_free(c);
-        oom(c);
+        er_fk_oom(c, NULL);
         return;
     }
     r->change->paused = ER_CHANGE_SET;
@@ -365,7 +360,7 @@ static void finish_all_queues(fk_conn *c, er_req *r)
     }
     er_req_free(r);
     if (!c->names) {
-        oom(c);
+        er_fk_oom(c, NULL);
         return;
     }
     next_pause(c);
@@ -395,7 +390,7 @@ static void finish_latency(fk_conn *c, er_req *r)
     }
     er_jsonw_end_object(&w);
     if (w.failed || w.out.err) {
-        oom(c);
+        er_fk_oom(c, NULL);
     } else {
         er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
         er_fk_send(c, false);
@@ -422,7 +417,7 @@ static void next_remove(fk_conn *c, int64_t after)
         !(r->audit = audit_new(c, "bulk.cancel", q))) {
         er_req_free(r);
         er_fk_names_free(c);
-        oom(c);
+        er_fk_oom(c, NULL);
         return;
     }
     r->bulk.action = ER_BULK_CANCEL;
@@ -518,7 +513,7 @@ void er_fk_queue(fk_conn *c, const char *arg, size_t n)
         er_req *r = er_req_new(ER_REQ_LIST_QUEUES);
         if (!r) {
             er_fk_names_free(c);
-            oom(c);
+            er_fk_oom(c, NULL);
             return;
         }
         er_fk_submit(c, r, sub == LATENCY ? finish_latency : finish_all_queues);

@@ -72,6 +72,12 @@ bool er_fk_failed(fk_conn *c, er_req *r)
     return true;
 }
 
+void er_fk_oom(fk_conn *c, er_req *r)
+{
+    er_req_free(r);
+    er_fk_send_error(c, "ERR", "out of memory", false);
+}
+
 void er_fk_reply_ok(fk_conn *c)
 {
     er_fk_reply_simple(&c->out, "OK");
@@ -102,7 +108,7 @@ static er_req *new_req(fk_conn *c, er_req_type type)
 {
     er_req *r = er_req_new(type);
     if (!r)
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, NULL);
     return r;
 }
 
@@ -313,8 +319,7 @@ static int push_unique(fk_conn *c, er_req *r)
     if (!l || !(l->lease_type = strdup(UNIQUE_LEASE_TYPE)) ||
         !(l->lease_code = strdup(r->jobs[0].queue)) || !(l->lease_run_key = strdup(key))) {
         er_req_free(l);
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return -1;
     }
     l->extend_ms = ttl;
@@ -399,10 +404,8 @@ static void cmd_pushb(fk_conn *c, const char *arg, size_t n)
     if (!r || !fails || !(r->jobs = calloc(total, sizeof *r->jobs))) {
         json_decref(a);
         json_decref(fails);
-        if (r) {
-            er_req_free(r);
-            er_fk_send_error(c, "ERR", "out of memory", false);
-        }
+        if (r) /* else new_req replied */
+            er_fk_oom(c, r);
         return;
     }
     for (size_t i = 0; i < total; i++) {
@@ -432,8 +435,7 @@ static void cmd_pushb(fk_conn *c, const char *arg, size_t n)
     r->text = json_dumps(fails, JSON_COMPACT);
     json_decref(fails);
     if (!r->text) {
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return;
     }
     if (r->njobs == 0) {
@@ -452,7 +454,7 @@ static void reply_job(fk_conn *c, const er_job *j, int64_t lease_ms)
     er_fk_job_write(j, lease_ms / 1000, &w);
     if (w.failed || w.out.err) {
         er_jsonw_fini(&w);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, NULL);
         return;
     }
     er_fk_pre_handed(er_fk_worker_find(c->f, c->wid));
@@ -511,8 +513,7 @@ static void refetch_expired(fk_conn *c, er_req *r, const er_job *j, const char *
         !(n->acks[0].token = strdup(j->lease_token)) ||
         !(n->acks[0].failure.message = strdup(msg))) {
         er_req_free(n);
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return;
     }
     n->nacks = 1;
@@ -548,8 +549,7 @@ static void hand_out(fk_conn *c, er_req *r, er_job *j)
     er_req *h = er_req_new(ER_REQ_HEARTBEAT);
     if (!h || !(h->id = strdup(j->id)) || !(h->token = strdup(j->lease_token))) {
         er_req_free(h);
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return;
     }
     h->extend_ms = c->lease_ms;
@@ -664,8 +664,7 @@ static void submit_track(fk_conn *c, const char *token)
         return;
     }
     if (!(r->id = strdup(c->jid))) {
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return;
     }
     er_fk_submit(c, r, finish_ack);
@@ -683,8 +682,7 @@ static void submit_ack(fk_conn *c, const char *token)
         return;
     r->acks = calloc(1, sizeof *r->acks);
     if (!r->acks || !(r->acks[0].id = strdup(c->jid)) || !(r->acks[0].token = strdup(token))) {
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return;
     }
     r->nacks = 1;
@@ -717,7 +715,7 @@ static void finish_lookup(fk_conn *c, er_req *r)
         char *token = strdup(j->lease_token);
         er_req_free(r);
         if (!token) {
-            er_fk_send_error(c, "ERR", "out of memory", false);
+            er_fk_oom(c, NULL);
             return;
         }
         submit_ack(c, token);
@@ -734,8 +732,7 @@ static void lookup(fk_conn *c)
     if (!r)
         return;
     if (!(r->id = strdup(c->jid))) {
-        er_req_free(r);
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, r);
         return;
     }
     er_fk_submit(c, r, finish_lookup);
@@ -870,7 +867,7 @@ static void finish_track_get(fk_conn *c, er_req *r)
     er_jsonw_end_object(&w);
     json_decref(p);
     if (w.failed || w.out.err) {
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, NULL);
     } else {
         er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
         er_fk_send(c, false);
@@ -897,8 +894,7 @@ static void cmd_track(fk_conn *c, const char *arg, size_t n)
             return;
         }
         if (!(r->id = strdup(id))) {
-            er_req_free(r);
-            er_fk_send_error(c, "ERR", "out of memory", false);
+            er_fk_oom(c, r);
             return;
         }
         er_fk_submit(c, r, finish_track_get);
@@ -949,7 +945,7 @@ static void cmd_track(fk_conn *c, const char *arg, size_t n)
         json_decref(p);
         if (!c->track_progress) {
             json_decref(o);
-            er_fk_send_error(c, "ERR", "out of memory", false);
+            er_fk_oom(c, NULL);
             return;
         }
     }
@@ -1083,7 +1079,7 @@ static void finish_info(fk_conn *c, er_req *r)
     er_jsonw_end_object(&w);
     er_jsonw_end_object(&w);
     if (w.failed || w.out.err) {
-        er_fk_send_error(c, "ERR", "out of memory", false);
+        er_fk_oom(c, NULL);
     } else {
         er_fk_reply_bulk(&c->out, w.out.data, w.out.len);
         er_fk_send(c, false);

@@ -153,6 +153,8 @@ void er_fk_reply_ok(fk_conn *c);
 void er_fk_reply_req_error(fk_conn *c, er_req *r);
 /* When r failed (r->rc): replies its error, frees r and returns true. */
 bool er_fk_failed(fk_conn *c, er_req *r);
+/* Frees r (NULL: none) and replies "out of memory". */
+void er_fk_oom(fk_conn *c, er_req *r);
 json_t *er_fk_arg_json(fk_conn *c, const char *arg, size_t n, bool object);
 
 /* prefetch.c. The store fetch size for w now (1: no prefetch), grown
