@@ -82,6 +82,29 @@ static void conn_close(fk_conn *c)
         conn_free(c);
 }
 
+/* c->out onto the wire. When nothing is queued before it, the reply is
+ * written to the socket at once: no write event to add and remove, and no
+ * loop turn before it leaves. What the socket does not take goes to the
+ * bufferevent, which sends it in order. */
+static void send_out(fk_conn *c)
+{
+    const char *p = c->out.data;
+    size_t n = c->out.len;
+    struct evbuffer *pending = bufferevent_get_output(c->bev);
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (evbuffer_get_length(pending) == 0 && fd >= 0) {
+        ssize_t w = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        }
+        /* an error (EAGAIN, or the peer gone) is left to the bufferevent:
+         * it writes the rest, or reports the error to on_event */
+    }
+    if (n)
+        bufferevent_write(c->bev, p, n);
+}
+
 void er_fk_send(fk_conn *c, bool close)
 {
     if (c->gone || !c->bev) {
@@ -94,7 +117,7 @@ void er_fk_send(fk_conn *c, bool close)
         er_fk_reply_error(&c->out, "ERR", "reply too large or out of memory");
     }
     if (c->out.len)
-        bufferevent_write(c->bev, c->out.data, c->out.len);
+        send_out(c);
     er_buf_reset(&c->out);
     if (close) {
         c->closing = true;
@@ -225,8 +248,12 @@ static void process(fk_conn *c)
             conn_free(c);
         return;
     }
-    if (c->pending || c->blocked)
-        bufferevent_disable(c->bev, EV_READ); /* one command at a time */
+    /* One command runs at a time: while one is in flight, what the peer
+     * sends more waits in the input, bounded by its watermark (one line),
+     * so reading need not stop and start again for every command. Reading
+     * stops for a peer that does not read its replies. */
+    if (c->blocked)
+        bufferevent_disable(c->bev, EV_READ);
     else if (!c->closing)
         bufferevent_enable(c->bev, EV_READ);
 }
