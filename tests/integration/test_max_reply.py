@@ -10,10 +10,12 @@
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PG_SKIP, PG_SKIP_WHY, PgNodes, Server, run_errand  # noqa: E402
+from harness import (PG_SKIP, PG_SKIP_WHY, PgNodes, Server, psql, run_errand,  # noqa: E402
+                     wait_until, with_params)
 
 CAP = 1 << 20
 PAYLOAD = 300 * 1000
@@ -122,6 +124,43 @@ class MaxReplyCases:
         info = s.queue_info(q)
         self.assertEqual((info["counts"]["active"], info["counts"]["waiting"]), (1, 1))
 
+    def test_the_budget_counts_exactly_at_its_edges(self):
+        # core's rule (core/job.h er_job_reply_bytes) for a fresh job with a
+        # string payload, leased to worker w1: the fixed part, the payload's
+        # text, twice id, queue, name, idempotency key (the id), owner, token
+        for over, want in ((0, 4), (1, 3)):
+            q = self.qname("edge%d" % over)
+            ids = ["%s-%d" % (q, i) for i in range(6)]
+            short = 2 * (len(ids[0]) + len(q) + len("n") + len(ids[0]) + len("w1") + 32)
+            room = CAP // 4 - 1024 - short - 2  # a payload's characters, its quotes
+            for i, jid in enumerate(ids):
+                n = room + (over if i == 3 else 0)
+                st, b, _ = self.s.enqueue(q, {"id": jid, "name": "n", "payload": "x" * n})
+                self.assertEqual(st, 201, b)
+            st, b, h = self.s.fetch(q, worker_id="w1", max=10)
+            self.assertEqual(st, 200, b)
+            self.assertEqual([j["id"] for j in b["jobs"]], ids[:want],
+                             "four jobs of exactly a quarter of the cap fit; one byte more does not")
+            self.assertLessEqual(int(h["content-length"]), CAP)
+            info = self.s.queue_info(q)
+            self.assertEqual((info["counts"]["active"], info["counts"]["waiting"]),
+                             (want, 6 - want), "no job leased that the reply does not hold")
+
+    def test_the_budget_carries_across_the_queues_of_one_fetch(self):
+        a, b_ = self.qname("carry-a"), self.qname("carry-b")
+        for q in (a, b_):
+            for i in range(3):
+                st, b, _ = self.s.enqueue(q, job(q, i))
+                self.assertEqual(st, 201, b)
+        st, b, h = self.s.fetch([a, b_], max=20)
+        self.assertEqual(st, 200, b)
+        self.assertEqual([j["id"] for j in b["jobs"]], ["%s-%d" % (a, i) for i in range(3)])
+        self.assertLessEqual(int(h["content-length"]), CAP)
+        self.assertEqual(self.s.queue_info(a)["counts"]["active"], 3)
+        self.assertEqual((self.s.queue_info(b_)["counts"]["active"],
+                          self.s.queue_info(b_)["counts"]["waiting"]), (0, 3),
+                         "the second queue's jobs stay waiting, none leased")
+
     def test_small_jobs_are_not_held_back(self):
         q = self.qname("small")
         for i in range(50):
@@ -165,6 +204,45 @@ class PgMaxReplyTest(PgNodes, MaxReplyCases, unittest.TestCase):
 
     def qname(self, what):
         return "mr-" + what
+
+
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class PgOneRoundTest(PgNodes, unittest.TestCase):
+    """A fetch of 1,000 small jobs under the default --max-reply and
+    --payload-max is one call of the lease function: the store enforces the
+    budget in its lease (lease_jobs2), where before it took one round per
+    15 jobs (as many as fit at the largest payload allowed). The calls are
+    counted by PostgreSQL (track_functions, set for the server's sessions
+    through the store URL), not timed."""
+    NODES = 0
+
+    @classmethod
+    def setUpClass(cls):
+        PgNodes.setUpClass.__func__(cls)
+        try:
+            cls.s = Server(store=with_params(cls.store, options="-ctrack_functions%3Dpl")).start()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+        cls.servers.append(cls.s)
+
+    def calls(self):
+        rows = psql("SELECT funcname, calls FROM pg_stat_user_functions WHERE schemaname = '%s'"
+                    " AND funcname IN ('lease_jobs', 'lease_jobs2')" % self.schema)
+        return {name: int(n) for name, n in rows}
+
+    def test_a_fetch_of_1000_small_jobs_is_one_lease_call(self):
+        q = "one-round"
+        jobs = [{"name": "n", "payload": {"i": i}} for i in range(1000)]
+        st, b, _ = self.s.post("/v1/queues/%s/jobs" % q, {"jobs": jobs})
+        self.assertEqual(st, 201, b)
+        got = self.s.fetch_jobs(q, max=1000)
+        self.assertEqual(len(got), 1000)
+        # a backend reports its function counts when idle, within seconds
+        self.assertTrue(wait_until(lambda: self.calls().get("lease_jobs2", 0) >= 1, 30),
+                        self.calls())
+        time.sleep(1.5)
+        self.assertEqual(self.calls(), {"lease_jobs2": 1}, "one call, the old function unused")
 
 
 class BadValueTest(unittest.TestCase):
