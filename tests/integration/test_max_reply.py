@@ -311,6 +311,38 @@ class StreamedReplyTest(unittest.TestCase):
         self.assertTrue(r.getheader("content-length"))
         c.close()
 
+    def test_the_cli_reads_a_streamed_reply(self):
+        # liberrand (libcurl) reads chunked replies; its max_reply bound
+        # counts the body's bytes as they come, whatever the framing
+        pad = "x" * (500 * 1000)
+        ids = []
+        for i in range(8):
+            st, b, _ = self.s.enqueue("bigdead", {"id": "bd-%d" % i, "name": "n",
+                                                  "max_attempts": 1,
+                                                  "payload": {"i": i, "pad": pad}})
+            self.assertEqual(st, 201, b)
+            ids.append(b["job"]["id"])
+        left = set(ids)
+        while left:
+            for j in self.s.fetch_jobs("bigdead", max=8):
+                st, b, _ = self.s.fail(j["id"], j["lease_token"],
+                                       {"class": "permanent", "message": "no"})
+                self.assertEqual(st, 200, b)
+                left.discard(j["id"])
+        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=60)
+        c.request("GET", "/v1/dead?queue=bigdead&limit=100")
+        r = c.getresponse()
+        r.read()
+        c.close()
+        self.assertEqual(r.getheader("transfer-encoding"), "chunked")
+        rc, out, err = run_errand(["dlq", "list", "--queue", "bigdead", "--json", "--limit",
+                                   "100"], env={"ERRAND_SERVER": "http://127.0.0.1:%d"
+                                                % self.s.port})
+        self.assertEqual(rc, 0, err)
+        got = json.loads(out)["jobs"]
+        self.assertEqual(sorted(j["id"] for j in got), sorted(ids))
+        self.assertEqual(sorted(len(j["payload"]["pad"]) for j in got), [len(pad)] * 8)
+
     def test_healthz_answers_beside_four_slow_8mib_readers(self):
         lat, done, errors = [], [], []
 

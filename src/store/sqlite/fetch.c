@@ -100,8 +100,8 @@ static int64_t pick_pos(const int64_t *pairs, size_t n, int64_t seq)
 /* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING (stmt:
  * ER_SQ_FETCH, one of a group's, group and priority bound to ?6, ?7, or
  * ER_SQ_LEASE_SEQS with the picks *pk) and appends them to *out in fetch
- * order (the picks': theirs). ER_SQ_FETCH leases under the reply budget
- * (er_fetch_params.max_bytes) with *used_bytes spent. */
+ * order (the picks': theirs). ER_SQ_FETCH_BUDGET leases under the reply
+ * budget (er_fetch_params.max_bytes) with *used_bytes spent. */
 static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const char *queue,
                        const char *group, int priority, int take, int64_t lease_ms,
                        const picks *pk, const size_t *used_bytes, er_job_list *out,
@@ -120,8 +120,8 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const ch
         sqlite3_bind_int64(st, 3, p->now);
         sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 5, take);
-        if (stmt == ER_SQ_FETCH) {
-            size_t used = p->max_bytes && used_bytes ? *used_bytes : 0;
+        if (stmt == ER_SQ_FETCH_BUDGET) {
+            size_t used = used_bytes ? *used_bytes : 0;
             sqlite3_bind_int64(st, 8, (int64_t)er_job_lease_fixed_bytes(p->worker_id));
             sqlite3_bind_int64(st, 9, (int64_t)used);
             sqlite3_bind_int64(st, 10, p->max_bytes && p->max_bytes < INT64_MAX / 2
@@ -440,6 +440,17 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
     return rc;
 }
 
+/* Whether the reply budget can stop a lease of take jobs short: not when
+ * all of them fit even at the largest a job can be (the plain statement
+ * then gives the same jobs without sizing them). */
+static bool budget_binds(const er_fetch_params *p, size_t used, int take)
+{
+    if (!p->max_bytes)
+        return false;
+    size_t room = used < p->max_bytes ? p->max_bytes - used : 0;
+    return p->job_bytes_max == 0 || room / p->job_bytes_max < (size_t)take;
+}
+
 /* Leases up to take jobs of one queue: in priority order when nothing in
  * it needs the group planner, else by core's planner. */
 static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queue *q, int take,
@@ -453,8 +464,8 @@ static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queu
     if (rc < 0)
         return rc;
     if (!er_fetch_grouped(&pol, grouped))
-        return fetch_queue(s, p, ER_SQ_FETCH, q->name, NULL, INT_MIN, take, lease_ms, NULL,
-                           &used, out, got, err);
+        return fetch_queue(s, p, budget_binds(p, used, take) ? ER_SQ_FETCH_BUDGET : ER_SQ_FETCH,
+                           q->name, NULL, INT_MIN, take, lease_ms, NULL, &used, out, got, err);
     /* the planner's leases cannot size a row first: as many as fit at the
      * largest a job can be, and the caller calls again (store.h) */
     if (p->max_bytes) {

@@ -270,11 +270,17 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_COUNT_ACTIVE] = "SELECT count(*) FROM jobs INDEXED BY jobs_active"
                            " WHERE queue = ?1 AND state = 2",
     /* a queue with no grouped waiting job (er_fetch_grouped) */
-    /* ... under the reply budget (er_fetch_params.max_bytes): ?8 the fixed
-     * bytes of a leased job (er_job_lease_fixed_bytes), ?9 the bytes used,
-     * ?10 the budget; a candidate is leased while ?9 + the running total
-     * stays within ?10, the first one also when ?9 is 0 */
     [ER_SQ_FETCH] = LEASE_SET
+                    " WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?4 AND state = 1"
+                    " AND grp IS NULL"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    LEASE_RETURNING,
+    /* ER_SQ_FETCH under the reply budget (er_fetch_params.max_bytes): ?8
+     * the fixed bytes of a leased job (er_job_lease_fixed_bytes), ?9 the
+     * bytes used, ?10 the budget; a candidate is leased while ?9 + the
+     * running total stays within ?10, the first one also when ?9 is 0.
+     * The running total sorts the candidates (at most ?5 rows) once more. */
+    [ER_SQ_FETCH_BUDGET] = LEASE_SET
                     " WHERE seq IN (SELECT seq FROM (SELECT seq, sum(sz + ?8) OVER w AS run,"
                     " row_number() OVER w AS k FROM (SELECT seq, priority, run_at, " ROW_BYTES
                     " AS sz FROM jobs WHERE queue = ?4 AND state = 1 AND grp IS NULL"
