@@ -10,7 +10,10 @@
  * er_job_lease_fixed_bytes (the fixed part, the owner and the token it is
  * about to set): never below what core counts for the leased job. So a
  * fetch of many small jobs is one call, and no job is leased that the
- * reply would drop. lease_jobs stays, unchanged, for servers of the
+ * reply would drop. The candidates past the budget (at most the queue's
+ * take) are locked (FOR UPDATE SKIP LOCKED) until the fetch commits, not
+ * leased: a concurrent fetch skips them for that long, as it does the
+ * rows any fetch is choosing among. lease_jobs stays, unchanged, for servers of the
  * previous version during a rolling upgrade (docs/operations.md).
  */
 #include "store/postgres/pg_int.h"
