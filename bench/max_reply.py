@@ -8,6 +8,11 @@
 #          time, with the cap off (--max-reply 1g) and at its default.
 #   fetch: 20 000 small jobs taken by fetches of max 1000, ms a fetch, on
 #          SQLite and (with ERRAND_TEST_PG_URL) PostgreSQL, both settings.
+#   slow:  100 jobs of 500 KB on SQLite at the default cap; 4 clients list
+#          them all at once, each reading its 8 MiB pages slowly (64 KiB,
+#          then 5 ms), while /healthz is polled every 10 ms: its slowest,
+#          p99 and median answer, and the server's peak RSS.
+# `max_reply.py [rss|fetch|slow]...` runs those (default: all three).
 # ERRAND_BIN names the server (a Release build: build-rel/errand).
 
 import http.client
@@ -106,9 +111,79 @@ def fetch(store, label, args):
         s.cleanup()
 
 
+def list_slowly(port, out):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    cursor, jobs, pages, chunked = None, 0, 0, 0
+    while True:
+        path = "/v1/queues/big/jobs?limit=1000" + ("&cursor=" + cursor if cursor else "")
+        c.request("GET", path)
+        r = c.getresponse()
+        chunked += r.getheader("transfer-encoding") == "chunked"
+        parts = []
+        while True:
+            d = r.read(65536)
+            if not d:
+                break
+            parts.append(d)
+            time.sleep(0.005)
+        b = json.loads(b"".join(parts))
+        jobs, pages = jobs + len(b["jobs"]), pages + 1
+        cursor = b["next_cursor"]
+        if not cursor:
+            out.append({"jobs": jobs, "pages": pages, "chunked_pages": chunked})
+            return
+
+
+def slow():
+    s = Server().start()
+    try:
+        pad = "x" * (500 * 1000)
+        for i in range(100):
+            st, b, _ = s.enqueue("big", {"name": "n", "payload": {"i": i, "pad": pad}})
+            assert st == 201, (st, b)
+        lat, got, stop = [], [], threading.Event()
+
+        def health():
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+            while not stop.is_set():
+                t = time.perf_counter()
+                c.request("GET", "/healthz")
+                c.getresponse().read()
+                lat.append(time.perf_counter() - t)
+                time.sleep(0.01)
+
+        h = threading.Thread(target=health)
+        h.start()
+        time.sleep(0.2)
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=list_slowly, args=(s.port, got)) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        wall = time.perf_counter() - t0
+        stop.set()
+        h.join()
+        lat.sort()
+        print(json.dumps({"bench": "slow", "per_client": got[0], "healthz_n": len(lat),
+                          "healthz_max_ms": round(lat[-1] * 1000, 1),
+                          "healthz_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
+                          "healthz_p50_ms": round(lat[len(lat) // 2] * 1000, 2),
+                          "rss_peak_mb": status_mb(s.proc.pid, "VmHWM"),
+                          "wall_s": round(wall, 2)}))
+    finally:
+        s.cleanup()
+
+
 if __name__ == "__main__":
-    for label, args in SETTINGS:
-        rss(label, args)
+    what = sys.argv[1:] or ["rss", "fetch", "slow"]
+    if "slow" in what:
+        slow()
+    if "rss" in what:
+        for label, args in SETTINGS:
+            rss(label, args)
+    if "fetch" not in what:
+        sys.exit(0)
     stores = [None]
     if PG_URL:
         stores.append("pg")

@@ -69,9 +69,9 @@ static const er_setting serve_settings[] = {
     {"payload-max", ER_SET_SIZE, "512k", 16, 64LL << 20, NULL, "largest job payload (JSON)"},
     {"max-reply", ER_SET_SIZE, "8m", 64LL << 10, 1LL << 30, NULL,
      "most bytes of jobs in one list page or fetch reply (64k..1g): a list stops early with "
-     "a next_cursor, a fetch leases fewer jobs (in rounds of what fits at --payload-max "
-     "each, so below --payload-max a fetch gives one job); one job larger than this still "
-     "comes alone"},
+     "a next_cursor, a fetch leases only the jobs that fit (the store counts them as it "
+     "leases); one job larger than this still comes alone. Replies past 2 MiB are streamed "
+     "(chunked)"},
     {"max-batch", ER_SET_INT, "512", 1, 100000, NULL, "most requests in one group commit"},
     {"max-connections", ER_SET_INT, "10000", 1, 1000000, NULL,
      "most open client connections on each port (HTTP, Faktory); past it a new HTTP one is "

@@ -6,6 +6,7 @@
  * store.
  */
 #include "core/job.h"
+#include "core/lease.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -359,9 +360,6 @@ int er_job_lease_check(const er_job *job, const char *id, const char *token, er_
     return er_job_lease_refused(true, job->state, id, err);
 }
 
-/* Keys, numbers, times and states of a job's full view (the lease view
- * has fewer). */
-#define JOB_REPLY_FIXED 1024
 
 static size_t text_bytes(const char *s)
 {
@@ -370,7 +368,7 @@ static size_t text_bytes(const char *s)
 
 size_t er_job_reply_bytes(const er_job *job)
 {
-    size_t n = JOB_REPLY_FIXED;
+    size_t n = ER_JOB_REPLY_FIXED;
     n += job->payload ? job->payload_len : 0;
     n += text_bytes(job->result) + text_bytes(job->last_error) + text_bytes(job->progress) +
          text_bytes(job->custom);
@@ -384,7 +382,20 @@ size_t er_job_reply_bytes(const er_job *job)
 size_t er_job_lease_bytes_max(size_t payload_max)
 {
     /* id, idempotency key, trace id; queue, name, group; the token */
-    return JOB_REPLY_FIXED + payload_max + 2 * (3 * ER_ID_MAX + 3 * ER_NAME_MAX + 64);
+    return ER_JOB_REPLY_FIXED + payload_max + 2 * (3 * ER_ID_MAX + 3 * ER_NAME_MAX + 64);
+}
+
+size_t er_job_lease_fixed_bytes(const char *worker_id)
+{
+    return ER_JOB_REPLY_FIXED + 2 * (text_bytes(worker_id) + (ER_LEASE_TOKEN_SIZE - 1));
+}
+
+int er_reply_fit(size_t used, size_t cap, size_t worst, int want)
+{
+    size_t fit = used < cap && worst > 0 ? (cap - used) / worst : 0;
+    if (fit == 0 && used == 0)
+        fit = 1;
+    return fit < (size_t)want ? (int)fit : want;
 }
 
 bool er_reply_takes(size_t n, size_t used, size_t next, size_t cap)

@@ -180,11 +180,34 @@ typedef struct er_job {
 
 void er_job_init(er_job *job);
 
+/* The fixed part of er_job_reply_bytes: keys, numbers, times and states
+ * of a job's full view (the lease view has fewer). */
+#define ER_JOB_REPLY_FIXED 1024
+
 /* The bytes a job adds to a reply (its full or lease view), an estimate
  * that is never short of the truth: its JSON texts, twice its short
  * strings (room for escapes) and a fixed part for keys, numbers and times.
- * The one rule every reply cap uses. */
+ * The one rule every reply cap uses. Exactly, in bytes of each field:
+ *   ER_JOB_REPLY_FIXED
+ *   + payload + result + last_error + progress + custom
+ *   + 2 * (id + queue + name + group + trace_id + idempotency_key
+ *          + lease_owner + lease_token)
+ * (a NULL field counts 0). A store that sizes a job before leasing it (the
+ * fetch budget, er_fetch_params.max_bytes) counts the same columns of the
+ * row, plus er_job_lease_fixed_bytes for the fixed part and the lease it
+ * is about to set, so its sum is never below this one. */
 size_t er_job_reply_bytes(const er_job *job);
+/* What er_job_reply_bytes counts for a job leased to worker_id besides the
+ * row's own columns: the fixed part, twice the lease owner (worker_id) and
+ * twice a lease token (ER_LEASE_TOKEN_SIZE - 1 hex chars). A store's
+ * estimate of a row is this + the row's payload, result, last_error,
+ * progress and custom + 2 * (id, queue, name, group, trace_id,
+ * idempotency_key), in bytes, NULL as 0. */
+size_t er_job_lease_fixed_bytes(const char *worker_id);
+/* How many more jobs of at most `worst` bytes each fit in a reply budget
+ * of `cap` bytes with `used` spent, up to `want`: at least 1 when used is
+ * 0 (a reply always takes its first job). */
+int er_reply_fit(size_t used, size_t cap, size_t worst, int want);
 /* The most a leased job of at most payload_max payload bytes can add to a
  * fetch reply (the lease view by er_job_reply_bytes' rule). */
 size_t er_job_lease_bytes_max(size_t payload_max);

@@ -379,27 +379,29 @@ static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)
     return er_exec_fetch_again(x, req, now);
 }
 
-/* ops->fetch under the reply cap (--max-reply). The stores lease a set of
- * jobs with one statement (fetch order, groups, limits), so the cap applies
- * before leasing: each call asks only for as many jobs as fit in the room
- * left even if every one had the largest payload allowed, and another call
- * follows while jobs keep coming and room is left. No job is leased and
- * then dropped; the first job of a reply is taken whatever its size. */
+/* ops->fetch under the reply cap (--max-reply): one call with the budget
+ * left (er_fetch_params.max_bytes), which the store enforces inside its
+ * lease, in fetch order; no job is leased and then dropped, and the first
+ * job of a reply is taken whatever its size. Only a queue of the group
+ * planner, whose lease statements cannot size a row first, leases by the
+ * largest a job can be and asks for another call (*more); the loop follows
+ * then, in the same transaction, while jobs keep coming and room is left. */
 static int fetch_capped(er_exec_ctx *x, const er_fetch_params *p, er_req *req)
 {
-    size_t worst = er_job_lease_bytes_max(x->payload_max), used = 0;
+    size_t used = 0;
     for (size_t i = 0; i < req->list.len; i++)
         used += er_job_reply_bytes(&req->list.items[i]);
     int64_t ready = INT64_MAX, at = INT64_MAX;
     int got = 0, rc = 0;
-    while (got < p->max) {
-        size_t fit = used < x->reply_max ? (x->reply_max - used) / worst : 0;
-        if (fit == 0 && req->list.len > 0)
-            break;
-        int take = fit == 0 ? 1 : fit < (size_t)(p->max - got) ? (int)fit : p->max - got;
+    while (got < p->max && (used < x->reply_max || req->list.len == 0)) {
+        bool more = false;
         er_fetch_params q = *p;
-        q.max = take;
+        q.max = p->max - got;
         q.ready_at = &at;
+        q.max_bytes = x->reply_max;
+        q.used_bytes = used;
+        q.job_bytes_max = er_job_lease_bytes_max(x->payload_max);
+        q.more = &more;
         at = INT64_MAX;
         size_t before = req->list.len;
         rc = x->ops->fetch(x->store, &q, &req->list, &req->err);
@@ -409,8 +411,8 @@ static int fetch_capped(er_exec_ctx *x, const er_fetch_params *p, er_req *req)
         for (size_t i = before; i < req->list.len; i++)
             used += er_job_reply_bytes(&req->list.items[i]);
         got += (int)(req->list.len - before);
-        if (req->list.len - before < (size_t)take)
-            break; /* no more ready */
+        if (!more || req->list.len == before)
+            break;
     }
     if (p->ready_at)
         *p->ready_at = ready;

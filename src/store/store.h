@@ -182,6 +182,19 @@ typedef struct er_fetch_params {
      * held back by a limit in time (throttle, rate) may give a job again;
      * INT64_MAX when none was (er_fetch_ready_at) */
     int64_t *ready_at;
+    /* The reply budget (--max-reply), when max_bytes > 0: the store leases
+     * jobs in fetch order while used_bytes plus the running total of their
+     * sizes stays within max_bytes, and leases no job past it (the first
+     * job is taken whatever its size when used_bytes is 0: a reply always
+     * holds one). A job's size is er_job_reply_bytes' (core/job.h), which
+     * a store computes from the row before it leases it, never below the
+     * truth. A path that cannot size a row before leasing it (the group
+     * planner's) leases only as many as fit at job_bytes_max each (the
+     * largest a leased job can be) and sets *more when it stopped so with
+     * room possibly left: the caller may then call again with the room
+     * left. */
+    size_t max_bytes, used_bytes, job_bytes_max;
+    bool *more; /* out, when not NULL; the store only ever sets it */
 } er_fetch_params;
 
 /* A scheduler as stored (store/sched_codec.h decodes its spec). */

@@ -202,14 +202,14 @@ class SqliteMigrate(unittest.TestCase):
             self.assertEqual(self.version(), LATEST, args)
 
 
-LAST_STEP = "a Faktory job's custom object"
+LAST_STEP = "the fetch function under the reply budget (lease_jobs2)"
+LEASE_JOBS_ARGS = "text[], bigint[], bigint[], text, integer, bigint, text[]"
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
 class PostgresMigrate(unittest.TestCase):
     """A schema one step behind this binary: the current schema with its
-    last migration undone (the jobs' custom column dropped, its row taken
-    out)."""
+    last migration undone (lease_jobs2 dropped, its row taken out)."""
 
     def setUp(self):
         if not PG_URL or not psql_bin():
@@ -221,8 +221,9 @@ class PostgresMigrate(unittest.TestCase):
         self.latest = int(re.search(r"schema version (\d+)", out).group(1))
         # a server ran on it and wrote its limits
         Server(store=self.store, args=["--payload-max", "777777"]).start().cleanup()
-        psql('ALTER TABLE "{0}".jobs DROP COLUMN custom; DELETE FROM "{0}".migrations WHERE '
-             'version = {1}'.format(self.schema, self.latest))
+        psql('DROP FUNCTION "{0}".lease_jobs2({2}, bigint, bigint, bigint);'
+             ' DELETE FROM "{0}".migrations WHERE version = {1}'
+             .format(self.schema, self.latest, LEASE_JOBS_ARGS))
 
     def tearDown(self):
         psql('DROP SCHEMA IF EXISTS "%s" CASCADE' % self.schema)
@@ -253,8 +254,17 @@ class PostgresMigrate(unittest.TestCase):
         try:
             st, body, _ = s.enqueue("q", {"name": "n"})
             self.assertEqual(st, 201, body)
+            st, body, _ = s.enqueue("q", {"name": "n"})
+            self.assertEqual(st, 201, body)
+            self.assertEqual(len(s.fetch_jobs("q", max=1)), 1)
         finally:
             s.cleanup()
+        # the previous version's fetch function stays, signature and all,
+        # for its servers during a rolling upgrade
+        rows = psql("SELECT count(*) FROM \"{0}\".lease_jobs(ARRAY['q'], ARRAY[10::bigint],"
+                    " ARRAY[30000::bigint], 'old', 10, 0, ARRAY['{1}'])"
+                    .format(self.schema, "a" * 32))
+        self.assertEqual(rows, [["1"]])
 
     def test_a_role_without_ddl_rights_starts_with_no_auto_migrate(self):
         run_errand(["migrate", "--store", self.store], timeout=30)

@@ -131,3 +131,98 @@ Test(conformance, the_default_cap_leaves_small_pages_whole)
     cr_assert_null(next);
     er_job_list_fini(&l);
 }
+
+/* ---- the fetch's byte budget (er_fetch_params.max_bytes) ---- */
+
+/* Fetches from queue under a budget of cap bytes with used spent. */
+static int fetch_budget(const char *queue, int max, size_t used, size_t cap, er_job_list *out)
+{
+    const char *qs[] = {queue};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w1", .max = max,
+                         .now = T0 + 1, .max_bytes = cap, .used_bytes = used,
+                         .job_bytes_max = er_job_lease_bytes_max(1 << 20)};
+    er_error err = {0};
+    cr_assert_eq(OPS->fetch(S, &p, out, &err), 0, "fetch: %s", err.message);
+    return (int)out->len;
+}
+
+Test(conformance, a_fetch_leases_in_order_while_the_budget_holds_and_no_further)
+{
+    char id[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof id, "fb-%d", i);
+        put_big(id, "fb", 10000);
+    }
+    /* what core counts for one of them once leased (er_job_reply_bytes):
+     * the store's sum before leasing is the same for a fresh job */
+    er_job_list one = {0};
+    cr_assert_eq(fetch_budget("fb", 1, 0, 1, &one), 1, "the first job whatever the budget");
+    size_t each = er_job_reply_bytes(&one.items[0]);
+    cr_assert_str_eq(one.items[0].id, "fb-0");
+    er_job_list_fini(&one);
+    /* exactly three fit; one byte less and two do */
+    er_job_list l = {0};
+    cr_assert_eq(fetch_budget("fb", 10, 0, 3 * each, &l), 3);
+    size_t sum = 0;
+    for (size_t i = 0; i < l.len; i++)
+        sum += er_job_reply_bytes(&l.items[i]);
+    cr_assert_eq(sum, 3 * each, "the store's count and core's agree");
+    cr_assert_str_eq(l.items[0].id, "fb-1");
+    cr_assert_str_eq(l.items[2].id, "fb-3");
+    er_job_list_fini(&l);
+    cr_assert_eq(fetch_budget("fb", 10, 0, 2 * each - 1, &l), 1, "the first, the second over");
+    er_job_list_fini(&l);
+    /* with bytes already used, the first is not free */
+    cr_assert_eq(fetch_budget("fb", 10, 100, each, &l), 0);
+    cr_assert_eq(fetch_budget("fb", 10, 100, 100 + each, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "fb-5");
+    er_job_list_fini(&l);
+    /* nothing was leased that a fetch did not return */
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof id, "fb-%d", i);
+        cr_assert_eq(state_of(id), ER_STATE_ACTIVE, "%s", id);
+    }
+}
+
+/* Fetches from queues under a budget of cap bytes with used spent. */
+static int fetch_budget_qs(const char *const *qs, size_t n, size_t used, size_t cap,
+                           er_job_list *out)
+{
+    er_fetch_params p = {.queues = qs, .nqueues = n, .worker_id = "w1", .max = 10,
+                         .now = T0 + 1, .max_bytes = cap, .used_bytes = used,
+                         .job_bytes_max = er_job_lease_bytes_max(1 << 20)};
+    er_error err = {0};
+    cr_assert_eq(OPS->fetch(S, &p, out, &err), 0, "fetch: %s", err.message);
+    return (int)out->len;
+}
+
+Test(conformance, the_budget_carries_across_the_queues_of_a_fetch)
+{
+    /* f: the size of a job like fe-0 (id and queue as long), learnt from a
+     * probe; a job of queue fe2 is 2 bytes more (twice one more character) */
+    put_big("fx-0", "fx", 10000);
+    er_job_list l = {0};
+    cr_assert_eq(fetch_budget("fx", 1, 0, 1, &l), 1);
+    size_t f = er_job_reply_bytes(&l.items[0]);
+    er_job_list_fini(&l);
+    put_big("fe-0", "fe", 10000);
+    put_big("fe-1", "fe2", 10000);
+    put_big("fe-2", "fe2", 10000);
+    const char *qs[] = {"fe", "fe2"};
+    cr_assert_eq(fetch_budget_qs(qs, 2, 0, 2 * f + 1, &l), 1, "f, then f + 2 is over");
+    cr_assert_str_eq(l.items[0].id, "fe-0");
+    er_job_list_fini(&l);
+    cr_assert_eq(state_of("fe-1"), ER_STATE_WAITING);
+    put_big("fe-3", "fe", 10000);
+    cr_assert_eq(fetch_budget_qs(qs, 2, 0, 2 * f + 2, &l), 2, "f and f + 2: exactly");
+    cr_assert_str_eq(l.items[0].id, "fe-3");
+    cr_assert_str_eq(l.items[1].id, "fe-1");
+    er_job_list_fini(&l);
+    cr_assert_eq(state_of("fe-2"), ER_STATE_WAITING);
+    /* bytes already used: the first job is not free */
+    cr_assert_eq(fetch_budget_qs(qs + 1, 1, 2, f + 3, &l), 0);
+    cr_assert_eq(state_of("fe-2"), ER_STATE_WAITING);
+    cr_assert_eq(fetch_budget_qs(qs + 1, 1, 1, f + 3, &l), 1);
+    cr_assert_str_eq(l.items[0].id, "fe-2");
+    er_job_list_fini(&l);
+}

@@ -64,6 +64,22 @@ static void plan_of(int id, char *out, size_t outsz)
     sqlite3_finalize(st);
 }
 
+/* The plan of statement id uses index and scans no table whole (a sort
+ * is allowed: the windowed fetch sorts its at most `max` candidates). */
+static void assert_plan_sorting(int id, const char *index)
+{
+    char plan[2048];
+    plan_of(id, plan, sizeof plan);
+    char want[96];
+    snprintf(want, sizeof want, "USING INDEX %s", index);
+    cr_assert_not_null(strstr(plan, want), "statement %d: expected %s in: %s", id, index, plan);
+    const char *p = plan;
+    while ((p = strstr(p, "SCAN jobs"))) {
+        cr_assert(strncmp(p, "SCAN jobs USING", 15) == 0, "statement %d full scan: %s", id, plan);
+        p += 9;
+    }
+}
+
 static void assert_plan(int id, const char *index)
 {
     char plan[2048];
@@ -87,6 +103,7 @@ static void assert_plan(int id, const char *index)
 Test(sqlite, maintenance_and_fetch_statements_use_the_partial_indexes)
 {
     assert_plan(ER_SQ_FETCH, "jobs_waiting");
+    assert_plan_sorting(ER_SQ_FETCH_BUDGET, "jobs_waiting");
     assert_plan(ER_SQ_PROMOTE, "jobs_scheduled");
     assert_plan(ER_SQ_REAP_SELECT, "jobs_active");
     assert_plan(ER_SQ_NEXT_SCHEDULED, "jobs_scheduled");

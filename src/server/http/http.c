@@ -61,6 +61,7 @@ er_hctx *er_http_ctx_get(er_server *s)
     c->by_session = false;
     c->sid_hash[0] = '\0';
     c->caller = (er_caller){ER_ROLE_NONE, ""};
+    c->stream = NULL;
     c->next_free = NULL;
     return c;
 }
@@ -68,6 +69,7 @@ er_hctx *er_http_ctx_get(er_server *s)
 void er_http_ctx_release(er_hctx *c)
 {
     er_server *s = c->s;
+    er_http_stream_free(c);
     s->inflight--;
     if (s->nfree < ER_HTTP_CTX_CACHE) {
         c->next_free = s->free_ctx;

@@ -95,6 +95,7 @@ struct er_hctx {
     bool by_session;            /* authorized by a dashboard session cookie */
     char sid_hash[65];          /* by_session: the session's hash */
     er_session session;         /* by_session: the session (caller.name points into it) */
+    struct er_stream *stream;   /* a streamed reply being written (http_reply.c) */
     er_hctx *next_free;
 };
 
@@ -227,6 +228,21 @@ void er_http_jsonw_init(er_hctx *c, er_jsonw *w);
 /* Replies with what w holds (503 when it failed) and finalizes w (its
  * buffer goes back to the server for the next reply). */
 void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w);
+/* Replies 200 {"jobs": [r's jobs], ...rest}: the jobs in their lease view
+ * (lease) or their full view for the caller's role; rest (NULL: none) an
+ * object of the other members, finalized here. A reply whose jobs could
+ * pass ER_HTTP_STREAM_MIN bytes (er_job_reply_bytes) to an HTTP/1.1 GET
+ * or POST is streamed: chunked, its jobs taken from r and written a slice
+ * (ER_HTTP_STREAM_SLICE bytes or so) a loop turn, the next one when the
+ * connection's output has drained, so big replies never hold the event
+ * loop; a smaller one is written whole with a Content-Length. */
+void er_http_reply_jobs(er_hctx *c, er_req *r, bool lease, er_jsonw *rest);
+#ifndef ER_HTTP_STREAM_MIN /* a build may move it (bench/README.md measures one without) */
+#define ER_HTTP_STREAM_MIN ((size_t)2 << 20)
+#endif
+#define ER_HTTP_STREAM_SLICE ((size_t)128 * 1024)
+/* Frees a streamed reply's state (er_http_ctx_release). */
+void er_http_stream_free(er_hctx *c);
 /* Sends {"error":{code,message,field}} with the code's HTTP status. */
 void er_http_reply_error(er_hctx *c, const er_error *err);
 /* Sends that error body with any status (the 405 of dispatch); strings

@@ -12,12 +12,14 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/http_struct.h> /* a request's HTTP version (major, minor) */
 #include <event2/keyvalq_struct.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/http/http_internal.h"
+#include "server/http/job_json.h"
 #include "util/calendar.h"
 #include "util/utf8.h"
 
@@ -238,6 +240,205 @@ void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
     }
     er_jsonw_fini(w);
     send_reply(c, status);
+}
+
+/* ---- job lists, whole or streamed ---- */
+
+/* A streamed reply: the jobs (taken from the engine's request), the next
+ * one to write, and the text after the last one. */
+typedef struct er_stream {
+    er_job_list list;
+    size_t next;
+    bool lease;
+    char *tail; /* "]" and the other members, "}" */
+    size_t tail_len;
+    size_t bytes; /* written so far: the access log's */
+    int status;
+} er_stream;
+
+/* The text after the jobs' array: "]" then rest's members (rest an
+ * object, or NULL) then "}"; malloc'ed, NULL on ENOMEM. */
+static char *jobs_tail(er_jsonw *rest, size_t *len)
+{
+    const char *m = "}";
+    size_t n = 1;
+    if (rest && !rest->failed && rest->out.len > 2) { /* "{...}": its members */
+        m = rest->out.data + 1;
+        n = rest->out.len - 1;
+    }
+    char *t = malloc(n + 3); /* "]", ",", the members with their "}", NUL */
+    if (t) {
+        t[0] = ']';
+        size_t k = 0;
+        if (n > 1)
+            t[++k] = ',';
+        memcpy(t + k + 1, m, n);
+        *len = k + 1 + n;
+        t[*len] = '\0';
+    }
+    return t;
+}
+
+static void write_job(er_hctx *c, const er_job *job, bool lease, er_jsonw *w)
+{
+    if (lease)
+        er_http_job_write_lease_json(job, w);
+    else
+        er_http_job_write_json(job, c->caller.role, w);
+}
+
+void er_http_stream_free(er_hctx *c)
+{
+    er_stream *st = c->stream;
+    if (!st)
+        return;
+    c->stream = NULL;
+    er_job_list_fini(&st->list);
+    free(st->tail);
+    free(st);
+}
+
+static void stream_more(struct evhttp_connection *evcon, void *arg);
+
+/* The connection of a streamed reply is being freed (the client went away
+ * mid-stream, or a write failed): libevent detached the request, which
+ * is not done, so it is ours to free, with the stream. */
+static void on_stream_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    er_hctx *c = arg;
+    struct evhttp_request *req = c->req;
+    c->req = NULL;
+    if (req && evhttp_request_get_connection(req) == NULL)
+        evhttp_request_free(req);
+    er_http_ctx_release(c); /* frees the stream */
+}
+
+/* Writes the next slice of a streamed reply, or its end: called when the
+ * connection's output has drained (evhttp_send_reply_chunk_with_cb). One
+ * slice a call, so every other connection gets its turn in between. */
+static void stream_more(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    er_hctx *c = arg;
+    er_stream *st = c->stream;
+    struct evhttp_request *req = c->req;
+    if (st->next >= st->list.len) {
+        if (c->s->access_log)
+            access_line(c, st->status, st->bytes);
+        er_http_stream_free(c);
+        evhttp_send_reply_end(req); /* on_reply_written follows */
+        return;
+    }
+    er_jsonw w;
+    er_http_jsonw_init(c, &w);
+    er_jsonw_begin_array(&w); /* for the commas; the "[" is not sent */
+    size_t first = st->next;
+    while (st->next < st->list.len && (st->next == first || w.out.len < ER_HTTP_STREAM_SLICE)) {
+        write_job(c, &st->list.items[st->next], st->lease, &w);
+        er_job_fini(&st->list.items[st->next]); /* written: its memory goes now */
+        st->next++;
+    }
+    struct evbuffer *chunk = evbuffer_new();
+    bool ok = chunk && !w.failed;
+    if (ok && first > 0)
+        ok = evbuffer_add(chunk, ",", 1) == 0;
+    if (ok)
+        ok = evbuffer_add(chunk, w.out.data + 1, w.out.len - 1) == 0;
+    if (ok && st->next >= st->list.len)
+        ok = evbuffer_add(chunk, st->tail, st->tail_len) == 0;
+    er_server *s = c->s;
+    if (!s->wbuf && w.out.data && w.out.cap <= (256u * 1024)) {
+        s->wbuf = w.out.data; /* kept for the next slice or reply */
+        s->wcap = w.out.cap;
+        w.out.data = NULL;
+    }
+    er_jsonw_fini(&w);
+    if (!ok) { /* out of memory mid-reply: end it short, the client sees bad JSON */
+        if (chunk)
+            evbuffer_free(chunk);
+        st->next = st->list.len;
+        er_http_stream_free(c);
+        evhttp_send_reply_end(req);
+        return;
+    }
+    st->bytes += evbuffer_get_length(chunk);
+    evhttp_send_reply_chunk_with_cb(req, chunk, stream_more, c);
+    evbuffer_free(chunk);
+}
+
+/* Starts a streamed reply of r's jobs (taken); false when it could not
+ * (out of memory before anything was sent): the caller writes it whole. */
+static bool stream_start(er_hctx *c, er_req *r, bool lease, er_jsonw *rest)
+{
+    er_stream *st = calloc(1, sizeof *st);
+    if (!st || !(st->tail = jobs_tail(rest, &st->tail_len))) {
+        free(st);
+        return false;
+    }
+    st->list = r->list;
+    r->list = (er_job_list){0};
+    st->lease = lease;
+    st->status = 200;
+    c->stream = st;
+    struct evhttp_request *req = c->req;
+    count_status(c, 200);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    if (!c->s->accepting)
+        evhttp_add_header(out, "Connection", "close");
+    evhttp_add_header(out, "Date", er_http_date(c->s));
+    c->sending = true;
+    evhttp_request_set_on_complete_cb(req, on_reply_written, c);
+    er_http_conn_set_closecb(c->s, evhttp_request_get_connection(req), on_stream_close, c);
+    evhttp_send_reply_start(req, 200, "OK");
+    /* the head, then the first slice at once */
+    static const char head[] = "{\"jobs\":[";
+    struct evbuffer *h = evbuffer_new();
+    if (h && evbuffer_add(h, head, sizeof head - 1) == 0) {
+        st->bytes += sizeof head - 1;
+        evhttp_send_reply_chunk(req, h);
+    }
+    if (h)
+        evbuffer_free(h);
+    stream_more(NULL, c);
+    return true;
+}
+
+void er_http_reply_jobs(er_hctx *c, er_req *r, bool lease, er_jsonw *rest)
+{
+    size_t est = 0;
+    for (size_t i = 0; i < r->list.len; i++)
+        est += er_job_reply_bytes(&r->list.items[i]);
+    struct evhttp_request *req = c->req;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (est > ER_HTTP_STREAM_MIN && r->list.len > 1 && req->major == 1 && req->minor >= 1 &&
+        (cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_POST) && evhttp_request_get_connection(req) &&
+        stream_start(c, r, lease, rest)) {
+        if (rest)
+            er_jsonw_fini(rest);
+        return;
+    }
+    /* the common case: a few jobs, written whole with a Content-Length */
+    er_jsonw w;
+    er_http_jsonw_init(c, &w);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "jobs");
+    er_jsonw_begin_array(&w);
+    for (size_t i = 0; i < r->list.len; i++)
+        write_job(c, &r->list.items[i], lease, &w);
+    er_jsonw_end_array(&w);
+    if (rest && (rest->failed || rest->out.len > 2)) {
+        /* rest's members after "jobs" */
+        if (rest->failed)
+            w.failed = true;
+        else if (er_buf_add(&w.out, ",", 1) < 0 ||
+                 er_buf_add(&w.out, rest->out.data + 1, rest->out.len - 2) < 0)
+            w.failed = true;
+    }
+    er_jsonw_end_object(&w);
+    if (rest)
+        er_jsonw_fini(rest);
+    er_http_reply_jsonw(c, 200, &w);
 }
 
 /* Appends s as a JSON string body (no quotes) at out[*o]; bytes that are

@@ -492,20 +492,17 @@ static void finish_fetch(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    er_jsonw w;
-    er_http_jsonw_init(c, &w);
-    er_jsonw_begin_object(&w);
-    er_jsonw_key(&w, "jobs");
-    er_jsonw_begin_array(&w);
-    for (size_t i = 0; i < r->list.len; i++)
-        er_http_job_write_lease_json(&r->list.items[i], &w);
-    er_jsonw_end_array(&w);
-    if (c->flags) {
-        er_jsonw_key(&w, "acks");
-        write_ack_results(&w, r);
+    if (!c->flags) {
+        er_http_reply_jobs(c, r, true, NULL);
+        return;
     }
-    er_jsonw_end_object(&w);
-    er_http_reply_jsonw(c, 200, &w);
+    er_jsonw rest;
+    er_jsonw_init(&rest, (size_t)1 << 30);
+    er_jsonw_begin_object(&rest);
+    er_jsonw_key(&rest, "acks");
+    write_ack_results(&rest, r);
+    er_jsonw_end_object(&rest);
+    er_http_reply_jobs(c, r, true, &rest);
 }
 
 void er_route_fetch(er_hctx *c)

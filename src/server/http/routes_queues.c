@@ -301,16 +301,13 @@ static void finish_page(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    json_t *jobs = json_array();
-    for (size_t i = 0; jobs && i < r->list.len; i++) {
-        json_t *j = er_http_job_to_json(&r->list.items[i], c->caller.role);
-        if (json_array_append_new(jobs, j) != 0) {
-            json_decref(jobs);
-            jobs = NULL;
-        }
-    }
-    json_t *next = r->next_cursor ? json_string(r->next_cursor) : json_null();
-    er_http_reply_json(c, 200, json_pack("{s:o,s:o}", "jobs", jobs, "next_cursor", next));
+    er_jsonw rest;
+    er_jsonw_init(&rest, 4096);
+    er_jsonw_begin_object(&rest);
+    er_jsonw_key(&rest, "next_cursor");
+    er_jsonw_str(&rest, r->next_cursor);
+    er_jsonw_end_object(&rest);
+    er_http_reply_jobs(c, r, false, &rest);
 }
 
 static void submit_page(er_hctx *c, er_req *r, const page_query *q, const char *queue)

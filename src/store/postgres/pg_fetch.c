@@ -257,11 +257,19 @@ static int plan_read(er_store *s, const er_fetch_params *fp, const char *queues,
     return rc;
 }
 
-/* Leases from queues [first, first + n) in order with one lease_jobs call,
- * up to each one's cap and max in all. */
+/* The budget of a lease statement: the bytes used so far, the budget. */
+static int64_t budget_cap(const er_fetch_params *fp)
+{
+    return fp->max_bytes && fp->max_bytes < INT64_MAX / 2 ? (int64_t)fp->max_bytes
+                                                          : INT64_MAX / 2;
+}
+
+/* Leases from queues [first, first + n) in order with one lease_jobs2 call,
+ * up to each one's cap and max in all, under the reply budget with `used`
+ * bytes spent. */
 static int lease_plain(er_store *s, const er_fetch_params *fp, const qplan *plan, size_t first,
-                       size_t n, int64_t max, int64_t now, er_job_list *out, int64_t *got,
-                       er_error *err)
+                       size_t n, int64_t max, int64_t now, size_t used, er_job_list *out,
+                       int64_t *got, er_error *err)
 {
     er_pg_array qa = {0}, ca = {0}, la = {0}, ta = {0};
     for (size_t i = first; i < first + n; i++) {
@@ -284,6 +292,9 @@ static int lease_plain(er_store *s, const er_fetch_params *fp, const qplan *plan
         er_pg_p_i64(&p, max);
         er_pg_p_i64(&p, now);
         er_pg_p_str(&p, toks);
+        er_pg_p_i64(&p, (int64_t)er_job_lease_fixed_bytes(fp->worker_id));
+        er_pg_p_i64(&p, fp->max_bytes ? (int64_t)used : 0);
+        er_pg_p_i64(&p, budget_cap(fp));
         rc = er_pg_exec(s, ER_PG_FETCH, &p, &res, err);
     }
     er_pg_array_fini(&qa);
@@ -660,18 +671,37 @@ static int fetch_in_tx(er_store *s, const er_fetch_params *fp, er_job_list *out,
                  : nomem(err);
     er_pg_array_fini(&qa);
     if (rc == 0 && any && !any_planner) {
-        /* the fast path: one lease_jobs call for every queue */
-        rc = lease_plain(s, fp, plan, 0, fp->nqueues, fp->max, now, out, got, err);
+        /* the fast path: one lease_jobs2 call for every queue */
+        rc = lease_plain(s, fp, plan, 0, fp->nqueues, fp->max, now, fp->used_bytes, out, got,
+                         err);
     } else if (rc == 0 && any) {
         int64_t left = fp->max;
+        size_t used = fp->used_bytes;
         for (size_t i = 0; rc == 0 && i < fp->nqueues && left > 0; i++) {
             int64_t take = plan[i].cap < left ? plan[i].cap : left, had = got[i];
             if (take <= 0)
                 continue;
-            if (plan[i].planner)
-                rc = lease_groups(s, fp, &plan[i], i, take, now, out, got, ready_at, err);
-            else
-                rc = lease_plain(s, fp, plan, i, 1, take, now, out, got, err);
+            if (fp->max_bytes && used >= fp->max_bytes && used > 0)
+                break; /* the reply budget is spent */
+            size_t before = out->len;
+            if (plan[i].planner) {
+                /* the planner's leases cannot size a row first: as many as
+                 * fit at the largest a job can be, and the caller calls
+                 * again (store.h) */
+                if (fp->max_bytes) {
+                    int fit = er_reply_fit(used, fp->max_bytes, fp->job_bytes_max,
+                                           take > INT_MAX ? INT_MAX : (int)take);
+                    if (fit < take && fp->more)
+                        *fp->more = true;
+                    take = fit;
+                }
+                if (take > 0)
+                    rc = lease_groups(s, fp, &plan[i], i, take, now, out, got, ready_at, err);
+            } else {
+                rc = lease_plain(s, fp, plan, i, 1, take, now, used, out, got, err);
+            }
+            for (size_t k = before; k < out->len; k++)
+                used += er_job_reply_bytes(&out->items[k]);
             left -= got[i] - had;
         }
     }

@@ -319,6 +319,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_8,
     /* 9: a Faktory job's custom object (docs/faktory.md) */
     "ALTER TABLE jobs ADD COLUMN custom text;",
+    /* 10: lease_jobs2, the fetch under the reply budget (pg_migration_10.c) */
+    er_pg_migration_10,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -335,6 +337,7 @@ const char *const er_pg_migration_names[] = {
     "dashboard sessions and the audit log",
     "the job id rule of core in errand.enqueue",
     "a Faktory job's custom object",
+    "the fetch function under the reply budget (lease_jobs2)",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],
@@ -496,8 +499,10 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " FROM queues q ORDER BY q.name COLLATE \"C\"",
     /* the fetch policy's inputs (core/fetch.h) and its row work, in order */
     [ER_PG_QUEUE_STATES] = "SELECT * FROM queue_states2($1::text[])",
-    [ER_PG_FETCH] = "SELECT " COLS " FROM lease_jobs($1::text[], $2::bigint[], $3::bigint[], $4,"
-                    " $5, $6, $7::text[]) j",
+    /* $8 a leased job's fixed bytes, $9 the bytes used, $10 the budget
+     * (er_fetch_params.max_bytes; pg_migration_10.c) */
+    [ER_PG_FETCH] = "SELECT " COLS " FROM lease_jobs2($1::text[], $2::bigint[], $3::bigint[], $4,"
+                    " $5, $6, $7::text[], $8, $9, $10) j",
     /* $1 queues, $2 their rate states after the fetch */
     [ER_PG_QUEUE_RATE] = "UPDATE queues q SET rate_tat = x.tat"
                          " FROM unnest($1::text[], $2::bigint[]) AS x(name, tat)"

@@ -100,10 +100,12 @@ static int64_t pick_pos(const int64_t *pairs, size_t n, int64_t seq)
 /* Leases up to `take` jobs of one queue with one UPDATE ... RETURNING (stmt:
  * ER_SQ_FETCH, one of a group's, group and priority bound to ?6, ?7, or
  * ER_SQ_LEASE_SEQS with the picks *pk) and appends them to *out in fetch
- * order (the picks': theirs). */
+ * order (the picks': theirs). ER_SQ_FETCH_BUDGET leases under the reply
+ * budget (er_fetch_params.max_bytes) with *used_bytes spent. */
 static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const char *queue,
                        const char *group, int priority, int take, int64_t lease_ms,
-                       const picks *pk, er_job_list *out, int *got, er_error *err)
+                       const picks *pk, const size_t *used_bytes, er_job_list *out,
+                       int *got, er_error *err)
 {
     *got = 0;
     leased *rows = calloc((size_t)take, sizeof *rows);
@@ -118,6 +120,14 @@ static int fetch_queue(er_store *s, const er_fetch_params *p, int stmt, const ch
         sqlite3_bind_int64(st, 3, p->now);
         sqlite3_bind_text(st, 4, queue, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 5, take);
+        if (stmt == ER_SQ_FETCH_BUDGET) {
+            size_t used = used_bytes ? *used_bytes : 0;
+            sqlite3_bind_int64(st, 8, (int64_t)er_job_lease_fixed_bytes(p->worker_id));
+            sqlite3_bind_int64(st, 9, (int64_t)used);
+            sqlite3_bind_int64(st, 10, p->max_bytes && p->max_bytes < INT64_MAX / 2
+                                           ? (int64_t)p->max_bytes
+                                           : INT64_MAX / 2);
+        }
         if (stmt == ER_SQ_FETCH_GROUP_AT)
             sqlite3_bind_text(st, 6, group, -1, SQLITE_STATIC);
         if (stmt == ER_SQ_FETCH_GROUP_AT || stmt == ER_SQ_FETCH_UNGROUPED_AT)
@@ -230,7 +240,7 @@ static int flush_picks(void *ctx, er_error *err)
     snprintf(pk->json + len, cap - len, "]");
     int got = 0;
     int rc = fetch_queue(c->s, c->p, ER_SQ_LEASE_SEQS, c->queue, NULL, INT_MIN, (int)pk->n,
-                         c->lease_ms, pk, c->out, &got, err);
+                         c->lease_ms, pk, NULL, c->out, &got, err);
     /* the picks are waiting jobs of this transaction: all are leased */
     if (rc == 0 && (size_t)got != pk->n)
         rc = er_error_set(err, ER_EINTERNAL, "", "store: %d of %zu picked jobs leased", got,
@@ -405,8 +415,8 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
             return err->code;
         int n = 0;
         int rc = fetch_queue(c->s, c->p, *group ? ER_SQ_FETCH_GROUP_AT : ER_SQ_FETCH_UNGROUPED_AT,
-                             c->queue, group, priority, (int)take, c->lease_ms, NULL, c->out, &n,
-                             err);
+                             c->queue, group, priority, (int)take, c->lease_ms, NULL, NULL,
+                             c->out, &n, err);
         *got = n;
         return rc;
     }
@@ -430,11 +440,22 @@ static int rows_lease(void *ctx, const char *group, int priority, int64_t take, 
     return rc;
 }
 
+/* Whether the reply budget can stop a lease of take jobs short: not when
+ * all of them fit even at the largest a job can be (the plain statement
+ * then gives the same jobs without sizing them). */
+static bool budget_binds(const er_fetch_params *p, size_t used, int take)
+{
+    if (!p->max_bytes)
+        return false;
+    size_t room = used < p->max_bytes ? p->max_bytes - used : 0;
+    return p->job_bytes_max == 0 || room / p->job_bytes_max < (size_t)take;
+}
+
 /* Leases up to take jobs of one queue: in priority order when nothing in
  * it needs the group planner, else by core's planner. */
 static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queue *q, int take,
-                           int64_t lease_ms, er_job_list *out, int *got, int64_t *ready_at,
-                           er_error *err)
+                           int64_t lease_ms, size_t used, er_job_list *out, int *got,
+                           int64_t *ready_at, er_error *err)
 {
     const er_queue_settings *qs = &q->settings;
     er_fetch_group_policy pol = {&qs->fairness, &qs->group_limits, &qs->aging};
@@ -443,8 +464,18 @@ static int fetch_one_queue(er_store *s, const er_fetch_params *p, er_sqlite_queu
     if (rc < 0)
         return rc;
     if (!er_fetch_grouped(&pol, grouped))
-        return fetch_queue(s, p, ER_SQ_FETCH, q->name, NULL, INT_MIN, take, lease_ms, NULL, out,
-                           got, err);
+        return fetch_queue(s, p, budget_binds(p, used, take) ? ER_SQ_FETCH_BUDGET : ER_SQ_FETCH,
+                           q->name, NULL, INT_MIN, take, lease_ms, NULL, &used, out, got, err);
+    /* the planner's leases cannot size a row first: as many as fit at the
+     * largest a job can be, and the caller calls again (store.h) */
+    if (p->max_bytes) {
+        int fit = er_reply_fit(used, p->max_bytes, p->job_bytes_max, take);
+        if (fit < take && p->more)
+            *p->more = true;
+        take = fit;
+        if (take <= 0)
+            return 0;
+    }
     er_fetch_cursor *cur = er_sqlite_rr_get(s, q->name);
     if (!cur)
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
@@ -497,7 +528,10 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
     if (rc < 0)
         return rc;
     int remaining = p->max;
+    size_t used = p->used_bytes;
     for (size_t i = 0; rc == 0 && i < p->nqueues && remaining > 0; i++) {
+        if (p->max_bytes && used >= p->max_bytes && used > 0)
+            break; /* the reply budget is spent */
         er_sqlite_queue *q;
         rc = er_sqlite_queue_get(s, p->queues[i], &q, err);
         if (rc < 0)
@@ -529,8 +563,11 @@ int er_sqlite_fetch(er_store *s, const er_fetch_params *p, er_job_list *out,
         }
         int take = cap < remaining ? (int)cap : remaining;
         int got = 0;
-        rc = fetch_one_queue(s, p, q, take, er_fetch_lease_ms(&qs, p->lease_ms), out, &got,
-                             &ready_at, err);
+        size_t had = out->len;
+        rc = fetch_one_queue(s, p, q, take, er_fetch_lease_ms(&qs, p->lease_ms), used, out,
+                             &got, &ready_at, err);
+        for (size_t k = had; k < out->len; k++)
+            used += er_job_reply_bytes(&out->items[k]);
         if (rc == 0 && got > 0 && qs.rate_max > 0)
             rc = rate_store(s, q,
                             er_rate_taken(qs.rate_max, qs.rate_per_ms, qs.rate_tat, p->now, got),

@@ -196,6 +196,16 @@ _Static_assert(sizeof er_sqlite_migration_names / sizeof er_sqlite_migration_nam
     " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token, created_at,"    \
     " custom, set_flags, seq"
 
+/* A job row's own bytes by er_job_reply_bytes' rule (core/job.h
+ * er_job_lease_fixed_bytes says which columns): its JSON texts, twice its
+ * short strings, in bytes (a BLOB's length), NULL as 0. */
+#define OCTETS(c) "ifnull(length(CAST(" c " AS BLOB)), 0)"
+#define ROW_BYTES                                                                          \
+    "(" OCTETS("payload") " + " OCTETS("result") " + " OCTETS("last_error") " + "          \
+    OCTETS("progress") " + " OCTETS("custom") " + 2 * (" OCTETS("id") " + " OCTETS("queue") \
+    " + " OCTETS("name") " + " OCTETS("grp") " + " OCTETS("trace_id") " + "                \
+    OCTETS("idempotency_key") "))"
+
 const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_BEGIN] = "BEGIN IMMEDIATE",
     [ER_SQ_COMMIT] = "COMMIT",
@@ -264,6 +274,19 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                     " WHERE seq IN (SELECT seq FROM jobs WHERE queue = ?4 AND state = 1"
                     " AND grp IS NULL"
                     " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    LEASE_RETURNING,
+    /* ER_SQ_FETCH under the reply budget (er_fetch_params.max_bytes): ?8
+     * the fixed bytes of a leased job (er_job_lease_fixed_bytes), ?9 the
+     * bytes used, ?10 the budget; a candidate is leased while ?9 + the
+     * running total stays within ?10, the first one also when ?9 is 0.
+     * The running total sorts the candidates (at most ?5 rows) once more. */
+    [ER_SQ_FETCH_BUDGET] = LEASE_SET
+                    " WHERE seq IN (SELECT seq FROM (SELECT seq, sum(sz + ?8) OVER w AS run,"
+                    " row_number() OVER w AS k FROM (SELECT seq, priority, run_at, " ROW_BYTES
+                    " AS sz FROM jobs WHERE queue = ?4 AND state = 1 AND grp IS NULL"
+                    " ORDER BY priority DESC, run_at, seq LIMIT ?5)"
+                    " WINDOW w AS (ORDER BY priority DESC, run_at, seq ROWS UNBOUNDED PRECEDING))"
+                    " WHERE ?9 + run <= ?10 OR (k = 1 AND ?9 = 0))"
                     LEASE_RETURNING,
     [ER_SQ_FETCH_GROUP_AT] = LEASE_SET
                     " WHERE seq IN (SELECT seq FROM jobs INDEXED BY jobs_grouped WHERE queue = ?4"
