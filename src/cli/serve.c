@@ -500,6 +500,10 @@ int er_cli_serve(int argc, char **argv, char **envp)
         fprintf(stderr, "errand serve: %s\n", err.message);
         goto out;
     }
+    char node[300], host[256] = "errand";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(node, sizeof node, "%.200s-%ld", host, (long)getpid());
     const char *fk_listen = er_settings_get(&st, "faktory-listen")->text;
     if (fk_listen && strcmp(fk_listen, "off") != 0) {
         er_faktory_config fcfg = {
@@ -511,6 +515,7 @@ int er_cli_serve(int argc, char **argv, char **envp)
             .max_connections = (int)er_settings_get(&st, "max-connections")->num,
             .reserve_min_ms = er_settings_get(&st, "faktory-min-reserve")->num,
             .prefetch = (int)er_settings_get(&st, "faktory-prefetch")->num,
+            .node_id = node,
         };
         if (er_faktory_start(c.base, c.engine, &fcfg, &c.faktory, &err) < 0) {
             fprintf(stderr, "errand serve: --faktory-listen: %s\n", err.message);
@@ -519,10 +524,6 @@ int er_cli_serve(int argc, char **argv, char **envp)
         er_server_set_faktory(c.server, c.faktory);
     }
     {
-        char node[300], host[256] = "errand";
-        gethostname(host, sizeof host - 1);
-        host[sizeof host - 1] = '\0';
-        snprintf(node, sizeof node, "%.200s-%ld", host, (long)getpid());
         er_dispatcher_config dcfg = {
             .node_id = node,
             .max_inflight = (int)er_settings_get(&st, "dispatch-concurrency")->num,

@@ -92,6 +92,13 @@ typedef enum er_req_type {
     ER_REQ_BULK,             /* in: bulk (ids, or a filter and after); out: bulk.done,
                                 bulk.after, bulk.more. One chunk of at most ER_BULK_CHUNK */
     ER_REQ_BULK_COUNT,       /* in: bulk.filter; out: bulk.count */
+    /* the Faktory worker registry (exec_workers.c) */
+    ER_REQ_WORKER_BEATS,     /* in: workers (rows to write), wids (rows to read back),
+                                extend_ms (the ttl); reaps the rows past the ttl; out:
+                                worker_rows: the live signalled rows, then the wids' rows */
+    ER_REQ_WORKER_SIGNAL,    /* in: id (wid), worker_state, extend_ms (the ttl); out:
+                                worker_rows (the row after) */
+    ER_REQ_WORKER_LIST,      /* in: extend_ms (the ttl), max; out: worker_rows (live ones) */
 } er_req_type;
 
 typedef struct er_req er_req;
@@ -199,6 +206,13 @@ struct er_req {
                                   the request succeeded (rc 0); owned */
     er_audit_list audits;      /* out: AUDIT_LIST */
     er_bulk bulk;              /* BULK, BULK_COUNT */
+
+    /* the Faktory worker registry (exec_workers.c) */
+    er_worker_list workers;    /* WORKER_BEATS in */
+    char **wids;               /* WORKER_BEATS in: owned */
+    size_t nwids;
+    er_worker_state worker_state; /* WORKER_SIGNAL in */
+    er_worker_list worker_rows; /* out */
 
     /* engine-private */
     er_req *next;

@@ -56,7 +56,8 @@ bool er_req_is_read(const er_req *req)
     case ER_REQ_LIST_DEAD:
         return true;
     default:
-        return er_sched_req_is_read(req) || er_ui_req_is_read(req);
+        return er_sched_req_is_read(req) || er_ui_req_is_read(req) ||
+               er_workers_req_is_read(req);
     }
 }
 
@@ -550,6 +551,8 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
     default:
         if (er_req_is_read(req) || req->type < ER_REQ_PUT_SCHEDULER)
             rc = er_error_set(&req->err, ER_EINTERNAL, "", "read request on the writer");
+        else if (req->type >= ER_REQ_WORKER_BEATS)
+            rc = er_exec_workers_write(x, req, now);
         else if (req->type >= ER_REQ_SESSION_PUT)
             rc = er_exec_ui_write(x, req, now);
         else
@@ -600,6 +603,10 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
         }
         if (er_ui_req_is_read(req)) {
             er_exec_ui_read(x, req);
+            return;
+        }
+        if (er_workers_req_is_read(req)) {
+            er_exec_workers_read(x, req, now);
             return;
         }
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "write request on the reader");

@@ -692,6 +692,43 @@ Test(transcript, beat_go_and_ruby_style_with_state_and_rss)
     fk_close(c);
 }
 
+Test(transcript, hello_labels_and_v_are_kept_in_the_registry_and_bad_labels_refused)
+{
+    static const char *const bad[] = {
+        "{\"v\":2,\"wid\":\"lab\",\"labels\":\"node\"}",
+        "{\"v\":2,\"wid\":\"lab\",\"labels\":[\"a\",1]}",
+        "{\"v\":2,\"wid\":\"lab\",\"labels\":[{}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        conn *c = fk_open();
+        ERR(c, "labels must be an array of strings", "HELLO %s", bad[i]);
+        cr_assert(closed(c), "a bad HELLO closes: %s", bad[i]);
+        fk_close(c);
+    }
+    char big[5000] = "{\"v\":2,\"wid\":\"lab\",\"labels\":[\"";
+    size_t at = strlen(big);
+    memset(big + at, 'x', 4100);
+    memcpy(big + at + 4100, "\"]}", 4);
+    conn *c = fk_open();
+    ERR(c, "labels must be at most 4096 bytes", "HELLO %s", big);
+    fk_close(c);
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", "/v1/workers", NULL, NULL, &o), 200);
+    cr_assert_eq(json_array_size(json_object_get(o, "workers")), 0, "refused: not registered");
+    json_decref(o);
+    c = fk_open();
+    OK(c, "HELLO {\"v\":2,\"wid\":\"lab\",\"hostname\":\"h\",\"pid\":7,"
+          "\"labels\":[\"node\",\"blue\"]}");
+    cr_assert_eq(http("GET", "/v1/workers", NULL, NULL, &o), 200);
+    json_t *w = json_array_get(json_object_get(o, "workers"), 0);
+    cr_assert_str_eq(jstr(w, "wid"), "lab");
+    json_t *want = json_pack("[ss]", "node", "blue");
+    cr_assert(same(json_object_get(w, "labels"), want), "labels as HELLO said");
+    cr_assert(strlen(jstr(w, "node")) > 0, "the node that saw it");
+    json_decref(o);
+    fk_close(c);
+}
+
 /* ---- prefetch (docs/faktory.md, "Prefetch") ---- */
 
 /* FETCH's job id into out (a copy), "" when it answered null. */

@@ -141,6 +141,32 @@ static int pwdhash(const char *pwd, const char *salt, int iterations, char out[6
     return 0;
 }
 
+/* HELLO's labels: absent or null (0, *out NULL), or an array of strings
+ * kept as compact JSON of at most ER_WORKER_LABELS_MAX bytes. */
+static int hello_labels(const json_t *l, char **out, er_error *err)
+{
+    *out = NULL;
+    if (!l || json_is_null(l))
+        return 0;
+    size_t i;
+    const json_t *x;
+    bool ok = json_is_array(l);
+    json_array_foreach(l, i, x)
+        ok = ok && json_is_string(x) && strlen(json_string_value(x)) == json_string_length(x);
+    if (!ok)
+        return er_error_set(err, ER_EINVAL, "labels", "labels must be an array of strings");
+    char *t = json_dumps(l, JSON_COMPACT);
+    if (!t)
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    if (strlen(t) > ER_WORKER_LABELS_MAX) {
+        free(t);
+        return er_error_set(err, ER_EINVAL, "labels", "labels must be at most %d bytes as JSON",
+                            ER_WORKER_LABELS_MAX);
+    }
+    *out = t;
+    return 0;
+}
+
 static void cmd_hello(fk_conn *c, const char *arg, size_t n)
 {
     er_faktory *f = c->f;
@@ -190,8 +216,15 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
             er_fk_send_error(c, "ERR", err.message, true);
             return;
         }
+        char *labels = NULL;
+        if (hello_labels(json_object_get(o, "labels"), &labels, &err) < 0) {
+            json_decref(o);
+            er_fk_send_error(c, "ERR", err.message, true);
+            return;
+        }
         fk_worker *wk = er_fk_worker_touch(f, w, er_now_ms());
         if (!wk) {
+            free(labels);
             json_decref(o);
             er_fk_send_error(c, "ERR", "too many workers", true);
             return;
@@ -202,6 +235,12 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
             snprintf(wk->v.hostname, sizeof wk->v.hostname, "%s", json_string_value(h));
         if (json_is_integer(pid))
             wk->v.pid = json_integer_value(pid);
+        if (v)
+            wk->proto_v = json_integer_value(v);
+        if (labels) {
+            free(wk->labels);
+            wk->labels = labels;
+        }
     }
     json_decref(o);
     c->hello = true;

@@ -336,6 +336,13 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
         w->peak = w->held; /* "lately": since the last REAP_PERIOD_S tick */
 }
 
+static void on_beat_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_fk_beats_flush(arg, true);
+}
+
 static void on_prefetch_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -372,6 +379,7 @@ int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktor
     f->prefetch = cfg->prefetch ? cfg->prefetch : ER_FK_PREFETCH_DEFAULT;
     f->started_ms = er_now_ms();
     er_rand_init_system(&f->rand);
+    snprintf(f->node, sizeof f->node, "%s", cfg->node_id ? cfg->node_id : "errand");
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV};
@@ -411,6 +419,12 @@ int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktor
     f->pre_ev = event_new(base, -1, EV_PERSIST, on_prefetch_sweep, f);
     struct timeval sweep = {0, ER_FK_PREFETCH_SWEEP_MS * 1000};
     if (!f->pre_ev || event_add(f->pre_ev, &sweep) != 0) {
+        er_faktory_free(f);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
+    f->beat_ev = event_new(base, -1, EV_PERSIST, on_beat_flush, f);
+    struct timeval flush = {ER_FK_BEAT_FLUSH_MS / 1000, (ER_FK_BEAT_FLUSH_MS % 1000) * 1000};
+    if (!f->beat_ev || event_add(f->beat_ev, &flush) != 0) {
         er_faktory_free(f);
         return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
     }
@@ -457,6 +471,11 @@ void er_faktory_free(er_faktory *f)
         event_free(f->reap_ev);
     if (f->pre_ev)
         event_free(f->pre_ev);
+    if (f->beat_ev)
+        event_free(f->beat_ev);
+    for (int i = 0; i < ER_FK_BEATS_INFLIGHT; i++)
+        if (f->beats[i])
+            f->beats[i]->arg = NULL; /* answered later, or freed with the engine */
     er_fk_workers_free(f);
     er_fk_cache_free(&f->leases);
     er_fk_cache_free(&f->uniques);
