@@ -103,6 +103,20 @@ typedef enum er_req_type {
 
 typedef struct er_req er_req;
 
+/* A unique lock an ENQUEUE takes for one of its jobs (docs/faktory.md,
+ * "Unique jobs"): the run-once lease (req->lease_type, the job's queue,
+ * run_key) for ttl_ms, acquired in the enqueue's own transaction. A job
+ * whose lock is held is not enqueued. */
+typedef struct er_enqueue_lock {
+    bool on;                          /* in: this job takes a lock */
+    char run_key[65];                 /* in */
+    int64_t ttl_ms;                   /* in */
+    int tag;                          /* the submitter's, untouched */
+    int rc;                           /* out: 0, or ER_ECONFLICT when held (nothing enqueued for
+                                         the job; its duplicate flag is set) */
+    char token[ER_LEASE_TOKEN_SIZE];  /* out: the lock's owner token when taken; "" else */
+} er_enqueue_lock;
+
 /* A bulk action's chunk (exec_ui.c): redrive or delete dead letters,
  * cancel waiting or scheduled jobs, or send scheduled jobs to the dead
  * letters (kill) or to waiting now (run_now), by ids or by a filter. */
@@ -152,6 +166,8 @@ struct er_req {
     /* inputs (owned by the request; er_req_free frees them) */
     er_job *jobs;              /* ENQUEUE: validated jobs, defaults not yet applied */
     size_t njobs;
+    er_enqueue_lock *locks;    /* ENQUEUE, optional: njobs unique locks (lease_type their
+                                  type); owned */
     er_ack *acks;              /* FETCH, ACKS: valid outcomes (er_ack_validate) */
     size_t nacks;
     er_fetch_args fetch;       /* FETCH: a valid request (er_fetch_validate) */

@@ -72,7 +72,7 @@ static void wake_names(er_wake *w, char **names, size_t n, int count)
 
 /* Wakes parked fetchers for the jobs of a committed-to-be enqueue that are
  * ready now, one er_wake entry per run of jobs on the same queue. */
-static void wake_enqueued(er_exec_ctx *x, const er_req *req)
+void er_exec_wake_enqueued(er_exec_ctx *x, const er_req *req)
 {
     int ready = 0;
     for (size_t i = 0; i < req->njobs; i++) {
@@ -86,9 +86,9 @@ static void wake_enqueued(er_exec_ctx *x, const er_req *req)
     }
 }
 
-/* One job: ops->enqueue, which also returns the stored job of a duplicate.
- * Many: er_store_enqueue_many (one statement on PostgreSQL). */
-static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
+/* The start of every enqueue: the duplicate flags (all false), the jobs'
+ * defaults from their queues' settings. */
+static int enqueue_prepare(er_exec_ctx *x, er_req *req, int64_t now)
 {
     er_error *err = &req->err;
     er_tombstone_list_fini(&req->tombs);
@@ -110,7 +110,20 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
         er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
         job->updated_at = now;
     }
-    int rc;
+    return 0;
+}
+
+/* One job: ops->enqueue, which also returns the stored job of a duplicate.
+ * Many: er_store_enqueue_many (one statement on PostgreSQL). With locks:
+ * er_exec_enqueue_locked (exec_unique.c). */
+static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    er_error *err = &req->err;
+    int rc = enqueue_prepare(x, req, now);
+    if (rc < 0)
+        return rc;
+    if (req->locks)
+        return er_exec_enqueue_locked(x, req, now);
     if (req->njobs == 1)
         rc = x->ops->enqueue(x->store, &req->jobs[0], &req->duplicate[0], &req->job, &req->tombs,
                              err);
@@ -119,7 +132,7 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
                                    &req->tombs, err);
     if (rc < 0)
         return rc;
-    wake_enqueued(x, req);
+    er_exec_wake_enqueued(x, req);
     if (req->njobs == 1 && !req->duplicate[0]) {
         rc = er_job_copy(&req->job, &req->jobs[0]);
         if (rc < 0)
@@ -196,7 +209,7 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
             remembered = true;
         }
         k += r->njobs;
-        wake_enqueued(x, r);
+        er_exec_wake_enqueued(x, r);
         if (r->njobs == 1) {
             /* the stored job: the existing one for a duplicate */
             if (remembered)
@@ -226,9 +239,9 @@ out:
 int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
 {
     er_req *last = first;
-    size_t total = first->type == ER_REQ_ENQUEUE ? first->njobs : 0;
+    size_t total = first->type == ER_REQ_ENQUEUE && !first->locks ? first->njobs : 0;
     if (total && x->ops->enqueue_many) {
-        for (er_req *r = first->next; r && r->type == ER_REQ_ENQUEUE && r->njobs &&
+        for (er_req *r = first->next; r && r->type == ER_REQ_ENQUEUE && !r->locks && r->njobs &&
                                       total + r->njobs <= ENQUEUE_RUN_MAX;
              r = r->next) {
             last = r;

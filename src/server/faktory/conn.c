@@ -54,7 +54,6 @@ static void conn_free(fk_conn *c)
         bufferevent_free(c->bev);
     er_failure_fini(&c->failure);
     free(c->track_progress);
-    er_req_free(c->stash);
     er_fk_names_free(c);
     er_buf_fini(&c->out);
     free(c);

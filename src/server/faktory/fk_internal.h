@@ -109,8 +109,6 @@ struct fk_conn {
     size_t nnames, at;
     bool pause;
     int64_t retries;   /* INFO: the retry set's size, counted before the queues are read */
-    er_req *stash;     /* PUSH of a unique job: the enqueue waiting for its lock */
-    char stash_token[ER_LEASE_TOKEN_SIZE]; /* that lock's owner token */
     er_buf out;        /* the reply being built */
     fk_conn *prev, *next;
 };
