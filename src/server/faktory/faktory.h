@@ -32,16 +32,25 @@ typedef struct er_faktory_config {
     int prefetch;            /* most jobs a FETCH leases to its wid, 1..256 (1: none);
                                 0: ER_FK_PREFETCH_DEFAULT */
     const char *node_id;     /* this server in the worker registry; NULL: "errand" */
+    /* TLS (both or neither; NULL: plain TCP): a PEM certificate chain and
+     * its private key, read once at start */
+    const char *tls_cert, *tls_key;
 } er_faktory_config;
 
 #define ER_FK_PREFETCH_DEFAULT 32
 
 /* Binds and starts serving. Refuses (ER_EINVAL) a non-loopback address with
- * no tokens, as the HTTP listener does. Logs {"msg":"faktory listening",
+ * no tokens, as the HTTP listener does, and TLS files that cannot be used
+ * (field "faktory-tls-cert" or "faktory-tls-key"): one without the other,
+ * an unreadable or malformed file, a key that is not the certificate's. Logs {"msg":"faktory listening",
  * "listen":"HOST:PORT"} with the real port. Returns 0 and *out, or a
  * negative code with *err. */
 int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
                      er_faktory **out, er_error *err);
+
+/* The TLS rules of er_faktory_start for cert and key (NULL: not given),
+ * without listening: 0 when both are usable or neither is given. */
+int er_faktory_tls_check(const char *cert, const char *key, er_error *err);
 
 /* The bound port. */
 int er_faktory_port(const er_faktory *f);

@@ -25,6 +25,7 @@
 struct bufferevent;
 struct evconnlistener;
 struct event;
+struct ssl_ctx_st;
 
 #define ER_FK_HASH_ITERATIONS 100   /* "i" of the greeting */
 #define ER_FK_FETCH_WAIT_MS 2000    /* FETCH blocks this long */
@@ -125,6 +126,7 @@ struct er_faktory {
     bool stopping;     /* shutdown began: no more prefetch */
     struct event *pre_ev; /* releases buffered jobs held too long */
     struct evconnlistener *lev;
+    struct ssl_ctx_st *tls; /* the TLS context of every connection, NULL: plain TCP */
     int port;
     fk_conn *conns;
     er_rand rand;
