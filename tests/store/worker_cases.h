@@ -71,6 +71,14 @@ Test(conformance, a_worker_beat_is_upserted_by_wid_and_never_moved_back)
     er_worker_row_fini(&got);
     cr_assert_eq(OPS->worker_get(S, "w-none", &got, &err), ER_ENOTFOUND);
     free(a.labels);
+    /* a wid twice in one batch: its latest beat is kept, whatever the order */
+    er_worker_row twice[2] = {worker_row("w-d", "node-new", T0 + 5),
+                              worker_row("w-d", "node-old", T0 + 3)};
+    worker_beat(twice, 2);
+    cr_assert_eq(OPS->worker_get(S, "w-d", &got, &err), 0, "%s", err.message);
+    cr_assert_eq(got.last_beat, T0 + 5);
+    cr_assert_str_eq(got.node, "node-new");
+    er_worker_row_fini(&got);
 }
 
 Test(conformance, a_worker_signal_is_raised_only_and_only_for_a_live_worker)

@@ -666,8 +666,14 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     /* the Faktory worker registry (pg_workers.c) */
 #define WORKER_COLS "wid, hostname, node, current_state, labels, pid, v, rss_kb, started_at,"   \
                     " last_beat, state"
-    [ER_PG_WORKER_BEAT] = "INSERT INTO workers (" WORKER_COLS ") VALUES ($1, $2, $3, $4, $5,"
-                          " $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint, 0)"
+    /* one row a wid (its latest beat when given twice), from ten arrays */
+    [ER_PG_WORKER_BEAT] = "INSERT INTO workers (" WORKER_COLS ") SELECT DISTINCT ON (wid)"
+                          " wid, hostname, node, current_state, labels, pid, v, rss_kb,"
+                          " started_at, last_beat, 0 FROM unnest($1::text[], $2::text[],"
+                          " $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],"
+                          " $8::bigint[], $9::bigint[], $10::bigint[]) AS x(wid, hostname, node,"
+                          " current_state, labels, pid, v, rss_kb, started_at, last_beat)"
+                          " ORDER BY wid, last_beat DESC"
                           " ON CONFLICT (wid) DO UPDATE SET"
                           " hostname = excluded.hostname, node = excluded.node,"
                           " current_state = excluded.current_state, labels = excluded.labels,"

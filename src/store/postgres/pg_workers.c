@@ -2,7 +2,7 @@
  *
  * The PostgreSQL store's Faktory worker registry (store.h): one row per
  * wid, shared by every server of the schema; row work only, as SQLite's
- * workers.c. Liveness is judged against the caller's times (the servers'
+ * workers.c, a batch of beats in one statement a thousand rows. Liveness is judged against the caller's times (the servers'
  * clocks), like dashboard sessions.
  */
 #include <stdlib.h>
@@ -29,22 +29,44 @@ static bool read_row(const PGresult *r, int row, er_worker_row *w)
     return true;
 }
 
-int er_pg_worker_beat(er_store *s, const er_worker_row *rows, size_t n, er_error *err)
+/* The most rows one statement upserts. */
+#define BEAT_CHUNK 1000
+
+/* One statement for rows[0..n), n <= BEAT_CHUNK. */
+static int beat_chunk(er_store *s, const er_worker_row *rows, size_t n, er_error *err)
 {
+    er_pg_array a[10];
+    memset(a, 0, sizeof a);
     for (size_t i = 0; i < n; i++) {
         const er_worker_row *w = &rows[i];
-        er_pg_params p = {0};
-        er_pg_p_str(&p, w->wid);
-        er_pg_p_str(&p, w->hostname);
-        er_pg_p_str(&p, w->node);
-        er_pg_p_str(&p, w->current_state);
-        er_pg_p_str(&p, w->labels);
-        er_pg_p_i64(&p, w->pid);
-        er_pg_p_i64(&p, w->v);
-        er_pg_p_i64(&p, w->rss_kb);
-        er_pg_p_i64(&p, w->started_at);
-        er_pg_p_i64(&p, w->last_beat);
-        int rc = er_pg_run(s, ER_PG_WORKER_BEAT, &p, NULL, err);
+        er_pg_array_str(&a[0], w->wid);
+        er_pg_array_str(&a[1], w->hostname);
+        er_pg_array_str(&a[2], w->node);
+        er_pg_array_str(&a[3], w->current_state);
+        er_pg_array_str(&a[4], w->labels);
+        er_pg_array_i64(&a[5], w->pid);
+        er_pg_array_i64(&a[6], w->v);
+        er_pg_array_i64(&a[7], w->rss_kb);
+        er_pg_array_i64(&a[8], w->started_at);
+        er_pg_array_i64(&a[9], w->last_beat);
+    }
+    er_pg_params p = {0};
+    bool oom = false;
+    for (int k = 0; k < 10; k++) {
+        const char *lit = er_pg_array_done(&a[k]);
+        oom |= !lit;
+        er_pg_p_str(&p, lit);
+    }
+    int rc = oom ? er_pg_nomem(err) : er_pg_run(s, ER_PG_WORKER_BEAT, &p, NULL, err);
+    for (int k = 0; k < 10; k++)
+        er_pg_array_fini(&a[k]);
+    return rc;
+}
+
+int er_pg_worker_beat(er_store *s, const er_worker_row *rows, size_t n, er_error *err)
+{
+    for (size_t i = 0; i < n; i += BEAT_CHUNK) {
+        int rc = beat_chunk(s, rows + i, n - i < BEAT_CHUNK ? n - i : BEAT_CHUNK, err);
         if (rc < 0)
             return rc;
     }
