@@ -31,6 +31,11 @@ static const er_setting serve_settings[] = {
     {"faktory-listen", ER_SET_STRING, "off", 0, 0, NULL,
      "address of the Faktory protocol port, HOST:PORT (port 0 picks a free one), or off "
      "(docs/faktory.md); off loopback it needs tokens, as --listen does"},
+    {"faktory-tls-cert", ER_SET_STRING, NULL, 0, 0, NULL,
+     "a PEM certificate chain: the Faktory port speaks TLS (clients use tcp+tls://); needs "
+     "--faktory-tls-key"},
+    {"faktory-tls-key", ER_SET_STRING, NULL, 0, 0, NULL,
+     "the PEM private key of --faktory-tls-cert"},
     {"faktory-min-reserve", ER_SET_DURATION, "60s", 1000, 3600000, NULL,
      "the shortest lease a Faktory job's reserve_for gives (Faktory's is 60s)"},
     {"faktory-prefetch", ER_SET_INT, "32", 1, 256, NULL,
@@ -366,6 +371,21 @@ int er_cli_serve(int argc, char **argv, char **envp)
         er_settings_fini(&st);
         return 2;
     }
+    /* the Faktory port's TLS files, judged before anything listens */
+    const char *tls_cert = er_settings_get(&st, "faktory-tls-cert")->text;
+    const char *tls_key = er_settings_get(&st, "faktory-tls-key")->text;
+    const char *fk_set = er_settings_get(&st, "faktory-listen")->text;
+    if ((tls_cert || tls_key) && (!fk_set || strcmp(fk_set, "off") == 0)) {
+        fprintf(stderr, "errand serve: --faktory-tls-cert and --faktory-tls-key need "
+                        "--faktory-listen\n");
+        er_settings_fini(&st);
+        return 2;
+    }
+    if (er_faktory_tls_check(tls_cert, tls_key, &err) < 0) {
+        fprintf(stderr, "errand serve: %s\n", err.message);
+        er_settings_fini(&st);
+        return 2;
+    }
 
     const er_setting_value *tv = er_settings_get(&st, "token");
     size_t ntokens = 0, tcap = tv->nlist + 1;
@@ -500,8 +520,13 @@ int er_cli_serve(int argc, char **argv, char **envp)
         fprintf(stderr, "errand serve: %s\n", err.message);
         goto out;
     }
+    char node[300], host[256] = "errand";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(node, sizeof node, "%.200s-%ld", host, (long)getpid());
     const char *fk_listen = er_settings_get(&st, "faktory-listen")->text;
-    if (fk_listen && strcmp(fk_listen, "off") != 0) {
+    bool fk_on = fk_listen && strcmp(fk_listen, "off") != 0;
+    if (fk_on) {
         er_faktory_config fcfg = {
             .listen = fk_listen,
             .tokens = tokens,
@@ -511,18 +536,18 @@ int er_cli_serve(int argc, char **argv, char **envp)
             .max_connections = (int)er_settings_get(&st, "max-connections")->num,
             .reserve_min_ms = er_settings_get(&st, "faktory-min-reserve")->num,
             .prefetch = (int)er_settings_get(&st, "faktory-prefetch")->num,
+            .node_id = node,
+            .tls_cert = tls_cert,
+            .tls_key = tls_key,
         };
         if (er_faktory_start(c.base, c.engine, &fcfg, &c.faktory, &err) < 0) {
-            fprintf(stderr, "errand serve: --faktory-listen: %s\n", err.message);
+            bool tls = strncmp(err.field, "faktory-tls", 11) == 0; /* changed since the check */
+            fprintf(stderr, "errand serve: %s%s\n", tls ? "" : "--faktory-listen: ", err.message);
             goto out;
         }
         er_server_set_faktory(c.server, c.faktory);
     }
     {
-        char node[300], host[256] = "errand";
-        gethostname(host, sizeof host - 1);
-        host[sizeof host - 1] = '\0';
-        snprintf(node, sizeof node, "%.200s-%ld", host, (long)getpid());
         er_dispatcher_config dcfg = {
             .node_id = node,
             .max_inflight = (int)er_settings_get(&st, "dispatch-concurrency")->num,

@@ -92,9 +92,30 @@ typedef enum er_req_type {
     ER_REQ_BULK,             /* in: bulk (ids, or a filter and after); out: bulk.done,
                                 bulk.after, bulk.more. One chunk of at most ER_BULK_CHUNK */
     ER_REQ_BULK_COUNT,       /* in: bulk.filter; out: bulk.count */
+    /* the Faktory worker registry (exec_workers.c) */
+    ER_REQ_WORKER_BEATS,     /* in: workers (rows to write), wids (rows to read back),
+                                extend_ms (the ttl); reaps the rows past the ttl; out:
+                                worker_rows: the live signalled rows, then the wids' rows */
+    ER_REQ_WORKER_SIGNAL,    /* in: id (wid), worker_state, extend_ms (the ttl); out:
+                                worker_rows (the row after) */
+    ER_REQ_WORKER_LIST,      /* in: extend_ms (the ttl), max; out: worker_rows (live ones) */
 } er_req_type;
 
 typedef struct er_req er_req;
+
+/* A unique lock an ENQUEUE takes for one of its jobs (docs/faktory.md,
+ * "Unique jobs"): the run-once lease (req->lease_type, the job's queue,
+ * run_key) for ttl_ms, acquired in the enqueue's own transaction. A job
+ * whose lock is held is not enqueued. */
+typedef struct er_enqueue_lock {
+    bool on;                          /* in: this job takes a lock */
+    char run_key[65];                 /* in */
+    int64_t ttl_ms;                   /* in */
+    int tag;                          /* the submitter's, untouched */
+    int rc;                           /* out: 0, or ER_ECONFLICT when held (nothing enqueued for
+                                         the job; its duplicate flag is set) */
+    char token[ER_LEASE_TOKEN_SIZE];  /* out: the lock's owner token when taken; "" else */
+} er_enqueue_lock;
 
 /* A bulk action's chunk (exec_ui.c): redrive or delete dead letters,
  * cancel waiting or scheduled jobs, or send scheduled jobs to the dead
@@ -145,6 +166,8 @@ struct er_req {
     /* inputs (owned by the request; er_req_free frees them) */
     er_job *jobs;              /* ENQUEUE: validated jobs, defaults not yet applied */
     size_t njobs;
+    er_enqueue_lock *locks;    /* ENQUEUE, optional: njobs unique locks (lease_type their
+                                  type); owned */
     er_ack *acks;              /* FETCH, ACKS: valid outcomes (er_ack_validate) */
     size_t nacks;
     er_fetch_args fetch;       /* FETCH: a valid request (er_fetch_validate) */
@@ -199,6 +222,13 @@ struct er_req {
                                   the request succeeded (rc 0); owned */
     er_audit_list audits;      /* out: AUDIT_LIST */
     er_bulk bulk;              /* BULK, BULK_COUNT */
+
+    /* the Faktory worker registry (exec_workers.c) */
+    er_worker_list workers;    /* WORKER_BEATS in */
+    char **wids;               /* WORKER_BEATS in: owned */
+    size_t nwids;
+    er_worker_state worker_state; /* WORKER_SIGNAL in */
+    er_worker_list worker_rows; /* out */
 
     /* engine-private */
     er_req *next;

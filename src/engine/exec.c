@@ -56,7 +56,8 @@ bool er_req_is_read(const er_req *req)
     case ER_REQ_LIST_DEAD:
         return true;
     default:
-        return er_sched_req_is_read(req) || er_ui_req_is_read(req);
+        return er_sched_req_is_read(req) || er_ui_req_is_read(req) ||
+               er_workers_req_is_read(req);
     }
 }
 
@@ -71,7 +72,7 @@ static void wake_names(er_wake *w, char **names, size_t n, int count)
 
 /* Wakes parked fetchers for the jobs of a committed-to-be enqueue that are
  * ready now, one er_wake entry per run of jobs on the same queue. */
-static void wake_enqueued(er_exec_ctx *x, const er_req *req)
+void er_exec_wake_enqueued(er_exec_ctx *x, const er_req *req)
 {
     int ready = 0;
     for (size_t i = 0; i < req->njobs; i++) {
@@ -85,9 +86,9 @@ static void wake_enqueued(er_exec_ctx *x, const er_req *req)
     }
 }
 
-/* One job: ops->enqueue, which also returns the stored job of a duplicate.
- * Many: er_store_enqueue_many (one statement on PostgreSQL). */
-static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
+/* The start of every enqueue: the duplicate flags (all false), the jobs'
+ * defaults from their queues' settings. */
+static int enqueue_prepare(er_exec_ctx *x, er_req *req, int64_t now)
 {
     er_error *err = &req->err;
     er_tombstone_list_fini(&req->tombs);
@@ -109,7 +110,20 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
         er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
         job->updated_at = now;
     }
-    int rc;
+    return 0;
+}
+
+/* One job: ops->enqueue, which also returns the stored job of a duplicate.
+ * Many: er_store_enqueue_many (one statement on PostgreSQL). With locks:
+ * er_exec_enqueue_locked (exec_unique.c). */
+static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    er_error *err = &req->err;
+    int rc = enqueue_prepare(x, req, now);
+    if (rc < 0)
+        return rc;
+    if (req->locks)
+        return er_exec_enqueue_locked(x, req, now);
     if (req->njobs == 1)
         rc = x->ops->enqueue(x->store, &req->jobs[0], &req->duplicate[0], &req->job, &req->tombs,
                              err);
@@ -118,7 +132,7 @@ static int exec_enqueue(er_exec_ctx *x, er_req *req, int64_t now)
                                    &req->tombs, err);
     if (rc < 0)
         return rc;
-    wake_enqueued(x, req);
+    er_exec_wake_enqueued(x, req);
     if (req->njobs == 1 && !req->duplicate[0]) {
         rc = er_job_copy(&req->job, &req->jobs[0]);
         if (rc < 0)
@@ -195,7 +209,7 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
             remembered = true;
         }
         k += r->njobs;
-        wake_enqueued(x, r);
+        er_exec_wake_enqueued(x, r);
         if (r->njobs == 1) {
             /* the stored job: the existing one for a duplicate */
             if (remembered)
@@ -225,9 +239,9 @@ out:
 int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
 {
     er_req *last = first;
-    size_t total = first->type == ER_REQ_ENQUEUE ? first->njobs : 0;
+    size_t total = first->type == ER_REQ_ENQUEUE && !first->locks ? first->njobs : 0;
     if (total && x->ops->enqueue_many) {
-        for (er_req *r = first->next; r && r->type == ER_REQ_ENQUEUE && r->njobs &&
+        for (er_req *r = first->next; r && r->type == ER_REQ_ENQUEUE && !r->locks && r->njobs &&
                                       total + r->njobs <= ENQUEUE_RUN_MAX;
              r = r->next) {
             last = r;
@@ -552,6 +566,8 @@ int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now)
     default:
         if (er_req_is_read(req) || req->type < ER_REQ_PUT_SCHEDULER)
             rc = er_error_set(&req->err, ER_EINTERNAL, "", "read request on the writer");
+        else if (req->type >= ER_REQ_WORKER_BEATS)
+            rc = er_exec_workers_write(x, req, now);
         else if (req->type >= ER_REQ_SESSION_PUT)
             rc = er_exec_ui_write(x, req, now);
         else
@@ -602,6 +618,10 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
         }
         if (er_ui_req_is_read(req)) {
             er_exec_ui_read(x, req);
+            return;
+        }
+        if (er_workers_req_is_read(req)) {
+            er_exec_workers_read(x, req, now);
             return;
         }
         rc = er_error_set(&req->err, ER_EINTERNAL, "", "write request on the reader");

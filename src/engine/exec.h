@@ -106,4 +106,18 @@ int er_exec_audit(er_exec_ctx *x, er_req *req, int64_t now);
 /* The retention pass's sweep of expired sessions and old audit rows. */
 int er_exec_ui_sweep(er_exec_ctx *x, int64_t now);
 
+/* Wakes parked fetchers for the jobs of an enqueue that are ready now and
+ * not duplicates (exec.c). */
+void er_exec_wake_enqueued(er_exec_ctx *x, const er_req *req);
+/* An ENQUEUE with locks, its defaults applied and its duplicate flags
+ * allocated (exec_unique.c); same contract as er_exec_write. */
+int er_exec_enqueue_locked(er_exec_ctx *x, er_req *req, int64_t now);
+
+/* The Faktory worker registry (exec_workers.c). */
+bool er_workers_req_is_read(const er_req *req);
+/* Runs a write request of exec_workers.c's types; same contract as er_exec_write. */
+int er_exec_workers_write(er_exec_ctx *x, er_req *req, int64_t now);
+/* Runs a read request of exec_workers.c's types; sets req->rc. */
+void er_exec_workers_read(er_exec_ctx *x, er_req *req, int64_t now);
+
 #endif

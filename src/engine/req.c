@@ -65,6 +65,12 @@ void er_req_free(er_req *req)
         free(req->audit);
     }
     er_audit_list_fini(&req->audits);
+    free(req->locks);
+    er_worker_list_fini(&req->workers);
+    er_worker_list_fini(&req->worker_rows);
+    for (size_t i = 0; i < req->nwids; i++)
+        free(req->wids[i]);
+    free(req->wids);
     for (size_t i = 0; i < req->bulk.nids; i++)
         free(req->bulk.ids[i]);
     free(req->bulk.ids);

@@ -72,6 +72,34 @@ er_audit *er_audit_list_push(er_audit_list *l)
     return a;
 }
 
+void er_worker_row_fini(er_worker_row *w)
+{
+    if (!w)
+        return;
+    free(w->labels);
+    memset(w, 0, sizeof *w);
+}
+
+void er_worker_list_fini(er_worker_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->len; i++)
+        er_worker_row_fini(&l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->len = l->cap = 0;
+}
+
+er_worker_row *er_worker_list_push(er_worker_list *l)
+{
+    if (ER_GROW(&l->items, &l->cap, l->len + 1, ER_LIST_MAX) < 0)
+        return NULL;
+    er_worker_row *w = &l->items[l->len++];
+    memset(w, 0, sizeof *w);
+    return w;
+}
+
 int er_store_resolve(const char *url, const er_store_ops **ops, const char **rest,
                      er_error *err)
 {

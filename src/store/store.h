@@ -276,6 +276,44 @@ typedef struct er_fail_item {
     er_ack_info *info;         /* borrowed: receives what fail() would tell; may be NULL */
 } er_fail_item;
 
+/* ---- the Faktory worker registry (docs/faktory.md, "Workers") ---- */
+
+/* What an operator told a worker process; only ever raised (a terminate
+ * is never taken back by a quiet). */
+typedef enum er_worker_state {
+    ER_WORKER_RUN = 0,
+    ER_WORKER_QUIET = 1,
+    ER_WORKER_TERMINATE = 2,
+} er_worker_state;
+
+#define ER_WORKER_NODE_MAX 255
+#define ER_WORKER_LABELS_MAX 4096 /* labels, as JSON text */
+
+/* One worker process as stored, keyed by its wid. Times are the servers'
+ * clocks (ms), as the caller passes them. */
+typedef struct er_worker_row {
+    char wid[ER_NAME_MAX + 1];
+    char hostname[ER_NAME_MAX + 1];
+    char node[ER_WORKER_NODE_MAX + 1]; /* the server that last saw it beat */
+    char current_state[16];            /* what its last BEAT said: "", "quiet", "terminate" */
+    char *labels;                      /* owned: JSON array text; NULL when none */
+    int64_t pid;
+    int64_t v;                         /* its protocol version (0: not said) */
+    int64_t rss_kb;                    /* -1 when never told */
+    int64_t started_at, last_beat;
+    er_worker_state state;
+} er_worker_row;
+
+typedef struct er_worker_list {
+    er_worker_row *items;
+    size_t len, cap;
+} er_worker_list;
+
+void er_worker_row_fini(er_worker_row *w);
+void er_worker_list_fini(er_worker_list *l);
+/* Appends a zeroed slot and returns it, or NULL on ENOMEM. */
+er_worker_row *er_worker_list_push(er_worker_list *l);
+
 /* A store's wake-up listener (ops->listener_open); opaque, one per store
  * kind that has one. */
 typedef struct er_store_listener er_store_listener;
@@ -579,6 +617,31 @@ typedef struct er_store_ops {
      * to `limit` audit rows older than audit_before; *n = rows deleted. */
     int (*ui_sweep)(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                     er_error *err);
+
+    /* ---- the Faktory worker registry (docs/faktory.md, "Workers") ----
+     * Optional, all NULL when a store has none (the engine then answers
+     * ER_EUNAVAIL). One row per wid, shared by every server of the store. */
+
+    /* Upserts each row by wid: a new wid is inserted as given with state
+     * run; an existing one takes hostname, node, current_state, labels,
+     * pid, v, rss_kb and last_beat from the row when the row's last_beat is
+     * not older than the stored one (a late write never moves a beat
+     * back), and keeps started_at and state. */
+    int (*worker_beat)(er_store *s, const er_worker_row *rows, size_t n, er_error *err);
+    /* Raises wid's state to `state` (never lowers it) when its last_beat
+     * is > live_after; *out (when not NULL) receives the row after.
+     * ER_ENOTFOUND when no such row is live. */
+    int (*worker_signal)(er_store *s, const char *wid, er_worker_state state, int64_t live_after,
+                         er_worker_row *out, er_error *err);
+    /* One row; ER_ENOTFOUND when none (live or not). */
+    int (*worker_get)(er_store *s, const char *wid, er_worker_row *out, er_error *err);
+    /* Up to `limit` rows with last_beat > live_after (and, with signalled,
+     * state other than run) and wid > after (NULL or "": from the start),
+     * in byte order of wid, appended to *out. */
+    int (*worker_list)(er_store *s, int64_t live_after, bool signalled, const char *after,
+                       int limit, er_worker_list *out, er_error *err);
+    /* Deletes up to `limit` rows with last_beat < before; *n = how many. */
+    int (*worker_reap)(er_store *s, int64_t before, int limit, int *n, er_error *err);
 
     /* ---- wake-ups from other servers ----
      * Optional, all five NULL when a store has none (SQLite: one server,

@@ -521,7 +521,54 @@ const cases = {
 // Steps the Python test runs around a restart or across PostgreSQL nodes;
 // STEP_QUEUE, STEP_WID and STEP_JID say what to act on. A step prints one
 // JSON line of what the next one needs.
+// TLS (errand serve --faktory-tls-cert/-key): the client takes a tcp+tls://
+// URL and Node's tls.connect options in tlsOptions (FAKTORY_TLS_CA: the
+// server's certificate, self-signed by the test).
+const tlsUrl = (password) => `tcp+tls://:${encodeURIComponent(password)}@${HOST}:${PORT}`;
+function tlsClient(tlsOptions, wid) {
+  const c = new Client({ url: tlsUrl(PASS.worker), wid, tlsOptions });
+  opened.push(c);
+  return c;
+}
+
 const steps = {
+  // Push, fetch and ack over TLS, the server's certificate verified against
+  // FAKTORY_TLS_CA; and a Worker over TLS.
+  async tls() {
+    const ca = [require('node:fs').readFileSync(process.env.FAKTORY_TLS_CA)];
+    const q = queue('tls');
+    const c = tlsClient({ ca }, `tls-${RUN}`);
+    const jid = await c.push({ jobtype: 'work', queue: q, args: [1, 'two'] });
+    const got = await fetchOne(c, q);
+    assert.equal(got.jid, jid);
+    assert.deepEqual(got.args, [1, 'two']);
+    await c.ack(jid);
+    assert.equal((await job(jid)).state, 'completed');
+    const jid2 = await c.push({ jobtype: 'work', queue: q, args: [3] });
+    const seen = [];
+    const w = worker(q, async (n) => { seen.push(n); }, { tlsOptions: { ca }, url: tlsUrl(PASS.worker) });
+    await w.work();
+    await until('the worker ran the job', async () => (await job(jid2)).state === 'completed');
+    await w.stop();
+    assert.deepEqual(seen, [3]);
+  },
+  // rejectUnauthorized false: the insecure option connects to the
+  // self-signed server without its certificate.
+  async tls_insecure() {
+    const c = tlsClient({ rejectUnauthorized: false });
+    const jid = await c.push({ jobtype: 'work', queue: queue('tls-insecure'), args: [] });
+    assert.equal((await job(jid)).state, 'waiting');
+  },
+  // Without the CA the self-signed certificate is refused by the client:
+  // the push fails (the pool's own log, on stderr, says why) and nothing is
+  // enqueued.
+  async tls_untrusted() {
+    const c = tlsClient({});
+    const q = queue('tls-untrusted');
+    await assert.rejects(c.push({ jobtype: 'work', queue: q, args: [], jid: `untrusted-${RUN}` }));
+    const r = await http('GET', `/v1/jobs/untrusted-${RUN}`);
+    assert.equal(r.status, 404);
+  },
   // Pushes a job to STEP_QUEUE and fetches it as STEP_WID.
   async push_fetch() {
     const p = client({ role: 'producer' });

@@ -480,9 +480,84 @@ Test(transcript, unique_for_refuses_a_twin_until_the_job_succeeds_or_starts)
     ERR(c, "unique_for", "PUSH {\"jid\":\"b1\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":0}}");
     ERR(c, "unique_until", "PUSH {\"jid\":\"b2\",\"jobtype\":\"t\",\"custom\":{\"unique_until\":\"start\"}}");
     ERR(c, "Enterprise", "PUSH {\"jid\":\"b3\",\"jobtype\":\"t\",\"custom\":{\"bid\":\"x\"}}");
-    r = cmd(c, "PUSHB [{\"jid\":\"b4\",\"jobtype\":\"t\",%s}]", u);
-    cr_assert(c->kind == ER_FK_R_BULK && strstr(r, "PUSHB"), "%s", r);
-    cr_assert_null(get_job("b4"));
+    fk_close(c);
+}
+
+static const char *fetch_jid(conn *c, const char *queues, char out[64]);
+
+/* PUSHB's reply as a JSON object (a new reference). */
+static json_t *pushb(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static json_t *pushb(conn *c, const char *fmt, ...)
+{
+    char line[1 << 14];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    const char *r = cmd(c, "PUSHB %s", line);
+    cr_assert_eq(c->kind, ER_FK_R_BULK, "PUSHB: %s", r);
+    json_t *o = json_loads(r, 0, NULL);
+    cr_assert(json_is_object(o), "%s", r);
+    return o;
+}
+
+Test(transcript, pushb_honours_unique_for_and_names_each_twin_notunique)
+{
+    conn *c = fk_hello("w1");
+    const char *u = "\"custom\":{\"unique_for\":600}";
+    /* a twin later in the same batch, and one already held by a PUSH */
+    OK(c, "PUSH {\"jid\":\"p0\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[9],%s}", u);
+    json_t *o = pushb(c, "[{\"jid\":\"b1\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[1],%s},"
+                         "{\"jid\":\"b2\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[1],%s},"
+                         "{\"jid\":\"b3\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[9],%s},"
+                         "{\"jid\":\"b4\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[1]},"
+                         "{\"jid\":\"b5\",\"jobtype\":\"mail\",\"queue\":\"ub2\",\"args\":[1],%s},"
+                         "{\"jid\":\"b 6\",\"jobtype\":\"mail\"}]",
+                    u, u, u, u);
+    cr_assert_eq(json_object_size(o), 3, "two twins and a bad jid");
+    cr_assert_str_eq(jstr(o, "b2"), "NOTUNIQUE Job not unique");
+    cr_assert_str_eq(jstr(o, "b3"), "NOTUNIQUE Job not unique");
+    cr_assert(json_object_get(o, "b 6"));
+    json_decref(o);
+    cr_assert_null(get_job("b2"));
+    cr_assert_null(get_job("b3"));
+    static const char *const taken[] = {"b1", "b4", "b5"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *h = get_job(taken[i]);
+        cr_assert_not_null(h, "%s enqueued", taken[i]);
+        cr_assert_str_eq(jstr(h, "state"), "waiting");
+        json_decref(h);
+    }
+    /* b1's lock, taken by PUSHB, holds for PUSH and PUSHB alike */
+    const char *r = cmd(c, "PUSH {\"jid\":\"b7\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[1],%s}", u);
+    cr_assert(c->kind == ER_FK_R_ERROR && strcmp(r, "NOTUNIQUE Job not unique") == 0, "%s", r);
+    o = pushb(c, "[{\"jid\":\"b8\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[1],%s}]", u);
+    cr_assert_str_eq(jstr(o, "b8"), "NOTUNIQUE Job not unique");
+    json_decref(o);
+    /* b1 succeeds: its lock is given back, and a twin goes in */
+    char jid[64];
+    cr_assert_str_eq(fetch_jid(c, "ub", jid), "p0");
+    cr_assert_str_eq(fetch_jid(c, "ub", jid), "b1");
+    OK(c, "ACK {\"jid\":\"b1\"}");
+    o = pushb(c, "[{\"jid\":\"b9\",\"jobtype\":\"mail\",\"queue\":\"ub\",\"args\":[1],%s}]", u);
+    cr_assert_eq(json_object_size(o), 0);
+    json_decref(o);
+    /* until start, over PUSHB: the FETCH gives the lock back */
+    const char *us = "\"custom\":{\"unique_for\":600,\"unique_until\":\"start\"}";
+    o = pushb(c, "[{\"jid\":\"s1\",\"jobtype\":\"mail\",\"queue\":\"ubs\",\"args\":[7],%s},"
+                 "{\"jid\":\"s2\",\"jobtype\":\"mail\",\"queue\":\"ubs\",\"args\":[7],%s}]",
+              us, us);
+    cr_assert_eq(json_object_size(o), 1);
+    cr_assert_str_eq(jstr(o, "s2"), "NOTUNIQUE Job not unique");
+    json_decref(o);
+    cr_assert_str_eq(fetch_jid(c, "ubs", jid), "s1");
+    o = pushb(c, "[{\"jid\":\"s3\",\"jobtype\":\"mail\",\"queue\":\"ubs\",\"args\":[7],%s}]", us);
+    cr_assert_eq(json_object_size(o), 0);
+    json_decref(o);
+    /* a bad unique_for is the job's own refusal */
+    o = pushb(c, "[{\"jid\":\"bad1\",\"jobtype\":\"t\",\"custom\":{\"unique_for\":0}}]");
+    cr_assert(strstr(jstr(o, "bad1"), "unique_for"), "%s", jstr(o, "bad1"));
+    json_decref(o);
     fk_close(c);
 }
 
@@ -689,6 +764,43 @@ Test(transcript, beat_go_and_ruby_style_with_state_and_rss)
     r = cmd(c, "BEAT {\"wid\":\"beater\",\"current_state\":\"quiet\"}");
     cr_assert(c->kind == ER_FK_R_BULK && strcmp(r, "{\"state\":\"terminate\"}") == 0, "%s", r);
     cr_assert_eq(http("POST", "/v1/workers/nobody/quiet", "", NULL, NULL), 404);
+    fk_close(c);
+}
+
+Test(transcript, hello_labels_and_v_are_kept_in_the_registry_and_bad_labels_refused)
+{
+    static const char *const bad[] = {
+        "{\"v\":2,\"wid\":\"lab\",\"labels\":\"node\"}",
+        "{\"v\":2,\"wid\":\"lab\",\"labels\":[\"a\",1]}",
+        "{\"v\":2,\"wid\":\"lab\",\"labels\":[{}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        conn *c = fk_open();
+        ERR(c, "labels must be an array of strings", "HELLO %s", bad[i]);
+        cr_assert(closed(c), "a bad HELLO closes: %s", bad[i]);
+        fk_close(c);
+    }
+    char big[5000] = "{\"v\":2,\"wid\":\"lab\",\"labels\":[\"";
+    size_t at = strlen(big);
+    memset(big + at, 'x', 4100);
+    memcpy(big + at + 4100, "\"]}", 4);
+    conn *c = fk_open();
+    ERR(c, "labels must be at most 4096 bytes", "HELLO %s", big);
+    fk_close(c);
+    json_t *o = NULL;
+    cr_assert_eq(http("GET", "/v1/workers", NULL, NULL, &o), 200);
+    cr_assert_eq(json_array_size(json_object_get(o, "workers")), 0, "refused: not registered");
+    json_decref(o);
+    c = fk_open();
+    OK(c, "HELLO {\"v\":2,\"wid\":\"lab\",\"hostname\":\"h\",\"pid\":7,"
+          "\"labels\":[\"node\",\"blue\"]}");
+    cr_assert_eq(http("GET", "/v1/workers", NULL, NULL, &o), 200);
+    json_t *w = json_array_get(json_object_get(o, "workers"), 0);
+    cr_assert_str_eq(jstr(w, "wid"), "lab");
+    json_t *want = json_pack("[ss]", "node", "blue");
+    cr_assert(same(json_object_get(w, "labels"), want), "labels as HELLO said");
+    cr_assert(strlen(jstr(w, "node")) > 0, "the node that saw it");
+    json_decref(o);
     fk_close(c);
 }
 

@@ -23,7 +23,8 @@ from harness import (PG_SKIP, PG_SKIP_WHY, PG_URL, Server, psql, psql_bin,  # no
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
                        "release-0.1.0.db")
 SQLITE_STEPS = ["tombstones of deleted jobs' ids", "groups and rate limits",
-                "dashboard sessions and the audit log", "a Faktory job's custom object"]
+                "dashboard sessions and the audit log", "a Faktory job's custom object",
+                "the Faktory worker registry"]
 LATEST = 3 + len(SQLITE_STEPS)  # the fixture is at version 3
 
 
@@ -202,14 +203,14 @@ class SqliteMigrate(unittest.TestCase):
             self.assertEqual(self.version(), LATEST, args)
 
 
-LAST_STEP = "the fetch function under the reply budget (lease_jobs2)"
-LEASE_JOBS_ARGS = "text[], bigint[], bigint[], text, integer, bigint, text[]"
+LAST_STEP = "the Faktory worker registry"
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
 class PostgresMigrate(unittest.TestCase):
     """A schema one step behind this binary: the current schema with its
-    last migration undone (lease_jobs2 dropped, its row taken out)."""
+    last migration undone (the workers table dropped, its row taken
+    out)."""
 
     def setUp(self):
         if not PG_URL or not psql_bin():
@@ -221,9 +222,8 @@ class PostgresMigrate(unittest.TestCase):
         self.latest = int(re.search(r"schema version (\d+)", out).group(1))
         # a server ran on it and wrote its limits
         Server(store=self.store, args=["--payload-max", "777777"]).start().cleanup()
-        psql('DROP FUNCTION "{0}".lease_jobs2({2}, bigint, bigint, bigint);'
-             ' DELETE FROM "{0}".migrations WHERE version = {1}'
-             .format(self.schema, self.latest, LEASE_JOBS_ARGS))
+        psql('DROP TABLE "{0}".workers; DELETE FROM "{0}".migrations WHERE '
+             'version = {1}'.format(self.schema, self.latest))
 
     def tearDown(self):
         psql('DROP SCHEMA IF EXISTS "%s" CASCADE' % self.schema)

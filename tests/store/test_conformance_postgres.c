@@ -70,6 +70,7 @@ static void store_drop(void)
 
 #include "conformance_cases.h"
 #include "ui_cases.h"
+#include "worker_cases.h"
 #include "reply_cases.h"
 
 /* ---- PostgreSQL-only facts ---- */

@@ -3,7 +3,8 @@
  * The writer's runs of enqueue requests (engine/exec.c er_exec_write_run)
  * against the SQLite store: one store call for consecutive requests must
  * give every request the answer it gets when run alone, duplicates across
- * requests included.
+ * requests included; and an enqueue with unique locks (exec_unique.c),
+ * which runs alone: a job whose lock is held is not enqueued.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -176,4 +177,77 @@ Test(exec_enqueue, a_run_answers_each_request_as_alone)
     cr_assert(!run[5].dup[0] && run[5].dup[1]);
     for (size_t i = 0; i < 6; i++)
         cr_assert_eq(run[i].rc, 0);
+}
+
+/* Gives job k of r the unique lock of run key `key` for 60 s. */
+static void lock(er_req *r, size_t k, const char *key)
+{
+    if (!r->locks) {
+        r->locks = calloc(r->njobs, sizeof *r->locks);
+        r->lease_type = sdup("test.unique");
+        cr_assert(r->locks && r->lease_type);
+    }
+    r->locks[k].on = true;
+    snprintf(r->locks[k].run_key, sizeof r->locks[k].run_key, "%s", key);
+    r->locks[k].ttl_ms = 60000;
+}
+
+Test(exec_enqueue, a_job_whose_unique_lock_is_held_is_not_enqueued)
+{
+    er_exec_ctx x;
+    fresh(&x);
+    er_error err = {0};
+    const char *r1[] = {"u1:q:1"};
+    const char *r2[] = {"p1:q:2"};
+    const char *r3[] = {"u2:q:3", "p2:q:4", "u3:q:5", "u4:other:6"};
+    er_req *rs[] = {enq(r1, 1), enq(r2, 1), enq(r3, 4)};
+    lock(rs[0], 0, "K");
+    lock(rs[2], 0, "K"); /* u1's twin: held */
+    lock(rs[2], 2, "L"); /* free */
+    lock(rs[2], 3, "K"); /* K in another queue: another lock */
+    rs[0]->next = rs[1];
+    rs[1]->next = rs[2];
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    for (er_req *r = rs[0], *next; r; r = next)
+        cr_assert_eq(er_exec_write_run(&x, r, &next, T0), 0, "%s", r->err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    cr_assert_eq(rs[0]->rc, 0);
+    cr_assert_eq(rs[0]->locks[0].rc, 0);
+    cr_assert(strlen(rs[0]->locks[0].token) > 0, "the lock's owner token is returned");
+    cr_assert(!rs[0]->duplicate[0]);
+    cr_assert_eq(rs[2]->rc, 0);
+    cr_assert_eq(rs[2]->locks[0].rc, ER_ECONFLICT);
+    cr_assert(rs[2]->duplicate[0], "not enqueued");
+    cr_assert_str_eq(rs[2]->locks[0].token, "");
+    cr_assert(!rs[2]->duplicate[1] && !rs[2]->duplicate[2] && !rs[2]->duplicate[3]);
+    cr_assert_eq(rs[2]->locks[1].rc, 0);
+    cr_assert_str_eq(rs[2]->locks[1].token, "", "no lock asked for p2");
+    cr_assert(strlen(rs[2]->locks[3].token) > 0);
+    size_t ready = 0;
+    for (size_t i = 0; i < x.wake.len; i++)
+        ready += (size_t)x.wake.counts[i];
+    cr_assert_eq(ready, 5, "u1, p1, p2, u3, u4 are ready; u2 is not");
+    er_job j;
+    er_job_init(&j);
+    cr_assert_eq(x.ops->get_job(x.store, "u2", &j, &err), ER_ENOTFOUND);
+    cr_assert_eq(x.ops->get_job(x.store, "u3", &j, &err), 0);
+    er_job_fini(&j);
+    /* u1's lock given back: its twin goes in */
+    er_lease lease;
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    cr_assert_eq(x.ops->lease_release(x.store, rs[0]->locks[0].token, T0, &lease, &err), 0);
+    const char *r4[] = {"u5:q:7"};
+    er_req *again = enq(r4, 1);
+    lock(again, 0, "K");
+    er_req *next = NULL;
+    cr_assert_eq(er_exec_write_run(&x, again, &next, T0), 0);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    cr_assert_eq(again->locks[0].rc, 0);
+    cr_assert(!again->duplicate[0]);
+    er_req_free(again);
+    for (size_t i = 0; i < 3; i++) {
+        rs[i]->next = NULL;
+        er_req_free(rs[i]);
+    }
+    drop(&x);
 }

@@ -164,10 +164,45 @@ Test(faktory_workers, a_worker_without_a_beat_for_60_s_is_reaped)
     cr_assert_eq(f.nworkers, 1);
     cr_assert_not_null(er_fk_worker_find(&f, "a"));
     cr_assert_null(er_fk_worker_find(&f, "b"));
-    er_error err = {0};
-    cr_assert_eq(er_faktory_worker_signal(NULL, "a", ER_FK_QUIET, &err), ER_ENOTFOUND);
+    er_faktory_worker_signalled(NULL, "a", ER_FK_QUIET); /* no frontend: nothing */
     er_fk_workers_free(&f);
     cr_assert_eq(f.nworkers, 0);
+}
+
+Test(faktory_workers, a_worker_that_beats_on_another_node_is_not_reaped)
+{
+    er_faktory f;
+    memset(&f, 0, sizeof f);
+    fk_worker *a = er_fk_worker_touch(&f, "a", 1000);
+    cr_assert_not_null(er_fk_worker_touch(&f, "b", 1000));
+    cr_assert(a->dirty, "a beat is written to the store later");
+    a->stored_beat = 50000; /* the store said: it beat elsewhere at 50 s */
+    er_fk_workers_reap(&f, 1001 + ER_FK_WORKER_TTL_MS);
+    cr_assert_not_null(er_fk_worker_find(&f, "a"));
+    cr_assert_null(er_fk_worker_find(&f, "b"));
+    er_fk_workers_reap(&f, 50001 + ER_FK_WORKER_TTL_MS);
+    cr_assert_null(er_fk_worker_find(&f, "a"));
+    er_fk_workers_free(&f);
+}
+
+Test(faktory_workers, a_signal_from_the_store_is_raised_only)
+{
+    er_faktory f;
+    memset(&f, 0, sizeof f);
+    fk_worker *a = er_fk_worker_touch(&f, "a", 1000);
+    f.prefetch = 4;
+    er_job j;
+    er_job_init(&j);
+    j.id = strdup("buffered");
+    j.queue = strdup("q");
+    cr_assert(er_fk_pre_put(&f, a, &j, 1000));
+    cr_assert_eq(a->npre, 1);
+    er_faktory_worker_signalled(&f, "a", ER_FK_TERMINATE);
+    cr_assert_eq(a->npre, 0, "a signal from the store releases the wid's buffered jobs");
+    er_faktory_worker_signalled(&f, "a", ER_FK_QUIET);
+    er_faktory_worker_signalled(&f, "nobody", ER_FK_QUIET);
+    cr_assert_eq(a->v.signal, ER_FK_TERMINATE);
+    er_fk_workers_free(&f);
 }
 
 Test(faktory_workers, the_lease_cache_remembers_replaces_forgets_and_sweeps)

@@ -141,6 +141,32 @@ static int pwdhash(const char *pwd, const char *salt, int iterations, char out[6
     return 0;
 }
 
+/* HELLO's labels: absent or null (0, *out NULL), or an array of strings
+ * kept as compact JSON of at most ER_WORKER_LABELS_MAX bytes. */
+static int hello_labels(const json_t *l, char **out, er_error *err)
+{
+    *out = NULL;
+    if (!l || json_is_null(l))
+        return 0;
+    size_t i;
+    const json_t *x;
+    bool ok = json_is_array(l);
+    json_array_foreach(l, i, x)
+        ok = ok && json_is_string(x) && strlen(json_string_value(x)) == json_string_length(x);
+    if (!ok)
+        return er_error_set(err, ER_EINVAL, "labels", "labels must be an array of strings");
+    char *t = json_dumps(l, JSON_COMPACT);
+    if (!t)
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    if (strlen(t) > ER_WORKER_LABELS_MAX) {
+        free(t);
+        return er_error_set(err, ER_EINVAL, "labels", "labels must be at most %d bytes as JSON",
+                            ER_WORKER_LABELS_MAX);
+    }
+    *out = t;
+    return 0;
+}
+
 static void cmd_hello(fk_conn *c, const char *arg, size_t n)
 {
     er_faktory *f = c->f;
@@ -190,8 +216,15 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
             er_fk_send_error(c, "ERR", err.message, true);
             return;
         }
+        char *labels = NULL;
+        if (hello_labels(json_object_get(o, "labels"), &labels, &err) < 0) {
+            json_decref(o);
+            er_fk_send_error(c, "ERR", err.message, true);
+            return;
+        }
         fk_worker *wk = er_fk_worker_touch(f, w, er_now_ms());
         if (!wk) {
+            free(labels);
             json_decref(o);
             er_fk_send_error(c, "ERR", "too many workers", true);
             return;
@@ -202,6 +235,12 @@ static void cmd_hello(fk_conn *c, const char *arg, size_t n)
             snprintf(wk->v.hostname, sizeof wk->v.hostname, "%s", json_string_value(h));
         if (json_is_integer(pid))
             wk->v.pid = json_integer_value(pid);
+        if (v)
+            wk->proto_v = json_integer_value(v);
+        if (labels) {
+            free(wk->labels);
+            wk->labels = labels;
+        }
     }
     json_decref(o);
     c->hello = true;
@@ -229,19 +268,25 @@ static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
     return rc;
 }
 
+static void keep_locks(fk_conn *c, const er_req *r);
+
 static void finish_push(fk_conn *c, er_req *r)
 {
-    if (r->rc)
+    if (r->rc) {
         er_fk_reply_req_error(c, r);
-    else
+    } else if (r->locks && r->locks[0].rc == ER_ECONFLICT) {
+        er_fk_send_error(c, "NOTUNIQUE", "Job not unique", false);
+    } else {
+        keep_locks(c, r);
         er_fk_reply_ok(c);
+    }
     er_req_free(r);
 }
 
 /* ---- unique jobs (custom.unique_for): a run-once lease per jobtype and
- * args in the queue, taken before the enqueue, released when the job
- * succeeds (or starts, unique_until "start") on this node, else when
- * unique_for runs out ---- */
+ * args in the queue, taken by the engine in the enqueue's transaction
+ * (er_enqueue_lock), released when the job succeeds (or starts,
+ * unique_until "start") on this node, else when unique_for runs out ---- */
 
 #define UNIQUE_LEASE_TYPE "faktory.unique"
 
@@ -256,78 +301,41 @@ static er_req *release_req(const char *token)
     return r;
 }
 
-static void finish_release_reply_err(fk_conn *c, er_req *r)
-{
-    /* r->text holds the enqueue's error message */
-    er_fk_send_error(c, "ERR", r->text ? r->text : "enqueue failed", false);
-    er_req_free(r);
-}
-
-static void finish_push_unique(fk_conn *c, er_req *r)
-{
-    if (!r->rc) {
-        int64_t ttl = r->extend_ms;
-        er_fk_cache_put(&c->f->uniques, r->jobs[0].id, c->stash_token,
-                        r->max ? "start" : "success", er_now_ms() + ttl);
-        er_fk_reply_ok(c);
-        er_req_free(r);
-        return;
-    }
-    /* the enqueue failed: give the lock back before saying so */
-    er_error err = r->err;
-    if (!err.code)
-        err.code = r->rc;
-    er_fk_error_rename(&err);
-    er_req *rel = release_req(c->stash_token);
-    er_req_free(r);
-    if (!rel || !(rel->text = strdup(err.message))) {
-        er_req_free(rel);
-        er_fk_send_error(c, "ERR", err.message, false);
-        return;
-    }
-    er_fk_submit(c, rel, finish_release_reply_err);
-}
-
-static void finish_unique_lock(fk_conn *c, er_req *r)
-{
-    er_req *enq = c->stash;
-    c->stash = NULL;
-    if (r->rc == ER_ECONFLICT) {
-        er_fk_send_error(c, "NOTUNIQUE", "Job not unique", false);
-        er_req_free(enq);
-    } else if (r->rc) {
-        er_fk_reply_req_error(c, r);
-        er_req_free(enq);
-    } else {
-        snprintf(c->stash_token, sizeof c->stash_token, "%s", r->lease.owner_token);
-        er_fk_submit(c, enq, finish_push_unique);
-    }
-    er_req_free(r);
-}
-
-/* 1 when r's job is unique and its lock was asked for (r stashed), 0 when
- * it is not unique, < 0 after replying an error (r freed). */
-static int push_unique(fk_conn *c, er_req *r)
+/* Asks for job i's unique lock when the job is unique (r->locks made on
+ * the first). 0 when asked or not unique; < 0 (ER_ENOMEM, ER_EINTERNAL)
+ * when it cannot be. */
+static int want_lock(er_req *r, size_t i, size_t total)
 {
     int64_t ttl = 0;
     bool at_start = false;
     char key[65];
-    int u = er_fk_job_unique(&r->jobs[0], &ttl, &at_start, key);
-    if (u == 0)
-        return 0;
-    er_req *l = u < 0 ? NULL : er_req_new(ER_REQ_LEASE_ACQUIRE);
-    if (!l || !(l->lease_type = strdup(UNIQUE_LEASE_TYPE)) ||
-        !(l->lease_code = strdup(r->jobs[0].queue)) || !(l->lease_run_key = strdup(key))) {
-        er_req_free(l);
-        er_fk_oom(c, r);
-        return -1;
+    int u = er_fk_job_unique(&r->jobs[i], &ttl, &at_start, key);
+    if (u <= 0)
+        return u;
+    if (!r->locks && !(r->locks = calloc(total, sizeof *r->locks)))
+        return ER_ENOMEM;
+    if (!r->lease_type && !(r->lease_type = strdup(UNIQUE_LEASE_TYPE)))
+        return ER_ENOMEM;
+    er_enqueue_lock *l = &r->locks[i];
+    l->on = true;
+    memcpy(l->run_key, key, sizeof l->run_key);
+    l->ttl_ms = ttl;
+    l->tag = at_start; /* released when fetched rather than when it succeeds */
+    return 0;
+}
+
+/* After an enqueue with locks: remembers each lock taken, so the ACK (or,
+ * unique_until "start", the FETCH) of its job on this node gives it back;
+ * elsewhere it ends with its ttl. */
+static void keep_locks(fk_conn *c, const er_req *r)
+{
+    int64_t now = er_now_ms();
+    for (size_t i = 0; r->locks && i < r->njobs; i++) {
+        const er_enqueue_lock *l = &r->locks[i];
+        if (l->token[0])
+            er_fk_cache_put(&c->f->uniques, r->jobs[i].id, l->token,
+                            l->tag ? "start" : "success", now + l->ttl_ms);
     }
-    l->extend_ms = ttl;
-    r->extend_ms = ttl;       /* for finish_push_unique */
-    r->max = at_start ? 1 : 0;
-    c->stash = r;
-    er_fk_submit(c, l, finish_unique_lock);
-    return 1;
 }
 
 static void finish_release_ok(fk_conn *c, er_req *r)
@@ -370,19 +378,44 @@ static void cmd_push(fk_conn *c, const char *arg, size_t n)
         reply_err(c, &err, err.code);
         return;
     }
-    if (push_unique(c, r) != 0)
+    int u = want_lock(r, 0, 1);
+    if (u < 0) {
+        er_fk_oom(c, r);
         return;
+    }
     er_fk_submit(c, r, finish_push);
 }
 
-/* PUSHB's reply: {jid: reason} for the jobs not taken (a bulk string). */
+/* PUSHB's reply: {jid: reason} for the jobs not taken (a bulk string):
+ * those refused as read (r->text) and, as Faktory names them, those whose
+ * unique lock is held, "NOTUNIQUE Job not unique". */
 static void finish_pushb(fk_conn *c, er_req *r)
 {
     if (er_fk_failed(c, r))
         return;
-    const char *fails = r->text ? r->text : "{}";
-    er_fk_reply_bulk(&c->out, fails, strlen(fails));
+    keep_locks(c, r);
+    bool held = false;
+    for (size_t i = 0; r->locks && i < r->njobs; i++)
+        held |= r->locks[i].rc == ER_ECONFLICT;
+    char *text = NULL;
+    if (held) {
+        json_t *fails = json_loads(r->text ? r->text : "{}", 0, NULL);
+        bool bad = !fails;
+        for (size_t i = 0; !bad && i < r->njobs; i++)
+            if (r->locks[i].rc == ER_ECONFLICT)
+                bad = json_object_set_new(fails, r->jobs[i].id,
+                                          json_string("NOTUNIQUE Job not unique")) != 0;
+        text = bad ? NULL : json_dumps(fails, JSON_COMPACT);
+        json_decref(fails);
+        if (!text) {
+            er_fk_oom(c, r);
+            return;
+        }
+    }
+    const char *reply = text ? text : r->text ? r->text : "{}";
+    er_fk_reply_bulk(&c->out, reply, strlen(reply));
     er_fk_send(c, false);
+    free(text);
     er_req_free(r);
 }
 
@@ -412,16 +445,14 @@ static void cmd_pushb(fk_conn *c, const char *arg, size_t n)
         json_t *item = json_array_get(a, i);
         er_error err = {0};
         if (job_from(c, item, &r->jobs[r->njobs], &err) == 0) {
-            int64_t ttl;
-            bool st;
-            char key[65];
-            if (er_fk_job_unique(&r->jobs[r->njobs], &ttl, &st, key) == 0) {
+            int u = want_lock(r, r->njobs, total);
+            if (u == 0) {
                 r->njobs++;
                 continue;
             }
             er_job_fini(&r->jobs[r->njobs]);
-            er_error_set(&err, ER_EINVAL, "custom",
-                         "custom.unique_for is taken by PUSH, not PUSHB, in errand");
+            er_error_set(&err, u, "custom", u == ER_ENOMEM ? "out of memory"
+                                                           : "custom.unique_for cannot be read");
         }
         json_t *jid = json_is_object(item) ? json_object_get(item, "jid") : NULL;
         char key[ER_ID_MAX + 32];

@@ -5,16 +5,21 @@
  * connections, each a bufferevent with a bounded input (one command line)
  * and one command in flight at a time, the greeting and the handshake gate
  * (nothing but HELLO first; an HTTP-looking first line closes at once),
- * and sending replies. Command handlers are in cmds.c.
+ * and sending replies; with --faktory-tls-cert/-key each connection is TLS
+ * (bufferevent_openssl) from its first byte. Command handlers are in cmds.c.
  */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +59,6 @@ static void conn_free(fk_conn *c)
         bufferevent_free(c->bev);
     er_failure_fini(&c->failure);
     free(c->track_progress);
-    er_req_free(c->stash);
     er_fk_names_free(c);
     er_buf_fini(&c->out);
     free(c);
@@ -82,17 +86,19 @@ static void conn_close(fk_conn *c)
         conn_free(c);
 }
 
-/* c->out onto the wire. When nothing is queued before it, the reply is
- * written to the socket at once: no write event to add and remove, and no
- * loop turn before it leaves. What the socket does not take goes to the
- * bufferevent, which sends it in order. */
+/* c->out onto the wire. On a plain connection with nothing queued before
+ * it, the reply is written to the socket at once: no write event to add
+ * and remove, and no loop turn before it leaves. What the socket does not
+ * take goes to the bufferevent, which sends it in order. A TLS
+ * connection's bytes always go through its bufferevent (the socket's fd
+ * carries records, never plain text). */
 static void send_out(fk_conn *c)
 {
     const char *p = c->out.data;
     size_t n = c->out.len;
     struct evbuffer *pending = bufferevent_get_output(c->bev);
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
-    if (evbuffer_get_length(pending) == 0 && fd >= 0) {
+    evutil_socket_t fd = c->f->tls ? -1 : bufferevent_getfd(c->bev);
+    if (fd >= 0 && evbuffer_get_length(pending) == 0) {
         ssize_t w = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (w > 0) {
             p += w;
@@ -281,11 +287,35 @@ static void on_write(struct bufferevent *bev, void *arg)
     }
 }
 
+/* A TLS handshake refused (a plaintext client, a bad hello): logged at
+ * most once in 10 s, with OpenSSL's reason. */
+static void log_tls_refused(struct bufferevent *bev)
+{
+    static int64_t last;
+    unsigned long e = bufferevent_get_openssl_error(bev);
+    int64_t now = er_now_ms();
+    if (now - last < 10000)
+        return;
+    last = now;
+    const char *why = e ? ERR_reason_error_string(e) : NULL;
+    ER_LOG(ER_LOG_WARN, NULL, "faktory: closed a connection whose TLS handshake failed (%s)",
+           why ? why : "connection closed");
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
-    (void)what;
     fk_conn *c = arg;
+    if (what & BEV_EVENT_CONNECTED)
+        return; /* the TLS handshake is done: the greeting goes out now */
+    if (c->f->tls && !c->hello && (what & BEV_EVENT_ERROR)) {
+        log_tls_refused(bev);
+        /* what the peer sent and OpenSSL did not read (a plaintext line)
+         * is read and dropped, so the close is a FIN, not a reset */
+        char junk[4096];
+        evutil_socket_t fd = bufferevent_getfd(bev);
+        for (int i = 0; fd >= 0 && i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
+            continue;
+    }
     conn_close(c); /* EOF, error or the handshake's timeout */
 }
 
@@ -327,7 +357,18 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     c->f = f;
     er_buf_init(&c->out, ER_FK_OUT_MAX);
-    c->bev = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (f->tls) {
+        SSL *ssl = SSL_new(f->tls);
+        c->bev = ssl ? bufferevent_openssl_socket_new(f->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                      BEV_OPT_CLOSE_ON_FREE)
+                     : NULL;
+        if (!c->bev)
+            SSL_free(ssl);
+        else /* a peer that closes without close_notify is an EOF, not an error */
+            bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+    } else {
+        c->bev = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!c->bev) {
         evutil_closesocket(fd);
         er_buf_fini(&c->out);
@@ -363,11 +404,76 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
         w->peak = w->held; /* "lately": since the last REAP_PERIOD_S tick */
 }
 
+static void on_beat_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    er_fk_beats_flush(arg, true);
+}
+
 static void on_prefetch_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     er_fk_pre_sweep(arg, er_now_ms());
+}
+
+/* OpenSSL's reason for the last error, or `fallback`. */
+static const char *tls_reason(const char *fallback)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    return r ? r : fallback;
+}
+
+/* The TLS context of cfg's certificate chain and key into f->tls, or an
+ * error naming the flag and the file. */
+static int tls_load(er_faktory *f, const er_faktory_config *cfg, er_error *err)
+{
+    if (!cfg->tls_cert != !cfg->tls_key)
+        return er_error_set(err, ER_EINVAL, cfg->tls_cert ? "faktory-tls-key" : "faktory-tls-cert",
+                            "--faktory-tls-cert and --faktory-tls-key go together (%s is missing)",
+                            cfg->tls_cert ? "--faktory-tls-key" : "--faktory-tls-cert");
+    if (!cfg->tls_cert)
+        return 0;
+    const char *files[2] = {cfg->tls_cert, cfg->tls_key};
+    static const char *const flags[2] = {"faktory-tls-cert", "faktory-tls-key"};
+    for (int i = 0; i < 2; i++)
+        if (access(files[i], R_OK) != 0)
+            return er_error_set(err, ER_EINVAL, flags[i], "--%s %s: %s", flags[i], files[i],
+                                strerror(errno));
+    ERR_clear_error();
+    f->tls = SSL_CTX_new(TLS_server_method());
+    if (!f->tls)
+        return er_error_set(err, ER_ENOMEM, NULL, "TLS: %s", tls_reason("out of memory"));
+    SSL_CTX_set_min_proto_version(f->tls, TLS1_2_VERSION);
+    SSL_CTX_set_options(f->tls, SSL_OP_NO_RENEGOTIATION);
+    if (SSL_CTX_use_certificate_chain_file(f->tls, cfg->tls_cert) != 1)
+        return er_error_set(err, ER_EINVAL, flags[0],
+                            "--faktory-tls-cert %s: not a usable PEM certificate chain (%s)",
+                            cfg->tls_cert, tls_reason("unreadable"));
+    bool loaded = SSL_CTX_use_PrivateKey_file(f->tls, cfg->tls_key, SSL_FILETYPE_PEM) == 1;
+    unsigned long e = ERR_peek_last_error();
+    bool mismatch = ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
+    if (!loaded && !mismatch)
+        return er_error_set(err, ER_EINVAL, flags[1],
+                            "--faktory-tls-key %s: not a usable PEM private key (%s)",
+                            cfg->tls_key, tls_reason("unreadable"));
+    if (mismatch || SSL_CTX_check_private_key(f->tls) != 1)
+        return er_error_set(err, ER_EINVAL, flags[1],
+                            "--faktory-tls-key %s is not the key of the certificate in "
+                            "--faktory-tls-cert %s",
+                            cfg->tls_key, cfg->tls_cert);
+    return 0;
+}
+
+int er_faktory_tls_check(const char *cert, const char *key, er_error *err)
+{
+    er_faktory probe = {0};
+    er_faktory_config cfg = {.tls_cert = cert, .tls_key = key};
+    int rc = tls_load(&probe, &cfg, err);
+    SSL_CTX_free(probe.tls);
+    return rc;
 }
 
 int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktory_config *cfg,
@@ -399,6 +505,11 @@ int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktor
     f->prefetch = cfg->prefetch ? cfg->prefetch : ER_FK_PREFETCH_DEFAULT;
     f->started_ms = er_now_ms();
     er_rand_init_system(&f->rand);
+    if ((rc = tls_load(f, cfg, err)) < 0) {
+        er_faktory_free(f);
+        return rc;
+    }
+    snprintf(f->node, sizeof f->node, "%s", cfg->node_id ? cfg->node_id : "errand");
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV};
@@ -441,7 +552,14 @@ int er_faktory_start(struct event_base *base, er_engine *engine, const er_faktor
         er_faktory_free(f);
         return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
     }
-    snprintf(extra, sizeof extra, "\"listen\":\"%s\"", addr);
+    f->beat_ev = event_new(base, -1, EV_PERSIST, on_beat_flush, f);
+    struct timeval flush = {ER_FK_BEAT_FLUSH_MS / 1000, (ER_FK_BEAT_FLUSH_MS % 1000) * 1000};
+    if (!f->beat_ev || event_add(f->beat_ev, &flush) != 0) {
+        er_faktory_free(f);
+        return er_error_set(err, ER_ENOMEM, NULL, "out of memory");
+    }
+    snprintf(extra, sizeof extra, "\"listen\":\"%s\",\"tls\":%s", addr,
+             f->tls ? "true" : "false");
     ER_LOG(ER_LOG_INFO, extra, "faktory listening");
     *out = f;
     return 0;
@@ -484,8 +602,14 @@ void er_faktory_free(er_faktory *f)
         event_free(f->reap_ev);
     if (f->pre_ev)
         event_free(f->pre_ev);
+    if (f->beat_ev)
+        event_free(f->beat_ev);
+    for (int i = 0; i < ER_FK_BEATS_INFLIGHT; i++)
+        if (f->beats[i])
+            f->beats[i]->arg = NULL; /* answered later, or freed with the engine */
     er_fk_workers_free(f);
     er_fk_cache_free(&f->leases);
     er_fk_cache_free(&f->uniques);
+    SSL_CTX_free(f->tls);
     free(f);
 }

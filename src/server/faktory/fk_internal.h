@@ -25,10 +25,13 @@
 struct bufferevent;
 struct evconnlistener;
 struct event;
+struct ssl_ctx_st;
 
 #define ER_FK_HASH_ITERATIONS 100   /* "i" of the greeting */
 #define ER_FK_FETCH_WAIT_MS 2000    /* FETCH blocks this long */
-#define ER_FK_WORKER_TTL_MS 60000   /* a worker without a beat this long is reaped */
+#define ER_FK_BEAT_FLUSH_MS 1000    /* beats are written to the store this often */
+#define ER_FK_BEATS_INFLIGHT 8      /* beat writes in flight at once */
+#define ER_FK_ASK_MAX 1000          /* wids one beat write reads back */
 #define ER_FK_WORKERS_MAX 100000
 #define ER_FK_HANDSHAKE_S 10        /* HELLO must come within this */
 #define ER_FK_OUT_MAX (64u << 20)   /* one reply */
@@ -50,6 +53,11 @@ typedef struct fk_worker {
     int64_t grow_at;   /* k grows again from then (ms) */
     int held;          /* jobs handed out and not acknowledged */
     int peak;          /* the most it held at a FETCH lately, plus one */
+    /* the registry in the store (workers.c) */
+    char *labels;      /* HELLO's labels as JSON text, or NULL */
+    int64_t proto_v;   /* HELLO's v (0: not said) */
+    bool dirty;        /* beat since the last write to the store */
+    int64_t stored_beat; /* its last beat anywhere, as the store said lately */
     struct fk_worker *next;
 } fk_worker;
 
@@ -102,8 +110,6 @@ struct fk_conn {
     size_t nnames, at;
     bool pause;
     int64_t retries;   /* INFO: the retry set's size, counted before the queues are read */
-    er_req *stash;     /* PUSH of a unique job: the enqueue waiting for its lock */
-    char stash_token[ER_LEASE_TOKEN_SIZE]; /* that lock's owner token */
     er_buf out;        /* the reply being built */
     fk_conn *prev, *next;
 };
@@ -120,6 +126,7 @@ struct er_faktory {
     bool stopping;     /* shutdown began: no more prefetch */
     struct event *pre_ev; /* releases buffered jobs held too long */
     struct evconnlistener *lev;
+    struct ssl_ctx_st *tls; /* the TLS context of every connection, NULL: plain TCP */
     int port;
     fk_conn *conns;
     er_rand rand;
@@ -130,6 +137,9 @@ struct er_faktory {
     uint64_t commands; /* command lines read, for INFO */
     fk_cache leases;  /* jid -> the lease this node handed out */
     fk_cache uniques; /* jid -> the unique lock its PUSH took (custom.unique_for) */
+    char node[ER_WORKER_NODE_MAX + 1]; /* this server, as worker rows name it */
+    struct event *beat_ev; /* writes the beats to the store */
+    er_req *beats[ER_FK_BEATS_INFLIGHT]; /* beat writes in flight */
 };
 
 /* conn.c: sends c->out (and empties it); closes after it when `close`. */
@@ -184,7 +194,14 @@ fk_worker *er_fk_worker_find(er_faktory *f, const char *wid);
 /* Finds or adds wid (last_beat = now). NULL when the registry is full or
  * memory ran out. */
 fk_worker *er_fk_worker_touch(er_faktory *f, const char *wid, int64_t now);
+/* Drops the workers with no beat for ER_FK_WORKER_TTL_MS, here or (as the
+ * store said lately) on any node, releasing their buffered jobs. */
 void er_fk_workers_reap(er_faktory *f, int64_t now);
+/* Writes the beats since the last write to the store in one request, and
+ * learns the signals set on any node (and, from the timer, the last beat
+ * of workers that beat elsewhere). From the timer (`timer`), nothing is
+ * sent while a write is in flight. */
+void er_fk_beats_flush(er_faktory *f, bool timer);
 void er_fk_workers_free(er_faktory *f);
 /* The lease cache: remember (copies), find (borrowed until the next
  * change), forget. */

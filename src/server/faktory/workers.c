@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
  * The worker processes this node has seen (HELLO with a wid, BEAT), the
- * signals an operator sends them (quiet, terminate), their reaping after
- * ER_FK_WORKER_TTL_MS without a beat, and the jid -> lease cache that
- * spares ACK and FAIL a read of the job. The registry is per node; the
- * store, not the cache, decides every lease.
+ * writes of their beats to the store's registry (one request every
+ * ER_FK_BEAT_FLUSH_MS, which also brings back the signals any node set and
+ * the last beat of workers that beat elsewhere), the signals applied here,
+ * their reaping after ER_FK_WORKER_TTL_MS without a beat anywhere, and the
+ * jid -> lease cache that spares ACK and FAIL a read of the job. The store,
+ * not this node, holds the registry and decides every lease.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,23 @@ fk_worker *er_fk_worker_touch(er_faktory *f, const char *wid, int64_t now)
         f->nworkers++;
     }
     w->v.last_beat = now;
+    w->dirty = true;
     return w;
+}
+
+/* Its last beat on this node or, as the store said lately, on any. */
+static int64_t known_beat(const fk_worker *w)
+{
+    return w->stored_beat > w->v.last_beat ? w->stored_beat : w->v.last_beat;
+}
+
+static void worker_free(er_faktory *f, fk_worker *w, bool release)
+{
+    if (release)
+        er_fk_pre_release(f, w, INT64_MAX);
+    er_fk_pre_free(w);
+    free(w->labels);
+    free(w);
 }
 
 void er_fk_workers_reap(er_faktory *f, int64_t now)
@@ -48,11 +66,9 @@ void er_fk_workers_reap(er_faktory *f, int64_t now)
     fk_worker **pp = &f->workers;
     while (*pp) {
         fk_worker *w = *pp;
-        if (now - w->v.last_beat > ER_FK_WORKER_TTL_MS) {
+        if (now - known_beat(w) > ER_FK_WORKER_TTL_MS) {
             *pp = w->next;
-            er_fk_pre_release(f, w, INT64_MAX);
-            er_fk_pre_free(w);
-            free(w);
+            worker_free(f, w, true);
             f->nworkers--;
         } else {
             pp = &w->next;
@@ -65,8 +81,7 @@ void er_fk_workers_free(er_faktory *f)
     while (f->workers) {
         fk_worker *w = f->workers;
         f->workers = w->next;
-        er_fk_pre_free(w); /* the store's leases expire */
-        free(w);
+        worker_free(f, w, false); /* the store's leases expire */
     }
     f->nworkers = 0;
 }
@@ -97,15 +112,143 @@ int er_faktory_workers(const er_faktory *f, er_fk_worker_view **out, size_t *n)
     return 0;
 }
 
-int er_faktory_worker_signal(er_faktory *f, const char *wid, er_fk_signal s, er_error *err)
+const char *er_faktory_worker_labels(er_faktory *f, const char *wid)
+{
+    const fk_worker *w = f ? er_fk_worker_find(f, wid) : NULL;
+    return w ? w->labels : NULL;
+}
+
+const char *er_faktory_node(const er_faktory *f)
+{
+    return f ? f->node : "errand";
+}
+
+static void apply_signal(er_faktory *f, fk_worker *w, er_fk_signal s)
+{
+    if (s > w->v.signal)
+        w->v.signal = s; /* raised only: a quiet never undoes a terminate */
+    if (w->v.signal != ER_FK_RUN)
+        er_fk_pre_release(f, w, INT64_MAX); /* it gets no more jobs */
+}
+
+void er_faktory_worker_signalled(er_faktory *f, const char *wid, er_fk_signal s)
 {
     fk_worker *w = f ? er_fk_worker_find(f, wid) : NULL;
-    if (!w || er_now_ms() - w->v.last_beat > ER_FK_WORKER_TTL_MS)
-        return er_error_set(err, ER_ENOTFOUND, "wid", "no worker %s is known on this node", wid);
-    if (w->v.signal != ER_FK_TERMINATE)
-        w->v.signal = s;
-    er_fk_pre_release(f, w, INT64_MAX); /* it gets no more jobs */
-    return 0;
+    if (w)
+        apply_signal(f, w, s);
+}
+
+/* ---- beats to the store ---- */
+
+static void inflight_drop(er_faktory *f, er_req *r)
+{
+    for (int i = 0; i < ER_FK_BEATS_INFLIGHT; i++)
+        if (f->beats[i] == r)
+            f->beats[i] = NULL;
+}
+
+/* r's beats were not written: the next write carries them. Frees r. */
+static void redirty(er_faktory *f, er_req *r)
+{
+    for (size_t i = 0; i < r->workers.len; i++) {
+        fk_worker *w = er_fk_worker_find(f, r->workers.items[i].wid);
+        if (w)
+            w->dirty = true;
+    }
+    er_req_free(r);
+}
+
+static void on_beats(er_req *r)
+{
+    er_faktory *f = r->arg;
+    if (!f) {
+        er_req_free(r);
+        return;
+    }
+    inflight_drop(f, r);
+    if (r->rc) {
+        redirty(f, r);
+        return;
+    }
+    for (size_t i = 0; i < r->worker_rows.len; i++) {
+        const er_worker_row *row = &r->worker_rows.items[i];
+        fk_worker *w = er_fk_worker_find(f, row->wid);
+        if (!w)
+            continue;
+        if (row->last_beat > w->stored_beat)
+            w->stored_beat = row->last_beat;
+        apply_signal(f, w, (er_fk_signal)row->state);
+    }
+    er_req_free(r);
+}
+
+/* w's row as this node saw it, into *row (labels copied); false on ENOMEM. */
+static bool row_of(const er_faktory *f, const fk_worker *w, er_worker_row *row)
+{
+    memcpy(row->wid, w->v.wid, sizeof row->wid);
+    memcpy(row->hostname, w->v.hostname, sizeof row->hostname);
+    memcpy(row->node, f->node, sizeof row->node);
+    memcpy(row->current_state, w->v.current_state, sizeof row->current_state);
+    row->pid = w->v.pid;
+    row->v = w->proto_v;
+    row->rss_kb = w->v.rss_kb;
+    row->started_at = w->v.started_at;
+    row->last_beat = w->v.last_beat;
+    return !w->labels || (row->labels = strdup(w->labels));
+}
+
+void er_fk_beats_flush(er_faktory *f, bool timer)
+{
+    int slot = -1;
+    for (int i = 0; i < ER_FK_BEATS_INFLIGHT; i++) {
+        if (f->beats[i] && timer)
+            return; /* the one in flight answers first */
+        if (!f->beats[i] && slot < 0)
+            slot = i;
+    }
+    if (slot < 0 || !f->engine || !f->nworkers)
+        return; /* the rows stay dirty: a later write carries them */
+    er_req *r = er_req_new(ER_REQ_WORKER_BEATS);
+    if (!r)
+        return;
+    int64_t now = er_now_ms();
+    bool oom = false;
+    for (fk_worker *w = f->workers; w && !oom; w = w->next) {
+        if (w->dirty) {
+            er_worker_row *row = er_worker_list_push(&r->workers);
+            oom = !row || !row_of(f, w, row);
+            w->dirty = oom;
+        } else if (timer && now - known_beat(w) > ER_FK_WORKER_TTL_MS / 2 &&
+                   r->nwids < ER_FK_ASK_MAX) {
+            /* no beat here lately: does it beat elsewhere? */
+            char **grown = realloc(r->wids, (r->nwids + 1) * sizeof *grown);
+            oom = !grown;
+            if (grown) {
+                r->wids = grown;
+                oom = !(r->wids[r->nwids] = strdup(w->v.wid));
+                r->nwids += !oom;
+            }
+        }
+    }
+    if (oom) {
+        redirty(f, r);
+        return;
+    }
+    if (!timer && r->workers.len == 0) {
+        er_req_free(r);
+        return;
+    }
+    r->extend_ms = ER_FK_WORKER_TTL_MS;
+    r->arg = f;
+    r->done = on_beats;
+    f->beats[slot] = r;
+    er_engine_submit(f->engine, r);
+}
+
+void er_faktory_flush_beats(er_faktory *f)
+{
+    if (f)
+        er_fk_beats_flush(f, false);
 }
 
 /* ---- jid -> lease ---- */

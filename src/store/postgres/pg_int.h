@@ -100,6 +100,12 @@ enum {
     ER_PG_BULK_IDS_QUEUE,
     ER_PG_BULK_COUNT,
     ER_PG_BULK_COUNT_QUEUE,
+    ER_PG_WORKER_BEAT,
+    ER_PG_WORKER_SIGNAL,
+    ER_PG_WORKER_GET,
+    ER_PG_WORKER_LIST,
+    ER_PG_WORKER_LIST_SIGNALLED,
+    ER_PG_WORKER_REAP,
     ER_PG_NSTMT
 };
 
@@ -112,6 +118,7 @@ extern const char er_pg_migration_8[];
 extern const char er_pg_migration_5[];
 extern const char er_pg_migration_6[];
 extern const char er_pg_migration_10[];
+extern const char er_pg_migration_11[];
 extern const char *const er_pg_migrations[];
 extern const char *const er_pg_migration_names[]; /* one a step, for errand migrate */
 extern const int er_pg_schema_version;
@@ -352,6 +359,16 @@ int er_pg_audit_list(er_store *s, int64_t before, int limit, er_audit_list *out,
 int er_pg_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit, char ***ids,
                    size_t *n, int64_t *last, er_error *err);
 int er_pg_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
+/* pg_ui.c: column col of row as text into dst ("" when NULL). */
+void er_pg_copy_col(const PGresult *r, int row, int col, char *dst, size_t cap);
+/* pg_workers.c: the Faktory worker registry (store.h) */
+int er_pg_worker_beat(er_store *s, const er_worker_row *rows, size_t n, er_error *err);
+int er_pg_worker_signal(er_store *s, const char *wid, er_worker_state state, int64_t live_after,
+                        er_worker_row *out, er_error *err);
+int er_pg_worker_get(er_store *s, const char *wid, er_worker_row *out, er_error *err);
+int er_pg_worker_list(er_store *s, int64_t live_after, bool signalled, const char *after,
+                      int limit, er_worker_list *out, er_error *err);
+int er_pg_worker_reap(er_store *s, int64_t before, int limit, int *n, er_error *err);
 int er_pg_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                    er_error *err);
 int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,

@@ -321,6 +321,8 @@ const char *const er_pg_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN custom text;",
     /* 10: lease_jobs2, the fetch under the reply budget (pg_migration_10.c) */
     er_pg_migration_10,
+    /* 11: the Faktory worker registry (pg_migration_11.c) */
+    er_pg_migration_11,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -338,6 +340,7 @@ const char *const er_pg_migration_names[] = {
     "the job id rule of core in errand.enqueue",
     "a Faktory job's custom object",
     "the fetch function under the reply budget (lease_jobs2)",
+    "the Faktory worker registry",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],
@@ -662,6 +665,34 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " reg AS (INSERT INTO queues (name) SELECT queue FROM ins ON CONFLICT (name) DO NOTHING)"
         " SELECT count(notify_ready(queue)) FROM ins",
     [ER_PG_DELETE_DEAD] = "DELETE FROM jobs WHERE id = $1 AND state = 4",
+    /* the Faktory worker registry (pg_workers.c) */
+#define WORKER_COLS "wid, hostname, node, current_state, labels, pid, v, rss_kb, started_at,"   \
+                    " last_beat, state"
+    /* one row a wid (its latest beat when given twice), from ten arrays */
+    [ER_PG_WORKER_BEAT] = "INSERT INTO workers (" WORKER_COLS ") SELECT DISTINCT ON (wid)"
+                          " wid, hostname, node, current_state, labels, pid, v, rss_kb,"
+                          " started_at, last_beat, 0 FROM unnest($1::text[], $2::text[],"
+                          " $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],"
+                          " $8::bigint[], $9::bigint[], $10::bigint[]) AS x(wid, hostname, node,"
+                          " current_state, labels, pid, v, rss_kb, started_at, last_beat)"
+                          " ORDER BY wid, last_beat DESC"
+                          " ON CONFLICT (wid) DO UPDATE SET"
+                          " hostname = excluded.hostname, node = excluded.node,"
+                          " current_state = excluded.current_state, labels = excluded.labels,"
+                          " pid = excluded.pid, v = excluded.v, rss_kb = excluded.rss_kb,"
+                          " last_beat = excluded.last_beat"
+                          " WHERE excluded.last_beat >= workers.last_beat",
+    [ER_PG_WORKER_SIGNAL] = "UPDATE workers SET state = greatest(state, $2::smallint)"
+                            " WHERE wid = $1 AND last_beat > $3::bigint RETURNING " WORKER_COLS,
+    [ER_PG_WORKER_GET] = "SELECT " WORKER_COLS " FROM workers WHERE wid = $1",
+    [ER_PG_WORKER_LIST] = "SELECT " WORKER_COLS " FROM workers WHERE last_beat > $1::bigint"
+                          " AND wid > $2 ORDER BY wid COLLATE \"C\" LIMIT $3::bigint",
+    [ER_PG_WORKER_LIST_SIGNALLED] = "SELECT " WORKER_COLS " FROM workers WHERE state <> 0"
+                                    " AND last_beat > $1::bigint AND wid > $2"
+                                    " ORDER BY wid COLLATE \"C\" LIMIT $3::bigint",
+    [ER_PG_WORKER_REAP] = "DELETE FROM workers WHERE wid IN (SELECT wid FROM workers"
+                          " WHERE last_beat < $1::bigint ORDER BY last_beat LIMIT $2::bigint)",
+#undef WORKER_COLS
     [ER_PG_SESSION_PUT] = "INSERT INTO sessions (hash, role, name, csrf, created_at, expires_at)"
                           " VALUES ($1, $2, $3, $4, $5, $6)",
     [ER_PG_SESSION_TOUCH] = "UPDATE sessions SET expires_at = $3 WHERE hash = $1 AND expires_at > $2"

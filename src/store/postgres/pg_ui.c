@@ -10,7 +10,7 @@
 
 #include "store/postgres/pg_int.h"
 
-static void copy_col(const PGresult *r, int row, int col, char *dst, size_t cap)
+void er_pg_copy_col(const PGresult *r, int row, int col, char *dst, size_t cap)
 {
     snprintf(dst, cap, "%s", PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
 }
@@ -54,8 +54,8 @@ int er_pg_session_touch(er_store *s, const char *hash, int64_t now, int64_t idle
     }
     memset(out, 0, sizeof *out);
     out->role = (int)er_pg_i64(r, 0, 0);
-    copy_col(r, 0, 1, out->name, sizeof out->name);
-    copy_col(r, 0, 2, out->csrf, sizeof out->csrf);
+    er_pg_copy_col(r, 0, 1, out->name, sizeof out->name);
+    er_pg_copy_col(r, 0, 2, out->csrf, sizeof out->csrf);
     out->created_at = er_pg_i64(r, 0, 3);
     out->expires_at = er_pg_i64(r, 0, 4);
     PQclear(r);

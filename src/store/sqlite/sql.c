@@ -150,6 +150,23 @@ const char *const er_sqlite_migrations[] = {
     "CREATE INDEX audit_at ON audit(at);",
     /* 7: a Faktory job's custom object (docs/faktory.md) */
     "ALTER TABLE jobs ADD COLUMN custom TEXT;",
+    /* 8: the Faktory worker registry, shared by the servers of a store
+     * (docs/faktory.md, "Workers") */
+    "CREATE TABLE workers ("
+    " wid TEXT PRIMARY KEY,"
+    " hostname TEXT NOT NULL,"
+    " node TEXT NOT NULL,"
+    " current_state TEXT NOT NULL,"
+    " labels TEXT,"
+    " pid INTEGER NOT NULL,"
+    " v INTEGER NOT NULL,"
+    " rss_kb INTEGER NOT NULL,"
+    " started_at INTEGER NOT NULL,"
+    " last_beat INTEGER NOT NULL,"
+    " state INTEGER NOT NULL DEFAULT 0"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX workers_beat ON workers(last_beat);"
+    "CREATE INDEX workers_signalled ON workers(wid) WHERE state <> 0;",
 };
 
 const int er_sqlite_schema_version =
@@ -165,6 +182,7 @@ const char *const er_sqlite_migration_names[] = {
     "groups and rate limits",
     "dashboard sessions and the audit log",
     "a Faktory job's custom object",
+    "the Faktory worker registry",
 };
 _Static_assert(sizeof er_sqlite_migration_names / sizeof er_sqlite_migration_names[0] ==
                    sizeof er_sqlite_migrations / sizeof er_sqlite_migrations[0],
@@ -460,6 +478,27 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
     [ER_SQ_LEASE_LIST] = "SELECT key, state, fence, expires_at, completed_at, type, code, run_key,"
                          " created_at, updated_at FROM leases WHERE key > ?1 ORDER BY key"
                          " LIMIT ?2",
+    /* the Faktory worker registry (workers.c) */
+#define WORKER_COLS "wid, hostname, node, current_state, labels, pid, v, rss_kb, started_at,"   \
+                    " last_beat, state"
+    [ER_SQ_WORKER_BEAT] = "INSERT INTO workers (" WORKER_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+                          " ?7, ?8, ?9, ?10, 0) ON CONFLICT(wid) DO UPDATE SET"
+                          " hostname = excluded.hostname, node = excluded.node,"
+                          " current_state = excluded.current_state, labels = excluded.labels,"
+                          " pid = excluded.pid, v = excluded.v, rss_kb = excluded.rss_kb,"
+                          " last_beat = excluded.last_beat"
+                          " WHERE excluded.last_beat >= workers.last_beat",
+    [ER_SQ_WORKER_SIGNAL] = "UPDATE workers SET state = max(state, ?2) WHERE wid = ?1"
+                            " AND last_beat > ?3 RETURNING " WORKER_COLS,
+    [ER_SQ_WORKER_GET] = "SELECT " WORKER_COLS " FROM workers WHERE wid = ?1",
+    [ER_SQ_WORKER_LIST] = "SELECT " WORKER_COLS " FROM workers WHERE last_beat > ?1"
+                          " AND wid > ?2 ORDER BY wid LIMIT ?3",
+    [ER_SQ_WORKER_LIST_SIGNALLED] = "SELECT " WORKER_COLS " FROM workers"
+                                    " INDEXED BY workers_signalled WHERE state <> 0"
+                                    " AND last_beat > ?1 AND wid > ?2 ORDER BY wid LIMIT ?3",
+    [ER_SQ_WORKER_REAP] = "DELETE FROM workers WHERE wid IN (SELECT wid FROM workers"
+                          " WHERE last_beat < ?1 ORDER BY last_beat LIMIT ?2)",
+#undef WORKER_COLS
     [ER_SQ_CURSOR_LIST] = "SELECT name, value, updated_at FROM cursors WHERE name > ?1"
                           " ORDER BY name LIMIT ?2",
 };

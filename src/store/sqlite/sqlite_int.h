@@ -111,6 +111,12 @@ enum {
     ER_SQ_BULK_IDS_QUEUE,
     ER_SQ_BULK_COUNT,
     ER_SQ_BULK_COUNT_QUEUE,
+    ER_SQ_WORKER_BEAT,
+    ER_SQ_WORKER_SIGNAL,
+    ER_SQ_WORKER_GET,
+    ER_SQ_WORKER_LIST,
+    ER_SQ_WORKER_LIST_SIGNALLED,
+    ER_SQ_WORKER_REAP,
     ER_SQ_NSTMT
 };
 
@@ -307,6 +313,16 @@ int er_sqlite_audit_list(er_store *s, int64_t before, int limit, er_audit_list *
 int er_sqlite_bulk_ids(er_store *s, const er_bulk_filter *f, int64_t after, int limit,
                        char ***ids, size_t *n, int64_t *last, er_error *err);
 int er_sqlite_bulk_count(er_store *s, const er_bulk_filter *f, int64_t *n, er_error *err);
+/* ui.c: column i of the current row as text into dst ("" when NULL). */
+void er_sqlite_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
+/* workers.c: the Faktory worker registry (store.h) */
+int er_sqlite_worker_beat(er_store *s, const er_worker_row *rows, size_t n, er_error *err);
+int er_sqlite_worker_signal(er_store *s, const char *wid, er_worker_state state,
+                            int64_t live_after, er_worker_row *out, er_error *err);
+int er_sqlite_worker_get(er_store *s, const char *wid, er_worker_row *out, er_error *err);
+int er_sqlite_worker_list(er_store *s, int64_t live_after, bool signalled, const char *after,
+                          int limit, er_worker_list *out, er_error *err);
+int er_sqlite_worker_reap(er_store *s, int64_t before, int limit, int *n, er_error *err);
 int er_sqlite_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                        er_error *err);
 int er_sqlite_cursor_get(er_store *s, const char *name, char **value, int64_t *updated_at,

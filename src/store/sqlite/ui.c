@@ -11,7 +11,7 @@
 
 #include "store/sqlite/sqlite_int.h"
 
-static void col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
+void er_sqlite_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
     snprintf(dst, cap, "%s", t ? (const char *)t : "");
@@ -57,8 +57,8 @@ int er_sqlite_session_touch(er_store *s, const char *hash, int64_t now, int64_t 
     if (step == SQLITE_ROW) {
         memset(out, 0, sizeof *out);
         out->role = sqlite3_column_int(st, 0);
-        col_copy(st, 1, out->name, sizeof out->name);
-        col_copy(st, 2, out->csrf, sizeof out->csrf);
+        er_sqlite_col_copy(st, 1, out->name, sizeof out->name);
+        er_sqlite_col_copy(st, 2, out->csrf, sizeof out->csrf);
         out->created_at = sqlite3_column_int64(st, 3);
         out->expires_at = sqlite3_column_int64(st, 4);
         rc = 0;
