@@ -38,6 +38,36 @@ def status_mb(pid, key):
     return -1
 
 
+def beside_health(port, reader, clients=4, settle=0.0):
+    """Runs `clients` threads of reader(port, got) while another polls
+    /healthz every 10 ms; returns (got, the /healthz latencies sorted, wall s)."""
+    got, lat, stop = [], [], threading.Event()
+
+    def health():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while not stop.is_set():
+            t = time.perf_counter()
+            c.request("GET", "/healthz")
+            c.getresponse().read()
+            lat.append(time.perf_counter() - t)
+            time.sleep(0.01)
+
+    h = threading.Thread(target=health)
+    h.start()
+    time.sleep(settle)
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=reader, args=(port, got)) for _ in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall = time.perf_counter() - t0
+    stop.set()
+    h.join()
+    lat.sort()
+    return got, lat, wall
+
+
 def list_all(port, out):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     cursor, jobs, pages, nbytes = None, 0, 0, 0
@@ -61,31 +91,10 @@ def rss(label, args):
             st, b, _ = s.enqueue("big", {"name": "n", "payload": {"i": i, "pad": pad}})
             assert st == 201, (st, b)
         before = status_mb(s.proc.pid, "VmRSS")
-        got, slow, stop = [], [0.0], threading.Event()
-
-        def health():
-            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
-            while not stop.is_set():
-                t = time.perf_counter()
-                c.request("GET", "/healthz")
-                c.getresponse().read()
-                slow[0] = max(slow[0], time.perf_counter() - t)
-                time.sleep(0.01)
-
-        h = threading.Thread(target=health)
-        h.start()
-        t0 = time.perf_counter()
-        ts = [threading.Thread(target=list_all, args=(s.port, got)) for _ in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        wall = time.perf_counter() - t0
-        stop.set()
-        h.join()
+        got, lat, wall = beside_health(s.port, list_all)
         print(json.dumps({"bench": "rss", "max_reply": label, "per_client": got[0],
                           "rss_before_mb": before, "rss_peak_mb": status_mb(s.proc.pid, "VmHWM"),
-                          "healthz_max_ms": round(slow[0] * 1000), "wall_s": round(wall, 2)}))
+                          "healthz_max_ms": round(lat[-1] * 1000), "wall_s": round(wall, 2)}))
     finally:
         s.cleanup()
 
@@ -141,30 +150,7 @@ def slow():
         for i in range(100):
             st, b, _ = s.enqueue("big", {"name": "n", "payload": {"i": i, "pad": pad}})
             assert st == 201, (st, b)
-        lat, got, stop = [], [], threading.Event()
-
-        def health():
-            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
-            while not stop.is_set():
-                t = time.perf_counter()
-                c.request("GET", "/healthz")
-                c.getresponse().read()
-                lat.append(time.perf_counter() - t)
-                time.sleep(0.01)
-
-        h = threading.Thread(target=health)
-        h.start()
-        time.sleep(0.2)
-        t0 = time.perf_counter()
-        ts = [threading.Thread(target=list_slowly, args=(s.port, got)) for _ in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        wall = time.perf_counter() - t0
-        stop.set()
-        h.join()
-        lat.sort()
+        got, lat, wall = beside_health(s.port, list_slowly, settle=0.2)
         print(json.dumps({"bench": "slow", "per_client": got[0], "healthz_n": len(lat),
                           "healthz_max_ms": round(lat[-1] * 1000, 1),
                           "healthz_p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
