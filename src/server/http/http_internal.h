@@ -128,7 +128,6 @@ struct er_server {
     er_hctx *free_ctx;
     size_t nfree;
     char *wbuf;        /* reply writer buffer, reused (NULL while lent out) */
-    struct bufferevent *flush; /* a reply queued in this callback (http_reply.c) */
     size_t wcap;
     int64_t date_secs; /* the second date[] shows */
     char date[32];     /* Date header value, "Sun, 06 Nov 1994 08:49:37 GMT" */

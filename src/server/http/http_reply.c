@@ -192,7 +192,6 @@ static void send_reply(er_hctx *c, int status)
     evhttp_request_set_on_complete_cb(req, on_reply_written, c);
     er_http_conn_set_closecb(c->s, evcon, on_conn_close, c);
     evhttp_send_reply(req, status, NULL, NULL);
-    c->s->flush = evhttp_connection_get_bufferevent(evcon); /* on_engine_done sends it */
 }
 
 void er_http_reply_json(er_hctx *c, int status, json_t *body)
@@ -600,23 +599,6 @@ static void watch_hangup(er_hctx *c, struct evhttp_connection *evcon)
     }
 }
 
-/* Writes a reply that evhttp has just queued (send_reply, in the same
- * callback: the connection is alive) straight to the socket, and tells
- * evhttp it is sent (its write callback, which starts the next request),
- * instead of waiting a loop turn for the socket to be writable: one epoll
- * change and one loop turn less per request. Called last, as the callback
- * may free the request, its context and the connection. */
-static void flush_reply(struct bufferevent *bev)
-{
-    struct evbuffer *out = bufferevent_get_output(bev);
-    evutil_socket_t fd = bufferevent_getfd(bev);
-    if (fd < 0 || evbuffer_get_length(out) == 0)
-        return; /* no reply queued (a long-poll parked again) */
-    if (evbuffer_write(out, fd) > 0 && evbuffer_get_length(out) == 0)
-        bufferevent_trigger(bev, EV_WRITE, 0);
-    /* else the bufferevent writes the rest when the socket takes it */
-}
-
 static void on_engine_done(er_req *r)
 {
     er_hctx *c = r->arg;
@@ -633,14 +615,8 @@ static void on_engine_done(er_req *r)
         er_req_free(r);
         return;
     }
-    er_server *s = c->s;
-    s->flush = NULL;
     c->finish(c, r); /* replies: send_reply replaces the close callback */
     er_req_free(r);
-    struct bufferevent *bev = s->flush;
-    s->flush = NULL;
-    if (bev)
-        flush_reply(bev);
 }
 
 void er_http_submit(er_hctx *c, er_req *r, er_finish_fn finish)
