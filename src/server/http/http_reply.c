@@ -223,6 +223,18 @@ void er_http_jsonw_init(er_hctx *c, er_jsonw *w)
     s->wcap = 0;
 }
 
+/* Frees w, keeping its buffer for the next reply when the server holds
+ * none and it is not too large (the counterpart of er_http_jsonw_init). */
+static void jsonw_done(er_server *s, er_jsonw *w)
+{
+    if (!s->wbuf && w->out.data && w->out.cap <= WBUF_KEEP) {
+        s->wbuf = w->out.data;
+        s->wcap = w->out.cap;
+        w->out.data = NULL;
+    }
+    er_jsonw_fini(w);
+}
+
 void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
 {
     if (w->failed) {
@@ -231,13 +243,7 @@ void er_http_reply_jsonw(er_hctx *c, int status, er_jsonw *w)
         return;
     }
     evbuffer_add(evhttp_request_get_output_buffer(c->req), w->out.data, w->out.len);
-    er_server *s = c->s;
-    if (!s->wbuf && w->out.data && w->out.cap <= WBUF_KEEP) {
-        s->wbuf = w->out.data; /* kept for the next reply */
-        s->wcap = w->out.cap;
-        w->out.data = NULL;
-    }
-    er_jsonw_fini(w);
+    jsonw_done(c->s, w);
     send_reply(c, status);
 }
 
@@ -346,13 +352,7 @@ static void stream_more(struct evhttp_connection *evcon, void *arg)
         ok = evbuffer_add(chunk, w.out.data + 1, w.out.len - 1) == 0;
     if (ok && st->next >= st->list.len)
         ok = evbuffer_add(chunk, st->tail, st->tail_len) == 0;
-    er_server *s = c->s;
-    if (!s->wbuf && w.out.data && w.out.cap <= (256u * 1024)) {
-        s->wbuf = w.out.data; /* kept for the next slice or reply */
-        s->wcap = w.out.cap;
-        w.out.data = NULL;
-    }
-    er_jsonw_fini(&w);
+    jsonw_done(c->s, &w);
     if (!ok) { /* out of memory mid-reply: end it short, the client sees bad JSON */
         if (chunk)
             evbuffer_free(chunk);
