@@ -99,6 +99,7 @@ typedef enum er_req_type {
     ER_REQ_WORKER_SIGNAL,    /* in: id (wid), worker_state, extend_ms (the ttl); out:
                                 worker_rows (the row after) */
     ER_REQ_WORKER_LIST,      /* in: extend_ms (the ttl), max; out: worker_rows (live ones) */
+    ER_REQ_WORKER_COUNT,     /* in: extend_ms (the ttl); out: worker_count (live rows) */
 } er_req_type;
 
 typedef struct er_req er_req;
@@ -229,6 +230,7 @@ struct er_req {
     size_t nwids;
     er_worker_state worker_state; /* WORKER_SIGNAL in */
     er_worker_list worker_rows; /* out */
+    int64_t worker_count;      /* out: WORKER_COUNT */
 
     /* engine-private */
     er_req *next;

@@ -3,7 +3,7 @@
  * Engine requests of the Faktory worker registry (docs/faktory.md,
  * "Workers"): a node's batch of beats (written together, the rows past
  * the ttl reaped, and what the node must learn read back in the same
- * transaction), an operator's signal, and the list. A store without the
+ * transaction), an operator's signal, the list and the count. A store without the
  * worker ops answers ER_EUNAVAIL. Writer or reader thread, as exec.c.
  */
 #include <stdint.h>
@@ -16,13 +16,13 @@
 
 bool er_workers_req_is_read(const er_req *req)
 {
-    return req->type == ER_REQ_WORKER_LIST;
+    return req->type == ER_REQ_WORKER_LIST || req->type == ER_REQ_WORKER_COUNT;
 }
 
 static bool supported(er_exec_ctx *x, er_req *req)
 {
     if (x->ops->worker_beat && x->ops->worker_signal && x->ops->worker_get &&
-        x->ops->worker_list && x->ops->worker_reap)
+        x->ops->worker_list && x->ops->worker_reap && x->ops->worker_count)
         return true;
     req->rc = er_error_set(&req->err, ER_EUNAVAIL, "",
                            "the worker registry is not supported by this store");
@@ -86,6 +86,11 @@ void er_exec_workers_read(er_exec_ctx *x, er_req *req, int64_t now)
 {
     if (!supported(x, req))
         return;
+    if (req->type == ER_REQ_WORKER_COUNT) {
+        req->rc = x->ops->worker_count(x->store, live_after(req, now), &req->worker_count,
+                                       &req->err);
+        return;
+    }
     int max = req->max > 0 && req->max <= WORKERS_MAX ? req->max : WORKERS_MAX;
     req->rc = x->ops->worker_list(x->store, live_after(req, now), false, NULL, max,
                                   &req->worker_rows, &req->err);

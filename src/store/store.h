@@ -642,6 +642,8 @@ typedef struct er_store_ops {
                        int limit, er_worker_list *out, er_error *err);
     /* Deletes up to `limit` rows with last_beat < before; *n = how many. */
     int (*worker_reap)(er_store *s, int64_t before, int limit, int *n, er_error *err);
+    /* *n = how many rows have last_beat > live_after (every node's). */
+    int (*worker_count)(er_store *s, int64_t live_after, int64_t *n, er_error *err);
 
     /* ---- wake-ups from other servers ----
      * Optional, all five NULL when a store has none (SQLite: one server,

@@ -7,7 +7,8 @@
 # B's FETCH for it answers null at once, as for a local quiet), and reaping
 # after 60 s without a beat is judged from the stored last beat, so a worker
 # that moved from A to B stays listed and signallable while one that went
-# silent is dropped. On SQLite (one server) the registry survives a restart:
+# silent is dropped; INFO's server.workers on either node counts the live
+# workers of both. On SQLite (one server) the registry survives a restart:
 # the quiet is still there for the worker's new connection.
 #
 # Needs ERRAND_TEST_PG_URL for the PostgreSQL cases (ERRAND_TEST_PG_SKIP=1
@@ -145,6 +146,38 @@ class RegistryOnTwoNodes(PgNodes, unittest.TestCase):
             stop.set()
             th.join()
         for c in (mover_a, mover_b, silent):
+            c.close()
+
+
+def info_workers(port):
+    c = Faktory(port)
+    try:
+        if c.cmd('HELLO {"v":2}') != "+OK":  # no wid: not a worker itself
+            raise AssertionError("HELLO refused")
+        return json.loads(c.cmd("INFO"))["server"]["workers"]
+    finally:
+        c.close()
+
+
+@unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
+class InfoOnTwoNodes(PgNodes, unittest.TestCase):
+    NODES = 2
+    NODE_ARGS = ("--faktory-listen", "127.0.0.1:0")
+
+    def test_info_counts_the_live_workers_of_every_node(self):
+        a, b = self.servers
+        pa, pb = faktory_port(a), faktory_port(b)
+        self.assertEqual((info_workers(pa), info_workers(pb)), (0, 0))
+        wa, wb = hello(pa, "inf-a"), hello(pb, "inf-b")
+        self.assertEqual((beat(wa, "inf-a"), beat(wb, "inf-b")), ("run", "run"))
+        # each node writes its beats within FLUSH_S; then both count both
+        wait_until(lambda: info_workers(pa) == 2 and info_workers(pb) == 2, timeout=5,
+                   what="INFO showing 2 workers on both nodes")
+        # a second connection of one wid is one worker
+        wa2 = hello(pb, "inf-a")
+        time.sleep(FLUSH_S * 2)
+        self.assertEqual((info_workers(pa), info_workers(pb)), (2, 2))
+        for c in (wa, wb, wa2):
             c.close()
 
 

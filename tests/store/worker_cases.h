@@ -3,7 +3,8 @@
  * Conformance cases of the Faktory worker registry's store operations:
  * beats upserted by wid (a late write never moves a beat back; started_at
  * and the state kept), signals raised only and only for live rows, the
- * list (live, signalled, paged by wid) and reaping. Included after
+ * list (live, signalled, paged by wid), the count of live rows and
+ * reaping. Included after
  * conformance_cases.h by each store's conformance file.
  */
 #ifndef ER_TESTS_WORKER_CASES_H
@@ -159,6 +160,23 @@ Test(conformance, workers_without_a_beat_are_reaped_oldest_first)
     cr_assert_eq(OPS->worker_get(S, "w-b", &got, &err), ER_ENOTFOUND);
     cr_assert_eq(OPS->worker_get(S, "w-c", &got, &err), 0);
     er_worker_row_fini(&got);
+}
+
+Test(conformance, live_workers_of_every_node_are_counted)
+{
+    er_error err = {0};
+    int64_t n = -1;
+    cr_assert_eq(OPS->worker_count(S, T0, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 0, "none yet");
+    er_worker_row rows[3] = {worker_row("w-a", "node-1", T0 + 10),
+                             worker_row("w-b", "node-2", T0 + 10), worker_row("w-old", "node-1", T0)};
+    worker_beat(rows, 3);
+    cr_assert_eq(OPS->worker_count(S, T0, &n, &err), 0, "%s", err.message);
+    cr_assert_eq(n, 2, "both nodes' live rows; w-old beat at the bound");
+    cr_assert_eq(OPS->worker_count(S, T0 - 1, &n, &err), 0);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(OPS->worker_count(S, T0 + 10, &n, &err), 0);
+    cr_assert_eq(n, 0);
 }
 
 #endif

@@ -1106,7 +1106,7 @@ static void finish_info(fk_conn *c, er_req *r)
     er_jsonw_key(&w, "command_count");
     er_jsonw_int(&w, (int64_t)f->commands);
     er_jsonw_key(&w, "workers");
-    er_jsonw_int(&w, (int64_t)f->nworkers);
+    er_jsonw_int(&w, c->live_workers);
     er_jsonw_end_object(&w);
     er_jsonw_end_object(&w);
     if (w.failed || w.out.err) {
@@ -1119,16 +1119,30 @@ static void finish_info(fk_conn *c, er_req *r)
     er_req_free(r);
 }
 
-/* INFO's first read: the retry set's size; then the queues. */
+/* INFO's second read: the live workers of every node; then the queues. */
+static void finish_info_workers(fk_conn *c, er_req *r)
+{
+    if (er_fk_failed(c, r))
+        return;
+    c->live_workers = r->worker_count;
+    er_req_free(r);
+    er_req *q = new_req(c, ER_REQ_LIST_QUEUES);
+    if (q)
+        er_fk_submit(c, q, finish_info);
+}
+
+/* INFO's first read: the retry set's size. Three reads, no commit. */
 static void finish_info_retries(fk_conn *c, er_req *r)
 {
     if (er_fk_failed(c, r))
         return;
     c->retries = r->bulk.count;
     er_req_free(r);
-    er_req *q = new_req(c, ER_REQ_LIST_QUEUES);
-    if (q)
-        er_fk_submit(c, q, finish_info);
+    er_req *q = new_req(c, ER_REQ_WORKER_COUNT);
+    if (q) {
+        q->extend_ms = ER_FK_WORKER_TTL_MS;
+        er_fk_submit(c, q, finish_info_workers);
+    }
 }
 
 /* ---- dispatch ---- */

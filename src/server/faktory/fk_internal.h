@@ -110,6 +110,7 @@ struct fk_conn {
     size_t nnames, at;
     bool pause;
     int64_t retries;   /* INFO: the retry set's size, counted before the queues are read */
+    int64_t live_workers; /* INFO: the store's live workers (every node's) */
     er_buf out;        /* the reply being built */
     fk_conn *prev, *next;
 };

@@ -468,6 +468,7 @@ const er_store_ops er_postgres_ops = {
     .worker_get = er_pg_worker_get,
     .worker_list = er_pg_worker_list,
     .worker_reap = er_pg_worker_reap,
+    .worker_count = er_pg_worker_count,
     .bulk_ids = er_pg_bulk_ids,
     .bulk_count = er_pg_bulk_count,
     .promote = er_pg_promote,

@@ -106,6 +106,7 @@ enum {
     ER_PG_WORKER_LIST,
     ER_PG_WORKER_LIST_SIGNALLED,
     ER_PG_WORKER_REAP,
+    ER_PG_WORKER_COUNT,
     ER_PG_NSTMT
 };
 
@@ -369,6 +370,7 @@ int er_pg_worker_get(er_store *s, const char *wid, er_worker_row *out, er_error 
 int er_pg_worker_list(er_store *s, int64_t live_after, bool signalled, const char *after,
                       int limit, er_worker_list *out, er_error *err);
 int er_pg_worker_reap(er_store *s, int64_t before, int limit, int *n, er_error *err);
+int er_pg_worker_count(er_store *s, int64_t live_after, int64_t *n, er_error *err);
 int er_pg_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                    er_error *err);
 int er_pg_promote(er_store *s, int64_t now, int limit, int *n, char ***queues, size_t *nqueues,

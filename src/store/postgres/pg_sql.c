@@ -692,6 +692,7 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                                     " ORDER BY wid COLLATE \"C\" LIMIT $3::bigint",
     [ER_PG_WORKER_REAP] = "DELETE FROM workers WHERE wid IN (SELECT wid FROM workers"
                           " WHERE last_beat < $1::bigint ORDER BY last_beat LIMIT $2::bigint)",
+    [ER_PG_WORKER_COUNT] = "SELECT count(*) FROM workers WHERE last_beat > $1::bigint",
 #undef WORKER_COLS
     [ER_PG_SESSION_PUT] = "INSERT INTO sessions (hash, role, name, csrf, created_at, expires_at)"
                           " VALUES ($1, $2, $3, $4, $5, $6)",

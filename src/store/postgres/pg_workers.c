@@ -150,3 +150,17 @@ int er_pg_worker_reap(er_store *s, int64_t before, int limit, int *n, er_error *
     *n = (int)a;
     return rc;
 }
+
+int er_pg_worker_count(er_store *s, int64_t live_after, int64_t *n, er_error *err)
+{
+    *n = 0;
+    er_pg_params p = {0};
+    er_pg_p_i64(&p, live_after);
+    PGresult *r;
+    int rc = er_pg_exec(s, ER_PG_WORKER_COUNT, &p, &r, err);
+    if (rc < 0)
+        return rc;
+    *n = er_pg_i64(r, 0, 0);
+    PQclear(r);
+    return 0;
+}

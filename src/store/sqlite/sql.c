@@ -498,6 +498,7 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                                     " AND last_beat > ?1 AND wid > ?2 ORDER BY wid LIMIT ?3",
     [ER_SQ_WORKER_REAP] = "DELETE FROM workers WHERE wid IN (SELECT wid FROM workers"
                           " WHERE last_beat < ?1 ORDER BY last_beat LIMIT ?2)",
+    [ER_SQ_WORKER_COUNT] = "SELECT count(*) FROM workers WHERE last_beat > ?1",
 #undef WORKER_COLS
     [ER_SQ_CURSOR_LIST] = "SELECT name, value, updated_at FROM cursors WHERE name > ?1"
                           " ORDER BY name LIMIT ?2",

@@ -397,6 +397,7 @@ const er_store_ops er_sqlite_ops = {
     .worker_get = er_sqlite_worker_get,
     .worker_list = er_sqlite_worker_list,
     .worker_reap = er_sqlite_worker_reap,
+    .worker_count = er_sqlite_worker_count,
     .bulk_ids = er_sqlite_bulk_ids,
     .bulk_count = er_sqlite_bulk_count,
     .promote = er_sqlite_promote,

@@ -117,6 +117,7 @@ enum {
     ER_SQ_WORKER_LIST,
     ER_SQ_WORKER_LIST_SIGNALLED,
     ER_SQ_WORKER_REAP,
+    ER_SQ_WORKER_COUNT,
     ER_SQ_NSTMT
 };
 
@@ -323,6 +324,7 @@ int er_sqlite_worker_get(er_store *s, const char *wid, er_worker_row *out, er_er
 int er_sqlite_worker_list(er_store *s, int64_t live_after, bool signalled, const char *after,
                           int limit, er_worker_list *out, er_error *err);
 int er_sqlite_worker_reap(er_store *s, int64_t before, int limit, int *n, er_error *err);
+int er_sqlite_worker_count(er_store *s, int64_t live_after, int64_t *n, er_error *err);
 int er_sqlite_ui_sweep(er_store *s, int64_t now, int64_t audit_before, int limit, int *n,
                        er_error *err);
 int er_sqlite_cursor_get(er_store *s, const char *name, char **value, int64_t *updated_at,

@@ -147,3 +147,20 @@ int er_sqlite_worker_reap(er_store *s, int64_t before, int limit, int *n, er_err
         *n = sqlite3_changes(s->db);
     return rc;
 }
+
+int er_sqlite_worker_count(er_store *s, int64_t live_after, int64_t *n, er_error *err)
+{
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = er_sqlite_prep(s, ER_SQ_WORKER_COUNT, &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, live_after);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW)
+        *n = sqlite3_column_int64(st, 0);
+    else
+        rc = er_sqlite_error(s->db, step == SQLITE_DONE ? SQLITE_ERROR : step, "workers", err);
+    sqlite3_reset(st);
+    return rc;
+}
