@@ -4,6 +4,7 @@
  * the pattern length bound.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/glob.h"
@@ -84,6 +85,34 @@ Test(glob, many_stars_stay_fast)
     cr_assert(er_glob_match(pat, ER_GLOB_MAX - 1, text, sizeof text - 1));
     pat[ER_GLOB_MAX - 1] = 'b';
     cr_assert_not(er_glob_match(pat, ER_GLOB_MAX, text, sizeof text - 1));
+}
+
+/* Work is bounded (core/glob.h): 1 000 `*a` against 100 KB of a's ending
+ * in b, and the matcher's worst case, one `*` before a segment that
+ * almost matches everywhere, each return the right answer. */
+Test(glob, pathological_patterns_are_answered)
+{
+    enum { NPAT = 2000, NTEXT = 100 * 1024 };
+    char *pat = malloc(NPAT), *text = malloc(NTEXT);
+    cr_assert(pat && text);
+    for (int i = 0; i < NPAT; i++)
+        pat[i] = i % 2 ? 'a' : '*';
+    memset(text, 'a', NTEXT);
+    text[NTEXT - 1] = 'b';
+    cr_assert_not(er_glob_match(pat, NPAT, text, NTEXT), "the pattern ends in a, the text in b");
+    cr_assert(er_glob_match(pat, NPAT, text, NTEXT - 1));
+    pat[NPAT - 1] = 'b';
+    cr_assert(er_glob_match(pat, NPAT, text, NTEXT));
+    /* `*aaa...ab` (1 024 bytes) against the last 32 KB: at every text
+     * position the segment takes 1 022 a's and fails at its b */
+    pat[0] = '*';
+    memset(pat + 1, 'a', ER_GLOB_MAX - 2);
+    pat[ER_GLOB_MAX - 1] = 'b';
+    const char *tail = text + NTEXT - 32 * 1024;
+    cr_assert(er_glob_match(pat, ER_GLOB_MAX, tail, 32 * 1024));
+    cr_assert_not(er_glob_match(pat, ER_GLOB_MAX, tail, 32 * 1024 - 1));
+    free(pat);
+    free(text);
 }
 
 Test(glob, validate_bounds_the_length)
