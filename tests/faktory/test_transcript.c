@@ -1129,7 +1129,7 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     json_t *h = get_job("m0-redrive-1");
     cr_assert_str_eq(jstr(h, "state"), "waiting");
     json_decref(h);
-    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"drop\"}}");
+    OK(c, "MUTATE {\"cmd\":\"discard\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"drop\"}}");
     cr_assert_null(get_job("m1"));
     h = get_job("m2");
     cr_assert_str_eq(jstr(h, "state"), "dead");
@@ -1159,13 +1159,17 @@ Test(transcript, mutate_dead_letters_and_named_scheduled_jobs)
     ERR(c, "jids", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[]}}");
     ERR(c, "jid", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[7]}}");
     ERR(c, "jobtype", "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"a b\"}}");
+    ERR(c, "jobtype", "MUTATE {\"cmd\":\"discard\",\"target\":\"dead\",\"filter\":{\"jobtype\":\"a b\"}}");
     /* the filter's members narrow it together: m2 is not a "drop" */
-    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m2\"],\"jobtype\":\"drop\"}}");
-    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"regexp\":\"*\\\"jobtype\\\":\\\"dro[p]\\\"*\"}}");
+    OK(c, "MUTATE {\"cmd\":\"discard\",\"target\":\"dead\",\"filter\":{\"jids\":[\"m2\"],\"jobtype\":\"drop\"}}");
+    OK(c, "MUTATE {\"cmd\":\"discard\",\"target\":\"dead\",\"filter\":{\"regexp\":\"*\\\"jobtype\\\":\\\"dro[p]\\\"*\"}}");
     cr_assert_null(get_job("m0")); /* the glob took the dead "drop" m0 */
     h = get_job("m2");
     cr_assert_str_eq(jstr(h, "state"), "dead"); /* the refusals changed nothing */
     json_decref(h);
+    /* clear empties the set whatever its (well-formed) filter, as Faktory's */
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"dead\",\"filter\":{\"jids\":[\"nobody\"],\"jobtype\":\"drop\",\"regexp\":\"*nothing*\"}}");
+    cr_assert_null(get_job("m2"));
     json_t *o = NULL;
     cr_assert_eq(http("GET", "/v1/audit", NULL, NULL, &o), 200);
     char *audit = json_dumps(o, 0);
@@ -1262,7 +1266,8 @@ Test(transcript, mutate_tells_retries_from_scheduled_jobs)
     state_is("r2", "scheduled"); /* a retry, not a scheduled job */
     cr_assert_eq(info_size(c, "Scheduled"), 0);
     cr_assert_eq(info_size(c, "Retries"), 1);
-    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"retries\",\"filter\":{\"regexp\":\"*\"}}");
+    /* the filter does not narrow clear (as Faktory's): r2 is not a "nosuch" */
+    OK(c, "MUTATE {\"cmd\":\"clear\",\"target\":\"retries\",\"filter\":{\"jobtype\":\"nosuch\"}}");
     state_is("r2", "cancelled");
     cr_assert_eq(info_size(c, "Retries"), 0);
     cr_assert_eq(info_size(c, "Dead"), 2);

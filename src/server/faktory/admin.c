@@ -180,8 +180,25 @@ static void take_jids(er_req *r, const json_t *jids, er_error *err)
         er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
+/* Takes the whole target set: no jids, jobtype or pattern. */
+static void drop_filter(er_bulk *b)
+{
+    for (size_t i = 0; i < b->nids; i++)
+        free(b->ids[i]);
+    free(b->ids);
+    b->ids = NULL;
+    b->nids = 0;
+    free((char *)b->filter.name);
+    b->filter.name = NULL;
+    free(b->pattern);
+    b->pattern = NULL;
+    b->match = NULL;
+}
+
 /* MUTATE {"cmd", "target", "filter": {"jids", "jobtype", "regexp"}}: the
- * filter's members narrow it together. */
+ * filter's members narrow it together, except for clear, which empties
+ * the whole set as the real server's mutateClear does (its filter is
+ * checked all the same, then dropped). */
 void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
 {
     json_t *o = er_fk_arg_json(c, arg, n, true);
@@ -246,6 +263,8 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     snprintf(what, sizeof what, "faktory MUTATE %s %s", cmd, target);
     if (!err.code && !(r->audit = audit_new(c, bulk_action_audit(action), what)))
         er_error_set(&err, ER_ENOMEM, "", "out of memory");
+    if (!err.code && strcmp(cmd, "clear") == 0)
+        drop_filter(b);
     json_decref(o);
     if (err.code) {
         er_req_free(r);
