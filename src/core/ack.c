@@ -16,6 +16,7 @@ void er_ack_fini(er_ack *a)
     free(a->id);
     free(a->token);
     free(a->result);
+    free(a->unique_token);
     er_failure_fini(&a->failure);
     memset(a, 0, sizeof *a);
 }

@@ -44,6 +44,9 @@ typedef struct er_ack {
     er_ack_kind kind;
     char *result;      /* owned JSON text or NULL (complete) */
     er_failure failure; /* fail */
+    char *unique_token; /* owned or NULL (complete): the job's unique lock (its
+                           er_job.unique_token), given back in the same
+                           transaction when the complete succeeds */
     /* out */
     int rc;            /* 0 or ER_E* for this item alone */
     er_error err;

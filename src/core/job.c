@@ -99,6 +99,7 @@ void er_job_fini(er_job *job)
     free(job->result);
     free(job->progress);
     free(job->custom);
+    free(job->unique_token);
     memset(job, 0, sizeof *job);
 }
 
@@ -118,7 +119,7 @@ int er_job_copy(er_job *dst, const er_job *src)
     /* Null every pointer first so a partial copy can be fini'd safely. */
     t.id = t.queue = t.name = t.payload = t.group = t.trace_id = NULL;
     t.idempotency_key = t.lease_owner = t.lease_token = NULL;
-    t.last_error = t.result = t.progress = t.custom = NULL;
+    t.last_error = t.result = t.progress = t.custom = t.unique_token = NULL;
     int rc = 0;
     if (src->payload) {
         t.payload = malloc(src->payload_len + 1);
@@ -153,6 +154,8 @@ int er_job_copy(er_job *dst, const er_job *src)
         rc = dup_str(&t.progress, src->progress);
     if (rc == 0)
         rc = dup_str(&t.custom, src->custom);
+    if (rc == 0)
+        rc = dup_str(&t.unique_token, src->unique_token);
     if (rc < 0) {
         er_job_fini(&t);
         er_job_init(dst);
@@ -294,7 +297,9 @@ int er_job_reset_for_redrive(er_job *job, const char *new_id, int64_t now)
     free(job->last_error);
     free(job->result);
     free(job->progress);
+    free(job->unique_token); /* the copy took no lock */
     job->lease_owner = job->lease_token = job->last_error = job->result = job->progress = NULL;
+    job->unique_token = NULL;
     job->state = ER_STATE_WAITING;
     job->attempts = job->started = job->stalled = 0;
     job->lease_expires_at = 0;

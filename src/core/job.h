@@ -161,6 +161,9 @@ typedef struct er_job {
     char *result;        /* JSON text; NULL when none */
     char *progress;      /* JSON text; NULL when none */
     char *custom;        /* JSON object text a Faktory client gave ("custom"); NULL when none */
+    char *unique_token;  /* the owner token of the unique lock (a run-once lease) its enqueue
+                            took (docs/faktory.md, "Unique jobs"); NULL when none. A secret:
+                            never shown */
     int64_t created_at, updated_at, started_at, finished_at; /* 0 when never */
     int64_t redriven_at; /* dead jobs: when redriven, 0 when not */
     int redrive_count;   /* dead jobs: copies made so far */

@@ -107,7 +107,9 @@ typedef struct er_req er_req;
 /* A unique lock an ENQUEUE takes for one of its jobs (docs/faktory.md,
  * "Unique jobs"): the run-once lease (req->lease_type, the job's queue,
  * run_key) for ttl_ms, acquired in the enqueue's own transaction. A job
- * whose lock is held is not enqueued. */
+ * whose lock is held is not enqueued; a job enqueued keeps the lock's
+ * token (er_job.unique_token, which an ACK's er_ack.unique_token gives
+ * back); a job whose id exists gives back the lock it took. */
 typedef struct er_enqueue_lock {
     bool on;                          /* in: this job takes a lock */
     char run_key[65];                 /* in */

@@ -326,6 +326,26 @@ static int exec_fails(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64_t n
     return rc;
 }
 
+/* Gives back the unique locks of the jobs acks completed (a lock already
+ * given back, or taken again by a twin under a new token, is left as it
+ * is). 0 or a storage error. */
+static int release_unique(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    for (size_t i = 0; i < req->nacks && x->ops->lease_release; i++) {
+        const er_ack *a = &req->acks[i];
+        if (a->kind != ER_ACK_COMPLETE || a->rc != 0 || !a->unique_token)
+            continue;
+        er_lease lease;
+        er_error e;
+        int rc = x->ops->lease_release(x->store, a->unique_token, now, &lease, &e);
+        if (er_is_storage_error(rc)) {
+            req->err = e;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Applies acks in order; each item's logical error stays on the item. A
  * run of completes goes to ops->complete_many, and a run of failures to
  * ops->fail_many, when the store has it. */
@@ -380,7 +400,7 @@ static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
             er_job_fini(&tmp);
         }
     }
-    return 0;
+    return release_unique(x, req, now);
 }
 
 static int exec_fetch(er_exec_ctx *x, er_req *req, int64_t now)

@@ -3,8 +3,11 @@
  * An ENQUEUE whose jobs take unique locks (er_enqueue_lock; Faktory's
  * custom.unique_for, docs/faktory.md): each lock is a run-once lease
  * acquired in the enqueue's own transaction, and a job whose lock is held
- * is not enqueued. The lease rules are core's and the store's (lease.h);
- * this only runs the ops in order. Writer thread, as exec.c.
+ * is not enqueued. The lock's owner token is written with the job
+ * (er_job.unique_token), so whoever finishes the job, on any server, can
+ * give it back (exec.c's acks). The lease rules are core's and the
+ * store's (lease.h); this only runs the ops in order. Writer thread, as
+ * exec.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,26 +17,38 @@
 
 /* Gives back the locks taken so far (the enqueue was refused). 0 or a
  * storage error. */
+static int release_one(er_exec_ctx *x, er_req *req, size_t i, int64_t now);
+
 static int release_taken(er_exec_ctx *x, er_req *req, int64_t now)
 {
     for (size_t i = 0; i < req->njobs; i++) {
-        er_enqueue_lock *l = &req->locks[i];
-        if (!l->token[0])
-            continue;
-        er_lease lease;
-        er_error e;
-        int rc = x->ops->lease_release(x->store, l->token, now, &lease, &e);
-        if (er_is_storage_error(rc)) {
-            req->err = e;
+        int rc = release_one(x, req, i, now);
+        if (rc < 0)
             return rc;
-        }
-        l->token[0] = '\0';
     }
     return 0;
 }
 
-/* Takes job i's lock: 0 (taken, or none asked), 1 when it is held (the job
- * is skipped), or a storage error. */
+/* Gives back lock i when it was taken. 0 or a storage error. */
+static int release_one(er_exec_ctx *x, er_req *req, size_t i, int64_t now)
+{
+    er_enqueue_lock *l = &req->locks[i];
+    if (!l->token[0])
+        return 0;
+    er_lease lease;
+    er_error e;
+    int rc = x->ops->lease_release(x->store, l->token, now, &lease, &e);
+    if (er_is_storage_error(rc)) {
+        req->err = e;
+        return rc;
+    }
+    l->token[0] = '\0';
+    return 0;
+}
+
+/* Takes job i's lock and gives the job its token: 0 (taken, or none
+ * asked), 1 when it is held (the job is skipped), ER_ENOMEM (the lock is
+ * taken: release it), or a storage error. */
 static int take_lock(er_exec_ctx *x, er_req *req, size_t i, int64_t now)
 {
     er_enqueue_lock *l = &req->locks[i];
@@ -58,6 +73,9 @@ static int take_lock(er_exec_ctx *x, er_req *req, size_t i, int64_t now)
         return 1;
     }
     snprintf(l->token, sizeof l->token, "%s", lease.owner_token);
+    free(req->jobs[i].unique_token);
+    if (!(req->jobs[i].unique_token = strdup(l->token)))
+        return ER_ENOMEM;
     return 0;
 }
 
@@ -83,6 +101,11 @@ int er_exec_enqueue_locked(er_exec_ctx *x, er_req *req, int64_t now)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         rc = take_lock(x, req, i, now);
+        if (rc == ER_ENOMEM) {
+            req->rc = er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+            rc = release_taken(x, req, now);
+            goto out;
+        }
         if (rc < 0)
             goto out;
         if (rc == 1) {
@@ -110,6 +133,9 @@ int er_exec_enqueue_locked(er_exec_ctx *x, er_req *req, int64_t now)
     for (size_t j = 0; j < k; j++) {
         req->jobs[at[j]] = jobs[j];
         req->duplicate[at[j]] = dup[j];
+        /* its id was taken: nothing went in to hold the lock */
+        if (dup[j] && (rc = release_one(x, req, at[j], now)) < 0)
+            goto out;
     }
     for (size_t t = 0; t < tombs.len; t++)
         tombs.items[t].index = at[tombs.items[t].index];

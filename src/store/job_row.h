@@ -56,6 +56,7 @@
     X(redriven_at, ER_COL_I64, "INTEGER", "bigint", redriven_at)                            \
     X(redrive_count, ER_COL_INT, "INTEGER", "integer", redrive_count)                       \
     X(custom, ER_COL_STR, "TEXT", "text", custom)                                           \
+    X(unique_token, ER_COL_STR, "TEXT", "text", unique_token)                               \
     LAST(set_flags, ER_COL_FLAGS, "INTEGER", "integer", set_max_attempts)
 
 /* Spellings of the list for SQL texts. */

@@ -24,7 +24,7 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
                        "release-0.1.0.db")
 SQLITE_STEPS = ["tombstones of deleted jobs' ids", "groups and rate limits",
                 "dashboard sessions and the audit log", "a Faktory job's custom object",
-                "the Faktory worker registry"]
+                "the Faktory worker registry", "a Faktory unique job's lock token"]
 LATEST = 3 + len(SQLITE_STEPS)  # the fixture is at version 3
 
 
@@ -203,14 +203,14 @@ class SqliteMigrate(unittest.TestCase):
             self.assertEqual(self.version(), LATEST, args)
 
 
-LAST_STEP = "the Faktory worker registry"
+LAST_STEP = "a Faktory unique job's lock token"
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
 class PostgresMigrate(unittest.TestCase):
     """A schema one step behind this binary: the current schema with its
-    last migration undone (the workers table dropped, its row taken
-    out)."""
+    last migration undone (the jobs' unique_token column dropped, its row
+    taken out)."""
 
     def setUp(self):
         if not PG_URL or not psql_bin():
@@ -222,7 +222,7 @@ class PostgresMigrate(unittest.TestCase):
         self.latest = int(re.search(r"schema version (\d+)", out).group(1))
         # a server ran on it and wrote its limits
         Server(store=self.store, args=["--payload-max", "777777"]).start().cleanup()
-        psql('DROP TABLE "{0}".workers; DELETE FROM "{0}".migrations WHERE '
+        psql('ALTER TABLE "{0}".jobs DROP COLUMN unique_token; DELETE FROM "{0}".migrations WHERE '
              'version = {1}'.format(self.schema, self.latest))
 
     def tearDown(self):

@@ -868,6 +868,50 @@ static void kill_job(const char *id, const char *queue, int64_t now)
     er_job_list_fini(&l);
 }
 
+/* Faktory's unique jobs (docs/faktory.md): the lock's owner token is kept
+ * with the job, by enqueue and enqueue_many, and read back by get_job and
+ * fetch, so any server can give the lock back; a redriven copy has none. */
+Test(conformance, a_unique_lock_token_is_kept_with_the_job)
+{
+    static const char tok[] = "0123456789abcdef0123456789abcdef";
+    er_job jobs[3];
+    mkjob(&jobs[0], "u1", "uq", 5, T0, T0);
+    jobs[0].unique_token = sdup(tok);
+    mkjob(&jobs[1], "u2", "uq", 4, T0, T0);
+    jobs[1].unique_token = sdup("fedcba9876543210fedcba9876543210");
+    mkjob(&jobs[2], "u3", "uq", 3, T0, T0);
+    bool dupl = true;
+    er_error err = {0};
+    cr_assert_eq(OPS->enqueue(S, &jobs[0], &dupl, NULL, NULL, &err), 0, "%s", err.message);
+    bool dup2[2] = {true, true};
+    cr_assert_eq(er_store_enqueue_many(OPS, S, &jobs[1], 2, dup2, NULL, &err), 0, "%s",
+                 err.message);
+    for (int i = 0; i < 3; i++)
+        er_job_fini(&jobs[i]);
+    er_job g;
+    cr_assert_eq(OPS->get_job(S, "u1", &g, &err), 0);
+    cr_assert_str_eq(g.unique_token, tok);
+    er_job_fini(&g);
+    cr_assert_eq(OPS->get_job(S, "u3", &g, &err), 0);
+    cr_assert_null(g.unique_token);
+    er_job_fini(&g);
+    er_job_list l = {0};
+    cr_assert_eq(fetch1("uq", 3, T0, &l), 3);
+    cr_assert_str_eq(l.items[0].unique_token, tok);
+    cr_assert_str_eq(l.items[1].unique_token, "fedcba9876543210fedcba9876543210");
+    cr_assert_null(l.items[2].unique_token);
+    er_fail_outcome o;
+    cr_assert_eq(fail_with("u1", l.items[0].lease_token, ER_ERR_PERMANENT, 0, T0, &o), 0);
+    er_job_list_fini(&l);
+    er_job nj;
+    cr_assert_eq(OPS->redrive(S, "u1", T0 + 100, &nj, &err), 0, "%s", err.message);
+    cr_assert_null(nj.unique_token, "the copy took no lock");
+    er_job_fini(&nj);
+    cr_assert_eq(OPS->get_job(S, "u1-redrive-1", &g, &err), 0);
+    cr_assert_null(g.unique_token);
+    er_job_fini(&g);
+}
+
 Test(conformance, redrive_copies_the_dead_job_with_a_numbered_id)
 {
     kill_job("d", "q", T0);

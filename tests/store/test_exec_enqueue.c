@@ -4,7 +4,8 @@
  * against the SQLite store: one store call for consecutive requests must
  * give every request the answer it gets when run alone, duplicates across
  * requests included; and an enqueue with unique locks (exec_unique.c),
- * which runs alone: a job whose lock is held is not enqueued.
+ * which runs alone: a job whose lock is held is not enqueued, and a job's
+ * lock token is stored with it, for its ACK to give the lock back.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ static void drop(er_exec_ctx *x)
 {
     x->ops->close(x->store);
     er_wake_fini(&x->wake);
+    er_keys_fini(&x->done);
     er_exec_ctx_fini(x);
     const char *sfx[] = {"", "-wal", "-shm"};
     for (size_t i = 0; i < 3; i++) {
@@ -249,5 +251,117 @@ Test(exec_enqueue, a_job_whose_unique_lock_is_held_is_not_enqueued)
         rs[i]->next = NULL;
         er_req_free(rs[i]);
     }
+    drop(&x);
+}
+
+/* One ack of job id (kind) with its lease token and, when given, its
+ * unique lock's token, run in its own transaction. */
+static void ack_one(er_exec_ctx *x, const char *id, const char *token, er_ack_kind kind,
+                    const char *unique)
+{
+    er_req *r = er_req_new(ER_REQ_ACKS);
+    cr_assert_not_null(r);
+    r->acks = calloc(1, sizeof *r->acks);
+    cr_assert_not_null(r->acks);
+    r->nacks = 1;
+    r->acks[0].id = sdup(id);
+    r->acks[0].token = sdup(token);
+    r->acks[0].kind = kind;
+    if (kind == ER_ACK_FAIL) {
+        r->acks[0].failure.cls = ER_ERR_TRANSIENT;
+        r->acks[0].failure.message = sdup("later");
+    }
+    if (unique)
+        r->acks[0].unique_token = sdup(unique);
+    er_error err = {0};
+    cr_assert_eq(x->ops->begin(x->store, &err), 0);
+    cr_assert_eq(er_exec_write(x, r, T0), 0, "%s", r->err.message);
+    cr_assert_eq(x->ops->commit(x->store, &err), 0);
+    cr_assert_eq(r->acks[0].rc, 0, "%s", r->acks[0].err.message);
+    er_req_free(r);
+}
+
+/* Enqueues id with the lock of run key `key`, in its own transaction; the
+ * lock's rc (0 taken, ER_ECONFLICT held), and *dup. */
+static int push_locked(er_exec_ctx *x, const char *id, const char *key, bool *dup)
+{
+    char spec[40];
+    snprintf(spec, sizeof spec, "%s:q:1", id);
+    const char *specs[] = {spec};
+    er_req *r = enq(specs, 1);
+    lock(r, 0, key);
+    er_error err = {0};
+    er_req *next = NULL;
+    cr_assert_eq(x->ops->begin(x->store, &err), 0);
+    cr_assert_eq(er_exec_write_run(x, r, &next, T0), 0, "%s", r->err.message);
+    cr_assert_eq(x->ops->commit(x->store, &err), 0);
+    cr_assert_eq(r->rc, 0, "%s", r->err.message);
+    int rc = r->locks[0].rc;
+    *dup = r->duplicate[0];
+    er_req_free(r);
+    return rc;
+}
+
+/* The lock's token is stored with its job (docs/faktory.md, "Unique
+ * jobs"), so the ACK that carries it gives the lock back in its own
+ * transaction, whichever server (or run of one) sends it; a FAIL keeps
+ * it, and a push whose jid exists gives back the lock it took. */
+Test(exec_enqueue, a_unique_lock_is_stored_with_its_job_and_given_back_by_its_ack)
+{
+    er_exec_ctx x;
+    fresh(&x);
+    er_error err = {0};
+    bool dup = true;
+    cr_assert_eq(push_locked(&x, "u1", "K", &dup), 0);
+    cr_assert(!dup);
+    er_job j;
+    er_job_init(&j);
+    cr_assert_eq(x.ops->get_job(x.store, "u1", &j, &err), 0);
+    cr_assert_not_null(j.unique_token, "the token is written with the job");
+    char token[ER_LEASE_TOKEN_SIZE];
+    snprintf(token, sizeof token, "%s", j.unique_token);
+    er_job_fini(&j);
+    /* u1 pushed again: its id exists, nothing goes in, and the lock it
+     * took (L) is given back at once */
+    cr_assert_eq(push_locked(&x, "u1", "L", &dup), 0);
+    cr_assert(dup);
+    cr_assert_eq(push_locked(&x, "v1", "L", &dup), 0, "L was given back");
+    cr_assert(!dup);
+    cr_assert_eq(x.ops->get_job(x.store, "u1", &j, &err), 0);
+    cr_assert_str_eq(j.unique_token, token, "the existing job keeps its own lock");
+    er_job_fini(&j);
+    cr_assert_eq(push_locked(&x, "u2", "K", &dup), ER_ECONFLICT);
+    /* fetched, then FAILed: the lock stays */
+    const char *qs[] = {"q"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
+                         .lease_ms = 60000, .now = T0};
+    er_job_list l = {0};
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    cr_assert_eq(x.ops->fetch(x.store, &p, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    cr_assert_eq(l.len, 2);
+    const er_job *u1 = strcmp(l.items[0].id, "u1") == 0 ? &l.items[0] : &l.items[1];
+    cr_assert_str_eq(u1->unique_token, token, "fetch returns it");
+    ack_one(&x, "u1", u1->lease_token, ER_ACK_FAIL, token);
+    cr_assert_eq(push_locked(&x, "u2", "K", &dup), ER_ECONFLICT, "a failure keeps the lock");
+    er_job_list_fini(&l);
+    /* the retry is fetched and succeeds: its ACK gives the lock back */
+    p.now = T0 + 3600000;
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    int n = 0;
+    char **names = NULL;
+    size_t nn = 0;
+    cr_assert_eq(x.ops->promote(x.store, p.now, 100, &n, &names, &nn, &err), 0);
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    cr_assert_eq(x.ops->fetch(x.store, &p, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    cr_assert_eq(l.len, 1);
+    cr_assert_str_eq(l.items[0].id, "u1");
+    ack_one(&x, "u1", l.items[0].lease_token, ER_ACK_COMPLETE, l.items[0].unique_token);
+    er_job_list_fini(&l);
+    cr_assert_eq(push_locked(&x, "u2", "K", &dup), 0, "the ACK gave K back");
+    cr_assert(!dup);
     drop(&x);
 }

@@ -268,8 +268,6 @@ static int job_from(fk_conn *c, const json_t *obj, er_job *job, er_error *err)
     return rc;
 }
 
-static void keep_locks(fk_conn *c, const er_req *r);
-
 static void finish_push(fk_conn *c, er_req *r)
 {
     if (r->rc) {
@@ -277,7 +275,6 @@ static void finish_push(fk_conn *c, er_req *r)
     } else if (r->locks && r->locks[0].rc == ER_ECONFLICT) {
         er_fk_send_error(c, "NOTUNIQUE", "Job not unique", false);
     } else {
-        keep_locks(c, r);
         er_fk_reply_ok(c);
     }
     er_req_free(r);
@@ -285,8 +282,9 @@ static void finish_push(fk_conn *c, er_req *r)
 
 /* ---- unique jobs (custom.unique_for): a run-once lease per jobtype and
  * args in the queue, taken by the engine in the enqueue's transaction
- * (er_enqueue_lock), released when the job succeeds (or starts,
- * unique_until "start") on this node, else when unique_for runs out ---- */
+ * (er_enqueue_lock) and its token stored with the job; given back in the
+ * ACK's transaction (or when the job is handed out, unique_until "start")
+ * on any node, else when unique_for runs out ---- */
 
 #define UNIQUE_LEASE_TYPE "faktory.unique"
 
@@ -319,45 +317,10 @@ static int want_lock(er_req *r, size_t i, size_t total)
     er_enqueue_lock *l = &r->locks[i];
     l->on = true;
     memcpy(l->run_key, key, sizeof l->run_key);
-    l->ttl_ms = ttl;
-    l->tag = at_start; /* released when fetched rather than when it succeeds */
+    l->ttl_ms = ttl; /* until start or success: the stored job's custom says which */
     return 0;
 }
 
-/* After an enqueue with locks: remembers each lock taken, so the ACK (or,
- * unique_until "start", the FETCH) of its job on this node gives it back;
- * elsewhere it ends with its ttl. */
-static void keep_locks(fk_conn *c, const er_req *r)
-{
-    int64_t now = er_now_ms();
-    for (size_t i = 0; r->locks && i < r->njobs; i++) {
-        const er_enqueue_lock *l = &r->locks[i];
-        if (l->token[0])
-            er_fk_cache_put(&c->f->uniques, r->jobs[i].id, l->token,
-                            l->tag ? "start" : "success", now + l->ttl_ms);
-    }
-}
-
-static void finish_release_ok(fk_conn *c, er_req *r)
-{
-    er_fk_reply_ok(c); /* a lock not released now ends with its ttl */
-    er_req_free(r);
-}
-
-/* After a successful ACK: gives back the job's unique lock, if this node
- * holds it until success. 1 when a release was submitted (it replies). */
-static int release_on_success(fk_conn *c)
-{
-    const fk_lease *u = er_fk_cache_get(&c->f->uniques, c->jid);
-    if (!u || strcmp(u->wid, "success") != 0)
-        return 0;
-    er_req *rel = release_req(u->token);
-    er_fk_cache_del(&c->f->uniques, c->jid);
-    if (!rel)
-        return 0;
-    er_fk_submit(c, rel, finish_release_ok);
-    return 1;
-}
 
 static void cmd_push(fk_conn *c, const char *arg, size_t n)
 {
@@ -393,7 +356,6 @@ static void finish_pushb(fk_conn *c, er_req *r)
 {
     if (er_fk_failed(c, r))
         return;
-    keep_locks(c, r);
     bool held = false;
     for (size_t i = 0; r->locks && i < r->njobs; i++)
         held |= r->locks[i].rc == ER_ECONFLICT;
@@ -500,14 +462,21 @@ static void finish_release_start(fk_conn *c, er_req *r)
     er_req_free(r);
 }
 
+/* Whether *j holds a unique lock until it starts (unique_until "start"). */
+static bool unique_until_start(const er_job *j)
+{
+    int64_t ttl;
+    bool at_start = false;
+    char key[65];
+    return j->unique_token && er_fk_job_unique(j, &ttl, &at_start, key) > 0 && at_start;
+}
+
 /* Replies the fetched job *j (r's; r is freed), giving back its unique
  * lock first when it is held until the job starts. */
 static void deliver(fk_conn *c, er_req *r, er_job *j)
 {
-    const fk_lease *u = er_fk_cache_get(&c->f->uniques, j->id);
-    if (u && strcmp(u->wid, "start") == 0) {
-        er_req *rel = release_req(u->token);
-        er_fk_cache_del(&c->f->uniques, j->id);
+    if (unique_until_start(j)) {
+        er_req *rel = release_req(j->unique_token);
         if (rel) {
             rel->job = *j; /* moved */
             memset(j, 0, sizeof *j);
@@ -526,7 +495,8 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
     /* r is the heartbeat; the fetched job rides in r->job */
     if (er_fk_failed(c, r))
         return;
-    er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
+    er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at,
+                    r->job.unique_token);
     deliver(c, r, &r->job);
 }
 
@@ -572,7 +542,8 @@ static void hand_out(fk_conn *c, er_req *r, er_job *j)
     if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS &&
         (c->f->prefetch <= 1 || (left >= c->lease_ms &&
                                  left <= c->lease_ms + 2 * ER_FK_PREFETCH_HOLD_MS))) {
-        er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at);
+        er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at,
+                        j->unique_token);
         deliver(c, r, j);
         return;
     }
@@ -718,6 +689,11 @@ static void submit_ack(fk_conn *c, const char *token)
     }
     r->nacks = 1;
     r->acks[0].kind = c->fail ? ER_ACK_FAIL : ER_ACK_COMPLETE;
+    /* a success gives the job's unique lock back, in the same commit */
+    if (!c->fail && c->unique[0] && !(r->acks[0].unique_token = strdup(c->unique))) {
+        er_fk_oom(c, r);
+        return;
+    }
     if (c->fail) {
         r->acks[0].failure = c->failure; /* moved */
         memset(&c->failure, 0, sizeof c->failure);
@@ -743,6 +719,7 @@ static void finish_lookup(fk_conn *c, er_req *r)
     } else {
         c->from_cache = false;
         c->lease_end = j->lease_expires_at;
+        snprintf(c->unique, sizeof c->unique, "%s", j->unique_token ? j->unique_token : "");
         char *token = strdup(j->lease_token);
         er_req_free(r);
         if (!token) {
@@ -787,7 +764,8 @@ static void finish_ack(fk_conn *c, er_req *r)
         return;
     }
     if (hb && !rc) {
-        er_fk_cache_put(&c->f->leases, c->jid, r->token, c->wid, r->expires_at);
+        er_fk_cache_put(&c->f->leases, c->jid, r->token, c->wid, r->expires_at,
+                        c->unique[0] ? c->unique : NULL);
         er_fk_reply_ok(c);
         er_req_free(r);
         return;
@@ -801,7 +779,7 @@ static void finish_ack(fk_conn *c, er_req *r)
             err.code = rc;
         er_fk_error_rename(&err);
         reply_err(c, &err, rc);
-    } else if (c->fail || !release_on_success(c)) {
+    } else {
         er_fk_reply_ok(c);
     }
     er_req_free(r);
@@ -815,6 +793,7 @@ static void with_lease(fk_conn *c)
     if (l && strcmp(l->wid, c->wid) == 0) {
         c->from_cache = true;
         c->lease_end = l->expires_at;
+        snprintf(c->unique, sizeof c->unique, "%s", l->unique ? l->unique : "");
         char *token = strdup(l->token);
         if (token) {
             submit_ack(c, token);

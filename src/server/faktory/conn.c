@@ -399,7 +399,6 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     int64_t now = er_now_ms();
     er_fk_workers_reap(f, now);
     er_fk_cache_sweep(&f->leases, now);
-    er_fk_cache_sweep(&f->uniques, now);
     for (fk_worker *w = f->workers; w; w = w->next)
         w->peak = w->held; /* "lately": since the last REAP_PERIOD_S tick */
 }
@@ -609,7 +608,6 @@ void er_faktory_free(er_faktory *f)
             f->beats[i]->arg = NULL; /* answered later, or freed with the engine */
     er_fk_workers_free(f);
     er_fk_cache_free(&f->leases);
-    er_fk_cache_free(&f->uniques);
     SSL_CTX_free(f->tls);
     free(f);
 }

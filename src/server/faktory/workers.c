@@ -266,11 +266,12 @@ static void lease_free(fk_lease *l)
     free(l->jid);
     free(l->token);
     free(l->wid);
+    free(l->unique);
     free(l);
 }
 
 void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char *wid,
-                     int64_t expires_at)
+                     int64_t expires_at, const char *unique)
 {
     if (!t->b && !(t->b = calloc(FK_CACHE_BUCKETS, sizeof *t->b)))
         return;
@@ -283,7 +284,8 @@ void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char
     l->jid = strdup(jid);
     l->token = strdup(token);
     l->wid = strdup(wid);
-    if (!l->jid || !l->token || !l->wid) {
+    l->unique = unique ? strdup(unique) : NULL;
+    if (!l->jid || !l->token || !l->wid || (unique && !l->unique)) {
         lease_free(l);
         return;
     }

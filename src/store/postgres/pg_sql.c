@@ -323,6 +323,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_10,
     /* 11: the Faktory worker registry (pg_migration_11.c) */
     er_pg_migration_11,
+    /* 12: a Faktory unique job's lock token (docs/faktory.md, "Unique jobs") */
+    "ALTER TABLE jobs ADD COLUMN unique_token text;",
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -341,6 +343,7 @@ const char *const er_pg_migration_names[] = {
     "a Faktory job's custom object",
     "the fetch function under the reply budget (lease_jobs2)",
     "the Faktory worker registry",
+    "a Faktory unique job's lock token",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],

@@ -43,7 +43,7 @@ static int leased_cmp(const void *a, const void *b)
 enum {
     F_ID, F_QUEUE, F_NAME, F_PAYLOAD, F_PRIORITY, F_GRP, F_RUN_AT, F_MAX_ATTEMPTS, F_TIMEOUT_MS,
     F_TRACE_ID, F_IDEM_KEY, F_ATTEMPTS, F_STARTED, F_LEASE_TOKEN, F_CREATED_AT, F_CUSTOM,
-    F_SET_FLAGS, F_SEQ
+    F_UNIQUE_TOKEN, F_SET_FLAGS, F_SEQ
 };
 
 /* Reads one leased row: the lease view's fields, run_at and what the fetch
@@ -61,6 +61,7 @@ static int row_leased(sqlite3_stmt *st, const er_fetch_params *p, int64_t expire
     bad |= er_sqlite_col_text(st, F_IDEM_KEY, &j->idempotency_key, NULL);
     bad |= er_sqlite_col_text(st, F_LEASE_TOKEN, &j->lease_token, NULL);
     bad |= er_sqlite_col_text(st, F_CUSTOM, &j->custom, NULL);
+    bad |= er_sqlite_col_text(st, F_UNIQUE_TOKEN, &j->unique_token, NULL);
     er_job_set_flags_apply(j, sqlite3_column_int(st, F_SET_FLAGS));
     if (!(j->lease_owner = strdup(p->worker_id ? p->worker_id : "")))
         bad = -1;

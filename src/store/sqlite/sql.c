@@ -167,6 +167,9 @@ const char *const er_sqlite_migrations[] = {
     ") WITHOUT ROWID;"
     "CREATE INDEX workers_beat ON workers(last_beat);"
     "CREATE INDEX workers_signalled ON workers(wid) WHERE state <> 0;",
+    /* 9: a Faktory unique job's lock token, kept with the job so an ACK on
+     * any server, or after a restart, gives the lock back (docs/faktory.md) */
+    "ALTER TABLE jobs ADD COLUMN unique_token TEXT;",
 };
 
 const int er_sqlite_schema_version =
@@ -183,6 +186,7 @@ const char *const er_sqlite_migration_names[] = {
     "dashboard sessions and the audit log",
     "a Faktory job's custom object",
     "the Faktory worker registry",
+    "a Faktory unique job's lock token",
 };
 _Static_assert(sizeof er_sqlite_migration_names / sizeof er_sqlite_migration_names[0] ==
                    sizeof er_sqlite_migrations / sizeof er_sqlite_migrations[0],
@@ -212,7 +216,7 @@ _Static_assert(sizeof er_sqlite_migration_names / sizeof er_sqlite_migration_nam
 #define LEASE_RETURNING                                                                   \
     " RETURNING id, queue, name, payload, priority, grp, run_at, max_attempts,"           \
     " timeout_ms, trace_id, idempotency_key, attempts, started, lease_token, created_at,"    \
-    " custom, set_flags, seq"
+    " custom, unique_token, set_flags, seq"
 
 /* A job row's own bytes by er_job_reply_bytes' rule (core/job.h
  * er_job_lease_fixed_bytes says which columns): its JSON texts, twice its
