@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  *
  * libFuzzer target for core/glob.h. The input is a pattern and a text
- * split at the first NUL (no NUL: the input is both). er_glob_match must
- * agree with a table-driven oracle written here from the semantics
- * (core/glob.h), and a pattern must match itself once its specials are
- * escaped.
+ * split at the first NUL (no NUL: the input is both). er_glob_match, and
+ * the automaton it falls back to on its own, must agree with a
+ * table-driven oracle written here from the semantics (core/glob.h), and
+ * a pattern must match itself once its specials are escaped.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,8 +13,10 @@
 
 #include "core/glob.h"
 
-#define MAXP 64
-#define MAXT 64
+/* the oracle's bounds: every pattern a request may give, and texts long
+ * enough to cross the automaton's 64-state words */
+#define MAXP ER_GLOB_MAX
+#define MAXT 512
 
 typedef struct {
     bool star;
@@ -91,6 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t tn = nul ? size - pn - 1 : size;
     bool got = er_glob_match((const char *)data, pn, (const char *)t, tn);
     if (pn <= MAXP && tn <= MAXT && got != oracle(data, pn, t, tn))
+        abort();
+    /* the automaton it falls back to, on its own */
+    if (pn <= ER_GLOB_MAX &&
+        er_glob_match_automaton((const char *)data, pn, (const char *)t, tn) != got)
         abort();
     /* the pattern, every byte escaped, is a literal that matches itself */
     char *esc = malloc(2 * pn + 1);

@@ -9,9 +9,18 @@
 
 #include "core/glob.h"
 
+/* er_glob_match, checked against the automaton it falls back to */
+static bool mn(const char *pat, size_t pn, const char *text, size_t tn)
+{
+    bool got = er_glob_match(pat, pn, text, tn);
+    if (pn <= ER_GLOB_MAX)
+        cr_assert_eq(er_glob_match_automaton(pat, pn, text, tn), got, "the automaton differs");
+    return got;
+}
+
 static bool m(const char *pat, const char *text)
 {
-    return er_glob_match(pat, strlen(pat), text, strlen(text));
+    return mn(pat, strlen(pat), text, strlen(text));
 }
 
 Test(glob, literals_and_question_mark)
@@ -69,9 +78,9 @@ Test(glob, escapes)
 
 Test(glob, bytes_with_nul_and_high_bit)
 {
-    cr_assert(er_glob_match("a?c", 3, "a\0c", 3));
-    cr_assert(er_glob_match("[\x80-\xff]", 5, "\xe9", 1));
-    cr_assert_not(er_glob_match("[\x80-\xff]", 5, "e", 1));
+    cr_assert(mn("a?c", 3, "a\0c", 3));
+    cr_assert(mn("[\x80-\xff]", 5, "\xe9", 1));
+    cr_assert_not(mn("[\x80-\xff]", 5, "e", 1));
 }
 
 Test(glob, many_stars_stay_fast)
@@ -81,15 +90,35 @@ Test(glob, many_stars_stay_fast)
         pat[i] = i % 2 ? '*' : 'a';
     memset(text, 'a', sizeof text - 1);
     text[sizeof text - 1] = '\0';
-    cr_assert_not(er_glob_match(pat, ER_GLOB_MAX - 1, text, 100)); /* 512 a's needed */
-    cr_assert(er_glob_match(pat, ER_GLOB_MAX - 1, text, sizeof text - 1));
+    cr_assert_not(mn(pat, ER_GLOB_MAX - 1, text, 100)); /* 512 a's needed */
+    cr_assert(mn(pat, ER_GLOB_MAX - 1, text, sizeof text - 1));
     pat[ER_GLOB_MAX - 1] = 'b';
-    cr_assert_not(er_glob_match(pat, ER_GLOB_MAX, text, sizeof text - 1));
+    cr_assert_not(mn(pat, ER_GLOB_MAX, text, sizeof text - 1));
+}
+
+/* The automaton's states cross 64-bit words: a `*` at state 63 and 64 */
+Test(glob, stars_across_the_automatons_words)
+{
+    char pat[200], ok[400], bad[400];
+    memset(pat, 'a', 63);
+    strcpy(pat + 63, "*c");
+    memset(pat + 65, 'a', 70);
+    strcpy(pat + 135, "*d");
+    memset(ok, 'a', 63);
+    strcpy(ok + 63, "xyzc");
+    memset(ok + 67, 'a', 70);
+    strcpy(ok + 137, "qqd");
+    strcpy(bad, ok);
+    bad[66] = 'x'; /* no c after the first run of a's */
+    cr_assert(m(pat, ok));
+    cr_assert_not(m(pat, bad));
+    pat[134] = '?';
+    cr_assert(m(pat, ok));
 }
 
 /* Work is bounded (core/glob.h): 1 000 `*a` against 100 KB of a's ending
- * in b, and the matcher's worst case, one `*` before a segment that
- * almost matches everywhere, each return the right answer. */
+ * in b, and the worst case of going back to a `*`, a segment after it
+ * that almost matches everywhere, each return the right answer. */
 Test(glob, pathological_patterns_are_answered)
 {
     enum { NPAT = 2000, NTEXT = 100 * 1024 };
@@ -99,18 +128,21 @@ Test(glob, pathological_patterns_are_answered)
         pat[i] = i % 2 ? 'a' : '*';
     memset(text, 'a', NTEXT);
     text[NTEXT - 1] = 'b';
-    cr_assert_not(er_glob_match(pat, NPAT, text, NTEXT), "the pattern ends in a, the text in b");
-    cr_assert(er_glob_match(pat, NPAT, text, NTEXT - 1));
+    cr_assert_not(mn(pat, NPAT, text, NTEXT), "the pattern ends in a, the text in b");
+    cr_assert(mn(pat, NPAT, text, NTEXT - 1));
     pat[NPAT - 1] = 'b';
-    cr_assert(er_glob_match(pat, NPAT, text, NTEXT));
-    /* `*aaa...ab` (1 024 bytes) against the last 32 KB: at every text
-     * position the segment takes 1 022 a's and fails at its b */
+    cr_assert(mn(pat, NPAT, text, NTEXT));
+    /* the same at the longest pattern a request may give (512 `*a`) */
+    pat[NPAT - 1] = 'a';
+    cr_assert_not(mn(pat, ER_GLOB_MAX, text, NTEXT));
+    cr_assert(mn(pat, ER_GLOB_MAX, text, NTEXT - 1));
+    /* `*aaa...ab` (1 024 bytes): going back to the `*` would take 1 022
+     * steps at every text byte; the automaton takes 17 words a byte */
     pat[0] = '*';
     memset(pat + 1, 'a', ER_GLOB_MAX - 2);
     pat[ER_GLOB_MAX - 1] = 'b';
-    const char *tail = text + NTEXT - 32 * 1024;
-    cr_assert(er_glob_match(pat, ER_GLOB_MAX, tail, 32 * 1024));
-    cr_assert_not(er_glob_match(pat, ER_GLOB_MAX, tail, 32 * 1024 - 1));
+    cr_assert(mn(pat, ER_GLOB_MAX, text, NTEXT));
+    cr_assert_not(mn(pat, ER_GLOB_MAX, text, NTEXT - 1));
     free(pat);
     free(text);
 }
