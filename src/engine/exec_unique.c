@@ -15,20 +15,6 @@
 
 #include "engine/exec.h"
 
-/* Gives back the locks taken so far (the enqueue was refused). 0 or a
- * storage error. */
-static int release_one(er_exec_ctx *x, er_req *req, size_t i, int64_t now);
-
-static int release_taken(er_exec_ctx *x, er_req *req, int64_t now)
-{
-    for (size_t i = 0; i < req->njobs; i++) {
-        int rc = release_one(x, req, i, now);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
 /* Gives back lock i when it was taken. 0 or a storage error. */
 static int release_one(er_exec_ctx *x, er_req *req, size_t i, int64_t now)
 {
@@ -43,6 +29,18 @@ static int release_one(er_exec_ctx *x, er_req *req, size_t i, int64_t now)
         return rc;
     }
     l->token[0] = '\0';
+    return 0;
+}
+
+/* Gives back the locks taken so far (the enqueue was refused). 0 or a
+ * storage error. */
+static int release_taken(er_exec_ctx *x, er_req *req, int64_t now)
+{
+    for (size_t i = 0; i < req->njobs; i++) {
+        int rc = release_one(x, req, i, now);
+        if (rc < 0)
+            return rc;
+    }
     return 0;
 }
 
