@@ -6,9 +6,10 @@
 # lock's owner token is stored with the job. On SQLite: a job fetched
 # before a restart and acknowledged after it, and one pushed before a
 # restart and fetched (until start) after it. On two PostgreSQL nodes: a
-# job pushed on A, fetched on B and acknowledged on A (whose memory has
-# neither), one failed on B first (the lock stays), and one fetched on B
-# until start. Each time a twin is refused while the lock is held and
+# job pushed and fetched on A and acknowledged on B (whose memory has
+# neither the lock nor the lease), one pushed on A and fetched and
+# acknowledged on B, one failed on B (the lock stays), and one fetched on
+# B until start. Each time a twin is refused while the lock is held and
 # taken at once after.
 #
 # Needs ERRAND_TEST_PG_URL for the PostgreSQL cases (ERRAND_TEST_PG_SKIP=1
@@ -95,12 +96,19 @@ class UniqueOnTwoNodes(PgNodes, unittest.TestCase):
 
     def test_an_ack_on_another_node_gives_the_lock_back(self):
         a, b = hello(self.pa, "pu-w"), hello(self.pb, "pu-w")
+        # pushed and fetched on A, acknowledged on B, whose memory has
+        # neither the lock nor the lease
         self.assertEqual(push(a, "pu-1", "puqa"), "+OK")
-        self.assertEqual(fetch(b, "puqa"), "pu-1")
-        self.assertEqual(push(a, "pu-1-twin", "puqa"), NOTUNIQUE)
-        self.assertEqual(a.cmd('ACK {"jid":"pu-1"}'), "+OK")  # A never saw the FETCH
-        self.assertEqual(push(b, "pu-1-twin", "puqa"), "+OK")
-        self.assertEqual(push(a, "pu-1-again", "puqa"), NOTUNIQUE, "the twin holds it now")
+        self.assertEqual(fetch(a, "puqa"), "pu-1")
+        self.assertEqual(push(b, "pu-1-twin", "puqa"), NOTUNIQUE)
+        self.assertEqual(b.cmd('ACK {"jid":"pu-1"}'), "+OK")
+        self.assertEqual(push(a, "pu-1-twin", "puqa"), "+OK")
+        self.assertEqual(push(b, "pu-1-again", "puqa"), NOTUNIQUE, "the twin holds it now")
+        # pushed on A, fetched and acknowledged on B (its lease cache)
+        self.assertEqual(push(a, "pu-2", "puqb"), "+OK")
+        self.assertEqual(fetch(b, "puqb"), "pu-2")
+        self.assertEqual(b.cmd('ACK {"jid":"pu-2"}'), "+OK")
+        self.assertEqual(push(a, "pu-2-twin", "puqb"), "+OK")
         a.close()
         b.close()
 
