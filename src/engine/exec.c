@@ -335,13 +335,9 @@ static int release_unique(er_exec_ctx *x, er_req *req, int64_t now)
         const er_ack *a = &req->acks[i];
         if (a->kind != ER_ACK_COMPLETE || a->rc != 0 || !a->unique_token)
             continue;
-        er_lease lease;
-        er_error e;
-        int rc = x->ops->lease_release(x->store, a->unique_token, now, &lease, &e);
-        if (er_is_storage_error(rc)) {
-            req->err = e;
+        int rc = er_exec_unique_release(x, req, a->unique_token, now);
+        if (rc < 0)
             return rc;
-        }
     }
     return 0;
 }

@@ -112,6 +112,10 @@ void er_exec_wake_enqueued(er_exec_ctx *x, const er_req *req);
 /* An ENQUEUE with locks, its defaults applied and its duplicate flags
  * allocated (exec_unique.c); same contract as er_exec_write. */
 int er_exec_enqueue_locked(er_exec_ctx *x, er_req *req, int64_t now);
+/* Gives back the unique lock whose owner token is `token` (a lock already
+ * given back or taken again is left as it is). 0, or a storage error with
+ * req->err set. */
+int er_exec_unique_release(er_exec_ctx *x, er_req *req, const char *token, int64_t now);
 
 /* The Faktory worker registry (exec_workers.c). */
 bool er_workers_req_is_read(const er_req *req);

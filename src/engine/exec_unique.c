@@ -15,19 +15,27 @@
 
 #include "engine/exec.h"
 
+int er_exec_unique_release(er_exec_ctx *x, er_req *req, const char *token, int64_t now)
+{
+    er_lease lease;
+    er_error e;
+    int rc = x->ops->lease_release(x->store, token, now, &lease, &e);
+    if (er_is_storage_error(rc)) {
+        req->err = e;
+        return rc;
+    }
+    return 0;
+}
+
 /* Gives back lock i when it was taken. 0 or a storage error. */
 static int release_one(er_exec_ctx *x, er_req *req, size_t i, int64_t now)
 {
     er_enqueue_lock *l = &req->locks[i];
     if (!l->token[0])
         return 0;
-    er_lease lease;
-    er_error e;
-    int rc = x->ops->lease_release(x->store, l->token, now, &lease, &e);
-    if (er_is_storage_error(rc)) {
-        req->err = e;
+    int rc = er_exec_unique_release(x, req, l->token, now);
+    if (rc < 0)
         return rc;
-    }
     l->token[0] = '\0';
     return 0;
 }
