@@ -180,6 +180,16 @@ static void take_jids(er_req *r, const json_t *jids, er_error *err)
         er_error_set(err, ER_ENOMEM, "", "out of memory");
 }
 
+/* Drops the jobtype and the pattern. */
+static void drop_type_and_pattern(er_bulk *b)
+{
+    free((char *)b->filter.name);
+    b->filter.name = NULL;
+    free(b->pattern);
+    b->pattern = NULL;
+    b->match = NULL;
+}
+
 /* Takes the whole target set: no jids, jobtype or pattern. */
 static void drop_filter(er_bulk *b)
 {
@@ -188,17 +198,13 @@ static void drop_filter(er_bulk *b)
     free(b->ids);
     b->ids = NULL;
     b->nids = 0;
-    free((char *)b->filter.name);
-    b->filter.name = NULL;
-    free(b->pattern);
-    b->pattern = NULL;
-    b->match = NULL;
+    drop_type_and_pattern(b);
 }
 
 /* MUTATE {"cmd", "target", "filter": {"jids", "jobtype", "regexp"}}: the
- * filter's members narrow it together, except for clear, which empties
- * the whole set as the real server's mutateClear does (its filter is
- * checked all the same, then dropped). */
+ * jids alone when given, else jobtype and regexp together, as the real
+ * server's matchForFilter; clear empties the whole set as its mutateClear
+ * does (the filter is checked all the same, then dropped). */
 void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
 {
     json_t *o = er_fk_arg_json(c, arg, n, true);
@@ -263,8 +269,12 @@ void er_fk_mutate(fk_conn *c, const char *arg, size_t n)
     snprintf(what, sizeof what, "faktory MUTATE %s %s", cmd, target);
     if (!err.code && !(r->audit = audit_new(c, bulk_action_audit(action), what)))
         er_error_set(&err, ER_ENOMEM, "", "out of memory");
+    /* with jids, the jids alone choose (jobtype and regexp are checked,
+     * then dropped), as the real server's matchForFilter */
     if (!err.code && strcmp(cmd, "clear") == 0)
         drop_filter(b);
+    else if (!err.code && json_is_array(jids))
+        drop_type_and_pattern(b);
     json_decref(o);
     if (err.code) {
         er_req_free(r);
