@@ -16,7 +16,6 @@ void er_ack_fini(er_ack *a)
     free(a->id);
     free(a->token);
     free(a->result);
-    free(a->unique_token);
     er_failure_fini(&a->failure);
     memset(a, 0, sizeof *a);
 }
@@ -126,4 +125,11 @@ void er_ack_info_set(er_ack_info *info, const char *queue, const char *name,
     info->attempt = attempt;
     info->run_at = run_at;
     info->started_at = started_at;
+    info->unique_token[0] = '\0';
+}
+
+void er_ack_info_set_unique(er_ack_info *info, const char *token)
+{
+    if (info)
+        copy_str(info->unique_token, sizeof info->unique_token, token);
 }

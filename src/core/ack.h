@@ -14,6 +14,7 @@
 
 #include "core/job.h"
 #include "core/job_spec.h"
+#include "core/lease.h"
 #include "util/err.h"
 
 #define ER_FAILURE_MESSAGE_MAX 4096          /* longer messages are cut, not refused */
@@ -31,11 +32,15 @@ typedef struct er_ack_info {
     int attempt;                  /* the acknowledged attempt's number */
     int64_t run_at;               /* when that attempt became due */
     int64_t started_at;           /* when it was leased; 0 when not told */
+    char unique_token[ER_LEASE_TOKEN_SIZE]; /* complete: the owner token of the job's
+                                               unique lock (er_job.unique_token); "" when none */
 } er_ack_info;
 
 /* Fills *info (NULL-safe); NULL strings count as "". */
 void er_ack_info_set(er_ack_info *info, const char *queue, const char *name,
                      const char *trace_id, int attempt, int64_t run_at, int64_t started_at);
+/* Sets info->unique_token (NULL-safe); NULL counts as "". */
+void er_ack_info_set_unique(er_ack_info *info, const char *token);
 
 /* One acknowledgement (complete, fail or release) of an active job. */
 typedef struct er_ack {
@@ -44,9 +49,6 @@ typedef struct er_ack {
     er_ack_kind kind;
     char *result;      /* owned JSON text or NULL (complete) */
     er_failure failure; /* fail */
-    char *unique_token; /* owned or NULL (complete): the job's unique lock (its
-                           er_job.unique_token), given back in the same
-                           transaction when the complete succeeds */
     /* out */
     int rc;            /* 0 or ER_E* for this item alone */
     er_error err;

@@ -326,16 +326,17 @@ static int exec_fails(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64_t n
     return rc;
 }
 
-/* Gives back the unique locks of the jobs acks completed (a lock already
- * given back, or taken again by a twin under a new token, is left as it
- * is). 0 or a storage error. */
+/* Gives back the unique locks of the jobs acks completed, whoever sent
+ * the ack (Faktory or HTTP), with the token the store read from the job.
+ * A lock already given back, or taken again by a twin under a new token,
+ * is left as it is. 0 or a storage error. */
 static int release_unique(er_exec_ctx *x, er_req *req, int64_t now)
 {
     for (size_t i = 0; i < req->nacks && x->ops->lease_release; i++) {
         const er_ack *a = &req->acks[i];
-        if (a->kind != ER_ACK_COMPLETE || a->rc != 0 || !a->unique_token)
+        if (a->kind != ER_ACK_COMPLETE || a->rc != 0 || !a->info.unique_token[0])
             continue;
-        int rc = er_exec_unique_release(x, req, a->unique_token, now);
+        int rc = er_exec_unique_release(x, req, a->info.unique_token, now);
         if (rc < 0)
             return rc;
     }

@@ -2,8 +2,9 @@
 #
 # A Faktory unique job's lock (custom.unique_for; docs/faktory.md, "Unique
 # jobs") is given back by the job's ACK, or by its hand-out with
-# unique_until "start", whichever server does it and across restarts: the
-# lock's owner token is stored with the job. On SQLite: a job fetched
+# unique_until "start", whichever server does it and across restarts, and
+# by a complete over HTTP: the lock's owner token is stored with the job.
+# On SQLite: jobs completed over HTTP (one, and two at once), a job fetched
 # before a restart and acknowledged after it, and one pushed before a
 # restart and fetched (until start) after it. On two PostgreSQL nodes: a
 # job pushed and fetched on A and acknowledged on B (whose memory has
@@ -58,7 +59,39 @@ def restarted_port(s):
     return int(s.wait_log("faktory listening", after=mark)["listen"].rpartition(":")[2])
 
 
+def http_completes_give_locks_back(t, c, s, prefix):
+    """Unique jobs pushed on Faktory connection c, fetched and completed
+    over HTTP on server s: one complete (ops->complete), then two in one
+    POST /v1/acks (ops->complete_many); each gives its lock back."""
+    qs = [prefix + str(i) for i in (1, 2, 3)]
+    for q in qs:
+        t.assertEqual(push(c, q + "-job", q), "+OK")
+        t.assertEqual(push(c, q + "-twin", q), NOTUNIQUE)
+    (j,) = s.fetch_jobs(qs[0], worker_id="http-w")
+    st, b, _ = s.complete(j["id"], j["lease_token"])
+    t.assertEqual(st, 200, b)
+    t.assertEqual(push(c, qs[0] + "-twin", qs[0]), "+OK", "an HTTP complete gave the lock back")
+    jobs = s.fetch_jobs(qs[1:], worker_id="http-w", max=2)
+    t.assertEqual(sorted(x["id"] for x in jobs), [q + "-job" for q in qs[1:]])
+    st, b, _ = s.post("/v1/acks", {"acks": [
+        {"id": x["id"], "lease_token": x["lease_token"], "complete": {}} for x in jobs]})
+    t.assertEqual(st, 200, b)
+    t.assertEqual([r.get("ok") for r in b["results"]], [True, True], b)
+    for q in qs[1:]:
+        t.assertEqual(push(c, q + "-twin", q), "+OK", "completes sent together gave the lock back")
+
+
 class UniqueOnSqlite(unittest.TestCase):
+    def test_a_job_completed_over_http_gives_the_lock_back(self):
+        s = Server(args=["--faktory-listen", "127.0.0.1:0"]).start()
+        try:
+            c = hello(faktory_port(s), "uq-h")
+            http_completes_give_locks_back(self, c, s, "uqh")
+            c.close()
+        finally:
+            s.term()
+            s.cleanup()
+
     def test_the_lock_is_given_back_after_a_restart(self):
         s = Server(args=["--faktory-listen", "127.0.0.1:0"]).start()
         try:
@@ -111,6 +144,11 @@ class UniqueOnTwoNodes(PgNodes, unittest.TestCase):
         self.assertEqual(push(a, "pu-2-twin", "puqb"), "+OK")
         a.close()
         b.close()
+
+    def test_a_complete_over_http_on_another_node_gives_the_lock_back(self):
+        a = hello(self.pa, "ph-w")
+        http_completes_give_locks_back(self, a, self.servers[1], "phq")
+        a.close()
 
     def test_a_failure_on_another_node_keeps_the_lock(self):
         a, b = hello(self.pa, "pf-w"), hello(self.pb, "pf-w")

@@ -254,10 +254,9 @@ Test(exec_enqueue, a_job_whose_unique_lock_is_held_is_not_enqueued)
     drop(&x);
 }
 
-/* One ack of job id (kind) with its lease token and, when given, its
- * unique lock's token, run in its own transaction. */
-static void ack_one(er_exec_ctx *x, const char *id, const char *token, er_ack_kind kind,
-                    const char *unique)
+/* One ack of job id (kind) with its lease token, run in its own
+ * transaction. */
+static void ack_one(er_exec_ctx *x, const char *id, const char *token, er_ack_kind kind)
 {
     er_req *r = er_req_new(ER_REQ_ACKS);
     cr_assert_not_null(r);
@@ -271,8 +270,6 @@ static void ack_one(er_exec_ctx *x, const char *id, const char *token, er_ack_ki
         r->acks[0].failure.cls = ER_ERR_TRANSIENT;
         r->acks[0].failure.message = sdup("later");
     }
-    if (unique)
-        r->acks[0].unique_token = sdup(unique);
     er_error err = {0};
     cr_assert_eq(x->ops->begin(x->store, &err), 0);
     cr_assert_eq(er_exec_write(x, r, T0), 0, "%s", r->err.message);
@@ -303,8 +300,9 @@ static int push_locked(er_exec_ctx *x, const char *id, const char *key, bool *du
 }
 
 /* The lock's token is stored with its job (docs/faktory.md, "Unique
- * jobs"), so the ACK that carries it gives the lock back in its own
- * transaction, whichever server (or run of one) sends it; a FAIL keeps
+ * jobs"), so the ACK gives the lock back in its own transaction (the
+ * store reads the token as it completes the job), whichever server (or
+ * run of one) sends it, over Faktory or HTTP; a FAIL keeps
  * it, and a push whose jid exists gives back the lock it took. */
 Test(exec_enqueue, a_unique_lock_is_stored_with_its_job_and_given_back_by_its_ack)
 {
@@ -342,7 +340,7 @@ Test(exec_enqueue, a_unique_lock_is_stored_with_its_job_and_given_back_by_its_ac
     cr_assert_eq(l.len, 2);
     const er_job *u1 = strcmp(l.items[0].id, "u1") == 0 ? &l.items[0] : &l.items[1];
     cr_assert_str_eq(u1->unique_token, token, "fetch returns it");
-    ack_one(&x, "u1", u1->lease_token, ER_ACK_FAIL, token);
+    ack_one(&x, "u1", u1->lease_token, ER_ACK_FAIL);
     cr_assert_eq(push_locked(&x, "u2", "K", &dup), ER_ECONFLICT, "a failure keeps the lock");
     er_job_list_fini(&l);
     /* the retry is fetched and succeeds: its ACK gives the lock back */
@@ -359,7 +357,7 @@ Test(exec_enqueue, a_unique_lock_is_stored_with_its_job_and_given_back_by_its_ac
     cr_assert_eq(x.ops->commit(x.store, &err), 0);
     cr_assert_eq(l.len, 1);
     cr_assert_str_eq(l.items[0].id, "u1");
-    ack_one(&x, "u1", l.items[0].lease_token, ER_ACK_COMPLETE, l.items[0].unique_token);
+    ack_one(&x, "u1", l.items[0].lease_token, ER_ACK_COMPLETE);
     er_job_list_fini(&l);
     cr_assert_eq(push_locked(&x, "u2", "K", &dup), 0, "the ACK gave K back");
     cr_assert(!dup);

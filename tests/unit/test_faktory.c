@@ -209,14 +209,12 @@ Test(faktory_workers, the_lease_cache_remembers_replaces_forgets_and_sweeps)
 {
     er_faktory f;
     memset(&f, 0, sizeof f);
-    er_fk_cache_put(&f.leases, "j1", "tok1", "w", 5000, "lock1");
-    er_fk_cache_put(&f.leases, "j2", "tok2", "w", 9000, NULL);
-    er_fk_cache_put(&f.leases, "j1", "tok1b", "w2", 7000, "lock1"); /* a newer lease */
+    er_fk_cache_put(&f.leases, "j1", "tok1", "w", 5000);
+    er_fk_cache_put(&f.leases, "j2", "tok2", "w", 9000);
+    er_fk_cache_put(&f.leases, "j1", "tok1b", "w2", 7000); /* a newer lease */
     cr_assert_eq(f.leases.n, 2);
     const fk_lease *l = er_fk_cache_get(&f.leases, "j1");
     cr_assert(l && strcmp(l->token, "tok1b") == 0 && strcmp(l->wid, "w2") == 0);
-    cr_assert_str_eq(l->unique, "lock1", "the job's unique lock token rides along");
-    cr_assert_null(er_fk_cache_get(&f.leases, "j2")->unique);
     er_fk_cache_sweep(&f.leases, 8000);
     cr_assert_null(er_fk_cache_get(&f.leases, "j1"));
     cr_assert_not_null(er_fk_cache_get(&f.leases, "j2"));

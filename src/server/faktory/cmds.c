@@ -495,8 +495,7 @@ static void finish_fetch_lease(fk_conn *c, er_req *r)
     /* r is the heartbeat; the fetched job rides in r->job */
     if (er_fk_failed(c, r))
         return;
-    er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at,
-                    r->job.unique_token);
+    er_fk_cache_put(&c->f->leases, r->job.id, r->job.lease_token, c->wid, r->expires_at);
     deliver(c, r, &r->job);
 }
 
@@ -542,8 +541,7 @@ static void hand_out(fk_conn *c, er_req *r, er_job *j)
     if (c->lease_ms == ER_FK_RESERVE_DEFAULT_MS &&
         (c->f->prefetch <= 1 || (left >= c->lease_ms &&
                                  left <= c->lease_ms + 2 * ER_FK_PREFETCH_HOLD_MS))) {
-        er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at,
-                        j->unique_token);
+        er_fk_cache_put(&c->f->leases, j->id, j->lease_token, c->wid, j->lease_expires_at);
         deliver(c, r, j);
         return;
     }
@@ -689,11 +687,8 @@ static void submit_ack(fk_conn *c, const char *token)
     }
     r->nacks = 1;
     r->acks[0].kind = c->fail ? ER_ACK_FAIL : ER_ACK_COMPLETE;
-    /* a success gives the job's unique lock back, in the same commit */
-    if (!c->fail && c->unique[0] && !(r->acks[0].unique_token = strdup(c->unique))) {
-        er_fk_oom(c, r);
-        return;
-    }
+    /* a success gives the job's unique lock back, in the same commit (the
+     * store reads its token from the job) */
     if (c->fail) {
         r->acks[0].failure = c->failure; /* moved */
         memset(&c->failure, 0, sizeof c->failure);
@@ -719,7 +714,6 @@ static void finish_lookup(fk_conn *c, er_req *r)
     } else {
         c->from_cache = false;
         c->lease_end = j->lease_expires_at;
-        snprintf(c->unique, sizeof c->unique, "%s", j->unique_token ? j->unique_token : "");
         char *token = strdup(j->lease_token);
         er_req_free(r);
         if (!token) {
@@ -764,8 +758,7 @@ static void finish_ack(fk_conn *c, er_req *r)
         return;
     }
     if (hb && !rc) {
-        er_fk_cache_put(&c->f->leases, c->jid, r->token, c->wid, r->expires_at,
-                        c->unique[0] ? c->unique : NULL);
+        er_fk_cache_put(&c->f->leases, c->jid, r->token, c->wid, r->expires_at);
         er_fk_reply_ok(c);
         er_req_free(r);
         return;
@@ -793,7 +786,6 @@ static void with_lease(fk_conn *c)
     if (l && strcmp(l->wid, c->wid) == 0) {
         c->from_cache = true;
         c->lease_end = l->expires_at;
-        snprintf(c->unique, sizeof c->unique, "%s", l->unique ? l->unique : "");
         char *token = strdup(l->token);
         if (token) {
             submit_ack(c, token);

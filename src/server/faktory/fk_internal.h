@@ -65,7 +65,6 @@ typedef struct fk_worker {
  * (the store stays the authority: a refused token falls back to it). */
 typedef struct fk_lease {
     char *jid, *token, *wid; /* owned */
-    char *unique;            /* owned: the job's unique lock token, NULL when none */
     int64_t expires_at;
     struct fk_lease *next;
 } fk_lease;
@@ -102,7 +101,6 @@ struct fk_conn {
     int64_t track_until; /* TRACK SET's reserve_until (ms); 0: the lease's end is kept */
     char *track_progress; /* TRACK SET's {"percent","desc"} as JSON text, or NULL */
     int64_t lease_end; /* the lease's end as the cache or the store said */
-    char unique[ER_LEASE_TOKEN_SIZE]; /* the job's unique lock token, "" when none */
     bool from_cache;   /* the token came from the cache */
     er_failure failure;
     int64_t lease_ms;  /* FETCH: the lease the job gets */
@@ -204,10 +202,10 @@ void er_fk_workers_reap(er_faktory *f, int64_t now);
  * sent while a write is in flight. */
 void er_fk_beats_flush(er_faktory *f, bool timer);
 void er_fk_workers_free(er_faktory *f);
-/* The lease cache: remember (copies; unique may be NULL), find (borrowed
- * until the next change), forget. */
+/* The lease cache: remember (copies), find (borrowed until the next
+ * change), forget. */
 void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char *wid,
-                     int64_t expires_at, const char *unique);
+                     int64_t expires_at);
 const fk_lease *er_fk_cache_get(const fk_cache *t, const char *jid);
 void er_fk_cache_del(fk_cache *t, const char *jid);
 void er_fk_cache_sweep(fk_cache *t, int64_t now);

@@ -266,12 +266,11 @@ static void lease_free(fk_lease *l)
     free(l->jid);
     free(l->token);
     free(l->wid);
-    free(l->unique);
     free(l);
 }
 
 void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char *wid,
-                     int64_t expires_at, const char *unique)
+                     int64_t expires_at)
 {
     if (!t->b && !(t->b = calloc(FK_CACHE_BUCKETS, sizeof *t->b)))
         return;
@@ -284,8 +283,7 @@ void er_fk_cache_put(fk_cache *t, const char *jid, const char *token, const char
     l->jid = strdup(jid);
     l->token = strdup(token);
     l->wid = strdup(wid);
-    l->unique = unique ? strdup(unique) : NULL;
-    if (!l->jid || !l->token || !l->wid || (unique && !l->unique)) {
+    if (!l->jid || !l->token || !l->wid) {
         lease_free(l);
         return;
     }

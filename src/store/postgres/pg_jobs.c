@@ -279,10 +279,12 @@ int er_pg_complete(er_store *s, const char *id, const char *token, const char *r
     rc = er_pg_exec(s, ER_PG_COMPLETE, &p, &r, err);
     if (rc == 0) {
         rc = lease_result(r, id, err);
-        if (rc == 0)
+        if (rc == 0) {
             er_ack_info_set(info, PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3),
                             PQgetisnull(r, 0, 4) ? NULL : PQgetvalue(r, 0, 4),
                             (int)er_pg_i64(r, 0, 5), er_pg_i64(r, 0, 6), er_pg_i64(r, 0, 7));
+            er_ack_info_set_unique(info, PQgetisnull(r, 0, 8) ? NULL : PQgetvalue(r, 0, 8));
+        }
         PQclear(r);
     }
     return er_pg_op_end(s, own, rc, err);
@@ -385,6 +387,7 @@ int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t 
         er_ack_info_set(items[i].info, PQgetvalue(r, row, 2), PQgetvalue(r, row, 3),
                         PQgetisnull(r, row, 4) ? NULL : PQgetvalue(r, row, 4),
                         (int)er_pg_i64(r, row, 5), er_pg_i64(r, row, 6), er_pg_i64(r, row, 7));
+        er_ack_info_set_unique(items[i].info, PQgetisnull(r, row, 8) ? NULL : PQgetvalue(r, row, 8));
     }
     PQclear(r);
     rc = er_pg_op_end(s, own, rc, err);

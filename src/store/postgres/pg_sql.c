@@ -405,9 +405,10 @@ _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
  * trip tells applied / stale / not found: columns applied, state. */
 /* LEASE_REPORT with what the ack finished (columns 2..7): queue, name,
  * trace_id, attempts, run_at, started_at. */
-#define LEASE_REPORT_INFO(idp)                                                             \
+#define LEASE_REPORT_INFO_AND(more, idp)                                                   \
     " SELECT (SELECT count(*) FROM u), c.state, c.queue, c.name, c.trace_id, c.attempts,"  \
-    " c.run_at, c.started_at FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " idp
+    " c.run_at, c.started_at" more " FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " idp
+#define LEASE_REPORT_INFO(idp) LEASE_REPORT_INFO_AND("", idp)
 
 #define LEASE_REPORT(idp)                                                                  \
     " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \
@@ -596,7 +597,7 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     [ER_PG_COMPLETE] = "WITH u AS (UPDATE jobs SET state = 3, result = $1, finished_at = $2,"
                        " updated_at = $2, " CLEAR_LEASE
                        " WHERE id = $3 AND state = 2 AND lease_token = $4 RETURNING 1)"
-                       LEASE_REPORT_INFO("$3"),
+                       LEASE_REPORT_INFO_AND(", c.unique_token", "$3"),
     /* $1 ids, $2 tokens, $3 results (distinct ids), $4 now. One row per
      * item in order: applied, then LEASE_REPORT_INFO's state..started_at of
      * the job before the update (NULL state: no such job). */
@@ -607,7 +608,8 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
         " updated_at = $4::bigint, " CLEAR_LEASE " FROM x"
         " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token RETURNING j.id)"
         " SELECT u.id IS NOT NULL, c.state, c.queue, c.name, c.trace_id, c.attempts, c.run_at,"
-        " c.started_at FROM x LEFT JOIN u ON u.id = x.id LEFT JOIN jobs c ON c.id = x.id"
+        " c.started_at, c.unique_token FROM x LEFT JOIN u ON u.id = x.id"
+        " LEFT JOIN jobs c ON c.id = x.id"
         " ORDER BY x.i",
     [ER_PG_RELEASE] = "WITH u AS (UPDATE jobs SET state = 1, attempts = greatest(attempts - 1, 0),"
                       " updated_at = $1, " CLEAR_LEASE

@@ -351,6 +351,7 @@ int er_sqlite_complete(er_store *s, const char *id, const char *token, const cha
     bool done = src == SQLITE_ROW;
     if (done) {
         info_of_row(info, st, 0);
+        er_ack_info_set_unique(info, (const char *)sqlite3_column_text(st, 6));
         src = sqlite3_step(st);
     }
     rc = src == SQLITE_DONE ? 0 : er_sqlite_error(s->db, src, "complete", err);
@@ -460,8 +461,10 @@ int er_sqlite_complete_many(er_store *s, er_complete_item *items, size_t n, int6
         while ((src = sqlite3_step(st)) == SQLITE_ROW) {
             changed++;
             er_complete_item *it = item_of(items, ord, n, (const char *)sqlite3_column_text(st, 0));
-            if (it)
+            if (it) {
                 info_of_row(it->info, st, 1);
+                er_ack_info_set_unique(it->info, (const char *)sqlite3_column_text(st, 7));
+            }
         }
         if (src != SQLITE_DONE)
             rc = er_sqlite_error(s->db, src, "complete", err);

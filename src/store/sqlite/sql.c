@@ -333,13 +333,15 @@ const char *const er_sqlite_sql[ER_SQ_NSTMT] = {
                         " updated_at = ?3 WHERE id = ?4 AND state = 2 AND lease_token = ?5",
     [ER_SQ_COMPLETE] = "UPDATE jobs SET state = 3, result = ?1, finished_at = ?2, updated_at = ?2, "
                        CLEAR_LEASE " WHERE id = ?3 AND state = 2 AND lease_token = ?4"
-                       " RETURNING queue, name, trace_id, attempts, run_at, started_at",
+                       " RETURNING queue, name, trace_id, attempts, run_at, started_at,"
+                       " unique_token",
     /* er_acks: the items of the complete_many call running (batch.c) */
     [ER_SQ_COMPLETE_MANY] = "UPDATE jobs SET state = 3, result = a.result, finished_at = ?1,"
                             " updated_at = ?1, " CLEAR_LEASE " FROM er_acks AS a"
                             " WHERE jobs.id = a.id AND jobs.state = 2"
                             " AND jobs.lease_token = a.token"
-                            " RETURNING id, queue, name, trace_id, attempts, run_at, started_at",
+                            " RETURNING id, queue, name, trace_id, attempts, run_at, started_at,"
+                            " unique_token",
     [ER_SQ_SAVEPOINT] = "SAVEPOINT er_batch",
     [ER_SQ_SAVEPOINT_RELEASE] = "RELEASE er_batch",
     [ER_SQ_SAVEPOINT_UNDO] = "ROLLBACK TO er_batch",
