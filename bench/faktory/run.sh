@@ -11,7 +11,8 @@
 # bench/faktory/faktory_bench.c (cmake -DERRAND_BENCH_FAKTORY=ON; FAKTORY_BENCH
 # names the binary). errand-faktory-w and stub-w: the processing rows with c
 # Workers of concurrency 1 (BENCH_FK_WORKERS). errand-faktory-nopf: errand-faktory
-# with --faktory-prefetch 1 (no prefetch). Appends JSON lines to bench/results/faktory-<time>.jsonl
+# with --faktory-prefetch 1 (no prefetch). errand-faktory-nosync: errand-faktory
+# with --durability normal, a diagnostic of the disk's share (never a result). Appends JSON lines to bench/results/faktory-<time>.jsonl
 # and prints the peers' median table.
 #
 #   PEERS_DIR=/tmp/peers ./bench/faktory/run.sh
@@ -88,6 +89,11 @@ for r in $(seq "$RUNS"); do
         errand-faktory-nopf)
             start_errand --faktory-prefetch 1
             timeout 900 node bench/faktory/faktory-node.js errand-faktory-nopf "$pid" "$fk_url" >>"$raw"
+            stop ;;
+        errand-faktory-nosync)
+            # diagnostic only: commits not fsynced, to tell the disk's share
+            start_errand --durability normal
+            timeout 900 node bench/faktory/faktory-node.js errand-faktory-nosync "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-w)
             start_errand
