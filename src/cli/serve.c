@@ -232,6 +232,7 @@ typedef struct serve_ctx {
     er_outbox *outbox;
     struct event *sigterm, *sigint, *sigquit, *poll, *watchdog;
     bool watchdog_failed;
+    char started[512]; /* the "errand started" line's fields, logged once the loop runs */
     int signals, sigints;
     int64_t grace_deadline;
 } serve_ctx;
@@ -304,8 +305,12 @@ static void notify(const char *msg)
 
 /* Run by the loop once it turns: the store is open, the listener accepts
  * and from now on requests are answered. */
+/* The loop's first turn: from here on a signal is handled (a SIGTERM
+ * that came during start-up may not be, under ThreadSanitizer). */
 static void on_ready(evutil_socket_t fd, short what, void *arg)
 {
+    serve_ctx *c = arg;
+    ER_LOG(ER_LOG_INFO, c->started, "errand started");
     notify("READY=1\nSTATUS=accepting requests");
 }
 
@@ -571,13 +576,11 @@ int er_cli_serve(int argc, char **argv, char **envp)
     evsignal_add(c.sigterm, NULL);
     evsignal_add(c.sigint, NULL);
     evsignal_add(c.sigquit, NULL);
-    c.grace_deadline = INT64_MAX;
     {
-        char extra[512], shown[384];
+        char shown[384];
         mask_password(ecfg.store_url, shown, sizeof shown);
-        snprintf(extra, sizeof extra, "\"store\":\"%s\",\"durability\":\"%s\"", shown,
-                 er_settings_get(&st, "durability")->text);
-        ER_LOG(ER_LOG_INFO, extra, "errand started");
+        snprintf(c.started, sizeof c.started, "\"store\":\"%s\",\"durability\":\"%s\"",
+                 shown, er_settings_get(&st, "durability")->text);
     }
     c.grace_deadline = INT64_MAX;
     int64_t wd_usec = er_sd_watchdog_usec();
