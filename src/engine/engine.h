@@ -108,13 +108,13 @@ typedef struct er_req er_req;
  * "Unique jobs"): the run-once lease (req->lease_type, the job's queue,
  * run_key) for ttl_ms, acquired in the enqueue's own transaction. A job
  * whose lock is held is not enqueued; a job enqueued keeps the lock's
- * token (er_job.unique_token, which an ACK's er_ack.unique_token gives
- * back); a job whose id exists gives back the lock it took. */
+ * token (er_job.unique_token, which the store reads back when the job
+ * completes, so the complete gives it back); a job whose id exists gives
+ * back the lock it took. */
 typedef struct er_enqueue_lock {
     bool on;                          /* in: this job takes a lock */
     char run_key[65];                 /* in */
     int64_t ttl_ms;                   /* in */
-    int tag;                          /* the submitter's, untouched */
     int rc;                           /* out: 0, or ER_ECONFLICT when held (nothing enqueued for
                                          the job; its duplicate flag is set) */
     char token[ER_LEASE_TOKEN_SIZE];  /* out: the lock's owner token when taken; "" else */
