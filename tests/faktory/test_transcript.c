@@ -879,6 +879,47 @@ Test(transcript, prefetch_hands_one_wid_distinct_jobs_in_queue_order_acked_anywh
     fk_close(b);
 }
 
+Test(transcript, prefetch_refills_the_buffer_while_it_still_holds_jobs)
+{
+    conn *a = fk_hello("pf-rf"), *b = fk_hello("pf-rf");
+    for (int i = 1; i <= 12; i++)
+        OK(a, "PUSH {\"jid\":\"rf%d\",\"jobtype\":\"t\",\"queue\":\"rf\"}", i);
+    char jid[64], st[32], ow[64];
+    int attempts = -1;
+    /* a store fetch of 2 (rf1 handed out, rf2 buffered), then rf2 from the
+     * buffer: it is empty now, so a refill leases the next jobs to the wid
+     * before any FETCH asks for them */
+    cr_assert_str_eq(fetch_jid(a, "rf", jid), "rf1");
+    cr_assert_str_eq(fetch_jid(b, "rf", jid), "rf2");
+    int64_t until = now_ms() + 2000;
+    do {
+        job_state("rf3", st, ow, &attempts);
+        if (strcmp(st, "active") == 0)
+            break;
+        usleep(5000);
+    } while (now_ms() < until);
+    cr_assert_str_eq(st, "active", "rf3 was not leased ahead");
+    cr_assert_str_eq(ow, "pf-rf");
+    /* every job once, in queue order, whichever connection asks */
+    for (int i = 3; i <= 12; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "rf%d", i);
+        cr_assert_str_eq(fetch_jid(i % 2 ? a : b, "rf", jid), want);
+    }
+    for (int i = 1; i <= 12; i++) {
+        conn *other = i % 2 ? b : a;
+        OK(other, "ACK {\"jid\":\"rf%d\"}", i);
+        char id[16];
+        snprintf(id, sizeof id, "rf%d", i);
+        json_t *h = get_job(id);
+        cr_assert_str_eq(jstr(h, "state"), "completed", "%s", id);
+        cr_assert_eq(json_integer_value(json_object_get(h, "attempts")), 1, "%s", id);
+        json_decref(h);
+    }
+    fk_close(a);
+    fk_close(b);
+}
+
 Test(transcript, prefetch_gives_a_buffered_job_its_own_reserve_for_at_hand_out)
 {
     conn *a = fk_hello("pf-r");

@@ -571,12 +571,45 @@ static void finish_fetch(fk_conn *c, er_req *r)
     }
     /* the rest wait in the wid's buffer; what does not fit is released */
     fk_worker *w = er_fk_worker_find(c->f, c->wid);
+    if (w && c->fetch_ns) {
+        er_fk_pre_fetched(w, er_mono_ns() - c->fetch_ns);
+        w->refill_dry = false;
+    }
+    c->fetch_ns = 0;
     bool keep = !c->f->stopping && w && w->v.signal == ER_FK_RUN && !w->v.current_state[0];
     int64_t now = er_now_ms();
     for (size_t i = 1; i < r->list.len; i++)
         if (!keep || !er_fk_pre_put(c->f, w, &r->list.items[i], now))
             er_fk_pre_release_jobs(c->f, &r->list.items[i], 1);
     hand_out(c, r, &r->list.items[0]);
+}
+
+/* FETCH r for w: a buffered job (refilling the buffer when it runs low),
+ * else a store fetch. */
+static void fetch_buffered_or_stored(fk_conn *c, er_req *r, fk_worker *w)
+{
+    if (er_fk_pre_take(w, r->fetch.queues, r->fetch.nqueues, &r->job)) {
+        er_fk_pre_refill(c->f, w, &r->fetch);
+        hand_out(c, r, &r->job); /* no store round trip */
+        return;
+    }
+    r->fetch.max = er_fk_pre_size(c->f, w, er_now_ms()); /* <= ER_FK_PREFETCH_MAX */
+    c->fetch_ns = er_mono_ns();
+    er_fk_submit(c, r, finish_fetch);
+}
+
+/* The refill c's FETCH r waited for is back: its job is in the buffer, or
+ * the FETCH goes to the store. */
+static void finish_parked(fk_conn *c, er_req *r)
+{
+    fk_worker *w = er_fk_worker_find(c->f, c->wid);
+    if (w && w->v.signal != ER_FK_RUN) {
+        er_req_free(r);
+        er_fk_reply_null(&c->out);
+        er_fk_send(c, false);
+        return;
+    }
+    fetch_buffered_or_stored(c, r, w);
 }
 
 static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
@@ -624,12 +657,11 @@ static void cmd_fetch(fk_conn *c, const char *arg, size_t n)
         reply_err(c, &err, err.code);
         return;
     }
-    if (er_fk_pre_take(w, r->fetch.queues, r->fetch.nqueues, &r->job)) {
-        hand_out(c, r, &r->job); /* no store round trip */
+    if (w && w->refilling && !w->npre) {
+        er_fk_park(c, r, finish_parked); /* the refill brings its job */
         return;
     }
-    r->fetch.max = er_fk_pre_size(c->f, w, er_now_ms()); /* <= ER_FK_PREFETCH_MAX */
-    er_fk_submit(c, r, finish_fetch);
+    fetch_buffered_or_stored(c, r, w);
 }
 
 /* ---- ACK, FAIL ---- */

@@ -73,7 +73,7 @@ static void conn_shut(fk_conn *c)
         c->bev = NULL;
     }
     c->gone = true;
-    if (c->pending && c->pending->type == ER_REQ_FETCH)
+    if (c->pending && c->pending->type == ER_REQ_FETCH && !c->parked)
         er_engine_abandon(c->f->engine, c->pending);
 }
 
@@ -183,6 +183,33 @@ void er_fk_submit(fk_conn *c, er_req *r, fk_finish finish)
     r->arg = c;
     r->done = on_done;
     er_engine_submit(c->f->engine, r);
+}
+
+void er_fk_park(fk_conn *c, er_req *r, fk_finish finish)
+{
+    c->pending = r;
+    c->finish = finish;
+    c->parked = true;
+    r->arg = c;
+    r->done = on_done;
+}
+
+void er_fk_wake(er_faktory *f, const char *wid)
+{
+    /* those parked now; a connection woken may park again, on a later refill */
+    for (fk_conn *c = f->conns; c; c = c->next)
+        if (c->parked && strcmp(c->wid, wid) == 0)
+            c->wake = true;
+    for (;;) {
+        fk_conn *c = f->conns;
+        while (c && !c->wake)
+            c = c->next;
+        if (!c)
+            return;
+        c->wake = false;
+        c->parked = false;
+        on_done(c->pending); /* may free c */
+    }
 }
 
 /* The first line: only HELLO goes on; anything else closes (an HTTP
@@ -590,7 +617,10 @@ void er_faktory_free(er_faktory *f)
     er_faktory_stop_accepting(f);
     while (f->conns) {
         fk_conn *c = f->conns;
-        if (c->pending) {
+        if (c->parked) {
+            er_req_free(c->pending); /* never submitted */
+            c->pending = NULL;
+        } else if (c->pending) {
             /* the engine is gone by now or answers later: forget the link */
             c->pending->arg = NULL;
             c->pending = NULL;
@@ -603,6 +633,7 @@ void er_faktory_free(er_faktory *f)
         event_free(f->pre_ev);
     if (f->beat_ev)
         event_free(f->beat_ev);
+    er_fk_pre_refills_forget(f);
     for (int i = 0; i < ER_FK_BEATS_INFLIGHT; i++)
         if (f->beats[i])
             f->beats[i]->arg = NULL; /* answered later, or freed with the engine */

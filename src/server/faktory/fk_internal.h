@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "core/ack.h"
+#include "core/fetch.h"
 #include "core/job.h"
 #include "core/lease.h"
 #include "server/faktory/faktory.h"
@@ -53,6 +54,12 @@ typedef struct fk_worker {
     int64_t grow_at;   /* k grows again from then (ms) */
     int held;          /* jobs handed out and not acknowledged */
     int peak;          /* the most it held at a FETCH lately, plus one */
+    bool refilling;    /* a refill of its buffer is in flight (one at a time) */
+    int64_t refill_ns; /* when it was submitted (monotonic ns) */
+    bool refill_dry;   /* a refill came back short: none until a FETCH goes to the store */
+    int64_t ask_ns;    /* its last FETCH (monotonic ns) */
+    int64_t gap_ns;    /* time between its FETCHes, averaged */
+    int64_t fetch_ns;  /* a store fetch's round trip for it, averaged */
     /* the registry in the store (workers.c) */
     char *labels;      /* HELLO's labels as JSON text, or NULL */
     int64_t proto_v;   /* HELLO's v (0: not said) */
@@ -89,6 +96,9 @@ struct fk_conn {
     bool gone;         /* the socket is closed; freed when pending comes back */
     bool in_process;   /* process() is on the stack */
     bool blocked;      /* reading stopped until the peer reads its replies */
+    bool parked;       /* its FETCH (pending, not submitted) waits for its wid's refill */
+    bool wake;         /* parked, and woken by the refill that came back */
+    int64_t fetch_ns;  /* when its store fetch was submitted (monotonic ns) */
     size_t scanned;    /* input bytes known to hold no line end */
     er_role role;
     char wid[ER_NAME_MAX + 1]; /* "" when the HELLO gave none */
@@ -125,6 +135,8 @@ struct er_faktory {
     int prefetch;      /* most jobs one FETCH leases to a wid (1: no prefetch) */
     bool stopping;     /* shutdown began: no more prefetch */
     struct event *pre_ev; /* releases buffered jobs held too long */
+    er_req **refills;  /* buffer refills in flight */
+    size_t nrefills, refills_cap;
     struct evconnlistener *lev;
     struct ssl_ctx_st *tls; /* the TLS context of every connection, NULL: plain TCP */
     int port;
@@ -147,6 +159,10 @@ void er_fk_send(fk_conn *c, bool close);
 void er_fk_send_error(fk_conn *c, const char *code, const char *msg, bool close);
 /* Submits r with finish as its continuation (c->pending until it returns). */
 void er_fk_submit(fk_conn *c, er_req *r, fk_finish finish);
+/* Holds r (c->pending, not submitted) until er_fk_wake calls finish. */
+void er_fk_park(fk_conn *c, er_req *r, fk_finish finish);
+/* Runs the continuation of every connection of wid parked now. */
+void er_fk_wake(er_faktory *f, const char *wid);
 
 /* cmds.c: one command line of a connection past its handshake check. */
 void er_fk_run(fk_conn *c, const char *line, size_t n);
@@ -183,6 +199,16 @@ void er_fk_pre_release_jobs(er_faktory *f, er_job *jobs, size_t n);
 void er_fk_pre_asked(fk_worker *w);
 void er_fk_pre_handed(fk_worker *w);
 void er_fk_pre_acked(fk_worker *w);
+/* A store fetch for w took ns (it brought jobs): the average round trip. */
+void er_fk_pre_fetched(fk_worker *w, int64_t ns);
+/* After a buffered take for a FETCH like `like`: when w's buffer would run
+ * dry within about one store round trip at its pace, one refill (no wait,
+ * like's queues and lease) tops it up in the background; the wid's
+ * connections whose FETCH finds the buffer empty meanwhile park until it
+ * is back (er_fk_wake). */
+void er_fk_pre_refill(er_faktory *f, fk_worker *w, const er_fetch_args *like);
+/* Refills in flight forget f (er_faktory_free): their leases expire. */
+void er_fk_pre_refills_forget(er_faktory *f);
 /* The timer's pass: releases what was held ER_FK_PREFETCH_HOLD_MS. */
 void er_fk_pre_sweep(er_faktory *f, int64_t now);
 /* Frees w's buffer without telling the store (the leases expire). */

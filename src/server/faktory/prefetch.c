@@ -9,6 +9,7 @@
  * leaves, is released (back to waiting, the attempt not counted). Loop
  * thread only.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,10 +142,122 @@ void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before)
     free(out);
 }
 
+#define EWMA(avg, x) ((avg) ? (avg) + ((x) - (avg)) / 8 : (x))
+#define REFILL_GAP_MAX_NS 100000000  /* a pause longer than this is not its pace */
+#define REFILL_FETCH_MAX_NS 20000000 /* nor a store fetch this slow its round trip */
+
 void er_fk_pre_asked(fk_worker *w)
 {
-    if (w && w->held + 1 > w->peak)
+    if (!w)
+        return;
+    if (w->held + 1 > w->peak)
         w->peak = w->held + 1; /* it asks for one more while holding these */
+    int64_t now = er_mono_ns();
+    int64_t gap = w->ask_ns ? now - w->ask_ns : 0;
+    w->ask_ns = now;
+    if (gap > 0 && gap < REFILL_GAP_MAX_NS)
+        w->gap_ns = EWMA(w->gap_ns, gap);
+}
+
+void er_fk_pre_fetched(fk_worker *w, int64_t ns)
+{
+    if (w && ns > 0 && ns < REFILL_FETCH_MAX_NS) /* longer: it waited for work */
+        w->fetch_ns = EWMA(w->fetch_ns, ns);
+}
+
+static void refills_drop(er_faktory *f, er_req *r)
+{
+    for (size_t i = 0; i < f->nrefills; i++)
+        if (f->refills[i] == r) {
+            f->refills[i] = f->refills[--f->nrefills];
+            return;
+        }
+}
+
+static void on_refilled(er_req *r)
+{
+    er_faktory *f = r->arg;
+    if (!f) {
+        er_req_free(r); /* the frontend is gone: the leases expire */
+        return;
+    }
+    refills_drop(f, r);
+    fk_worker *w = er_fk_worker_find(f, r->fetch.worker_id);
+    if (w) {
+        w->refilling = false;
+        if (r->rc || r->list.len < (size_t)r->fetch.max)
+            w->refill_dry = true; /* the queues ran short: FETCH goes to the store */
+        if (!r->rc)
+            er_fk_pre_fetched(w, er_mono_ns() - w->refill_ns);
+    }
+    bool keep = w && !f->stopping && w->v.signal == ER_FK_RUN && !w->v.current_state[0];
+    int64_t now = er_now_ms();
+    for (size_t i = 0; !r->rc && i < r->list.len; i++)
+        if (!keep || !er_fk_pre_put(f, w, &r->list.items[i], now))
+            er_fk_pre_release_jobs(f, &r->list.items[i], 1);
+    char wid[ER_NAME_MAX + 1];
+    snprintf(wid, sizeof wid, "%s", r->fetch.worker_id);
+    er_req_free(r);
+    er_fk_wake(f, wid);
+}
+
+void er_fk_pre_refill(er_faktory *f, fk_worker *w, const er_fetch_args *like)
+{
+    if (!w || !f->engine || f->prefetch <= 1 || f->stopping || w->refilling ||
+        w->refill_dry || w->v.signal != ER_FK_RUN || w->v.current_state[0] || !w->gap_ns ||
+        !w->fetch_ns)
+        return;
+    /* FETCHes expected during one store round trip */
+    int64_t during = w->fetch_ns / w->gap_ns;
+    if ((int64_t)w->npre > during + 1)
+        return;
+    int64_t n = 2 * during > w->k ? 2 * during : w->k;
+    int64_t room = f->prefetch - (int64_t)w->npre;
+    if (n > room)
+        n = room;
+    if (n < 1)
+        return;
+    if (f->nrefills == f->refills_cap) {
+        size_t cap = f->refills_cap ? 2 * f->refills_cap : 8;
+        er_req **g = realloc(f->refills, cap * sizeof *g);
+        if (!g)
+            return;
+        f->refills = g;
+        f->refills_cap = cap;
+    }
+    er_spec_str qs[ER_FETCH_QUEUES_MAX];
+    for (size_t i = 0; i < like->nqueues && i < ER_FETCH_QUEUES_MAX; i++)
+        qs[i] = (er_spec_str){ER_SPEC_SET, like->queues[i], strlen(like->queues[i])};
+    er_fetch_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.queues_kind = ER_SPEC_SET;
+    sp.queues = qs;
+    sp.nqueues = like->nqueues < ER_FETCH_QUEUES_MAX ? like->nqueues : ER_FETCH_QUEUES_MAX;
+    sp.worker_id = (er_spec_str){ER_SPEC_SET, like->worker_id, strlen(like->worker_id)};
+    sp.max = (er_spec_int){ER_SPEC_SET, n};
+    sp.wait_ms = (er_spec_int){ER_SPEC_SET, 0};
+    sp.lease_ms = (er_spec_int){ER_SPEC_SET, like->lease_ms};
+    er_req *r = er_req_new(ER_REQ_FETCH);
+    er_error err = {0};
+    if (!r || er_fetch_validate(&sp, &r->fetch, &err) < 0) {
+        er_req_free(r);
+        return;
+    }
+    w->refilling = true;
+    w->refill_ns = er_mono_ns();
+    f->refills[f->nrefills++] = r;
+    r->arg = f;
+    r->done = on_refilled;
+    er_engine_submit(f->engine, r);
+}
+
+void er_fk_pre_refills_forget(er_faktory *f)
+{
+    for (size_t i = 0; i < f->nrefills; i++)
+        f->refills[i]->arg = NULL;
+    free(f->refills);
+    f->refills = NULL;
+    f->nrefills = f->refills_cap = 0;
 }
 
 void er_fk_pre_handed(fk_worker *w)
