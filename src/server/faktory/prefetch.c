@@ -144,7 +144,7 @@ void er_fk_pre_release(er_faktory *f, fk_worker *w, int64_t before)
 
 #define EWMA(avg, x) ((avg) ? (avg) + ((x) - (avg)) / 8 : (x))
 #define REFILL_GAP_MAX_NS 100000000  /* a pause longer than this is not its pace */
-#define REFILL_FETCH_MAX_NS 20000000 /* nor a store fetch this slow its round trip */
+#define REFILL_FETCH_MAX_NS 100000000 /* nor a store fetch this slow its round trip */
 
 void er_fk_pre_asked(fk_worker *w)
 {
