@@ -388,6 +388,96 @@ Test(postgres, listeners_are_notified_when_jobs_become_ready_at_commit)
     OPS->listener_close(l);
 }
 
+/* A batch whose ids the server generated is COPYed straight into jobs: it
+ * stores the rows the general path stores (every column but id and seq),
+ * registers its queues and wakes the fetchers of its waiting ones once, at
+ * commit. A generated id that collides falls back to the general path
+ * inside the same transaction: the first holder keeps the id, the rest of
+ * the batch is stored. */
+Test(postgres, a_batch_of_generated_ids_is_copied_directly_and_falls_back_on_a_collision)
+{
+    er_store_listener *l;
+    er_error err = {0};
+    cr_assert_eq(OPS->listener_open(g_url, &l, &err), 0, "%s", err.message);
+    const char *payload = "[\"a\\\\tb\", \"\\\\N\"]\t\n\r\\";
+    enum { N = 4 };
+    for (int way = 0; way < 2; way++) {
+        er_job jobs[N];
+        for (int i = 0; i < N; i++) {
+            char id[32];
+            snprintf(id, sizeof id, "%s-%d", way ? "gen" : "given", i);
+            mkjob(&jobs[i], id, i == 2 ? "gsched" : i == 3 ? "gother" : "gwait", i, i == 2 ? T0 + 5000 : T0, T0);
+            jobs[i].id_generated = way == 1;
+            jobs[i].backoff.jitter = i == 1 ? 0.25 : 0.5;
+            jobs[i].group = i == 1 ? sdup("grp") : NULL;
+            free(jobs[i].payload);
+            jobs[i].payload = strdup(payload);
+            jobs[i].payload_len = strlen(payload);
+        }
+        bool dup[N] = {true, true, true, true};
+        seen sn = {0};
+        cr_assert_eq(OPS->begin(S, &err), 0);
+        cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, N, dup, NULL, &err), 0, "%s",
+                     err.message);
+        cr_assert_eq(listen_wait(l, 100, &sn), 0, "no wake-up before the commit");
+        cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+        for (int i = 0; i < N; i++)
+            cr_assert(!dup[i], "way %d job %d", way, i);
+        wait_for(l, &sn, 3);
+        listen_wait(l, 100, &sn);
+        cr_assert(saw(&sn, "gwait") && saw(&sn, "gother") && !saw(&sn, "gsched"), "way %d", way);
+        cr_assert_eq(sn.n, 2, "one wake-up a queue, got %d", sn.n);
+        for (int i = 0; i < N; i++)
+            er_job_fini(&jobs[i]);
+    }
+    PGconn *c = raw();
+    char q[2048];
+    /* the same rows both ways, in the same order, bar id (and the
+     * idempotency key, the id here), seq and the generated-id flag
+     * (set_flags 256) */
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM (SELECT * FROM (SELECT row_number() OVER (ORDER BY seq) AS k,"
+             " to_jsonb(j) - 'id' - 'idempotency_key' - 'seq' - 'set_flags' AS r, set_flags & ~256 AS f FROM %s.jobs j"
+             " WHERE id LIKE 'given-%%') a FULL JOIN (SELECT row_number() OVER (ORDER BY seq) AS k,"
+             " to_jsonb(j) - 'id' - 'idempotency_key' - 'seq' - 'set_flags' AS r, set_flags & ~256 AS f FROM %s.jobs j"
+             " WHERE id LIKE 'gen-%%') b USING (k) WHERE a.r IS DISTINCT FROM b.r"
+             " OR a.f IS DISTINCT FROM b.f) d",
+             g_schema, g_schema);
+    cr_assert_eq(one_int(c, q), 0, "the direct COPY stores what the general path stores");
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs WHERE id LIKE 'gen-%%'", g_schema);
+    cr_assert_eq(one_int(c, q), N);
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM %s.queues WHERE name IN ('gwait', 'gsched', 'gother')",
+             g_schema);
+    cr_assert_eq(one_int(c, q), 3, "the batch's queues are registered");
+
+    /* a collision: "gen-0" is taken, "c-1" comes twice */
+    er_job jobs[4];
+    const char *ids[4] = {"c-0", "gen-0", "c-1", "c-1"};
+    for (int i = 0; i < 4; i++) {
+        mkjob(&jobs[i], ids[i], "gcoll", 0, T0, T0);
+        jobs[i].id_generated = true;
+    }
+    bool dup[4];
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    put("before", "gcoll", 0, T0, T0);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 4, dup, NULL, &err), 0, "%s", err.message);
+    put("after", "gcoll", 0, T0, T0); /* the transaction goes on */
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert(!dup[0] && dup[1] && !dup[2] && dup[3]);
+    for (int i = 0; i < 4; i++)
+        er_job_fini(&jobs[i]);
+    snprintf(q, sizeof q, "SELECT string_agg(id, ' ' ORDER BY seq) FROM %s.jobs WHERE queue = 'gcoll'",
+             g_schema);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "before c-0 c-1 after");
+    PQclear(r);
+    cr_assert_eq(state_of("gen-0"), ER_STATE_WAITING);
+    PQfinish(c);
+    OPS->listener_close(l);
+}
+
 /* ---- finished jobs (ops->finished, "<schema>_done") ---- */
 
 typedef struct done_seen {
