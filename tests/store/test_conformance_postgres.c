@@ -1359,3 +1359,73 @@ Test(postgres, a_version_5_schema_gets_groups_and_rate_limits_after_migration)
     cr_assert_eq(one_int(c, q), 2, "the previous version's queue_states stays");
     drop_old(c, s, old, role);
 }
+
+/* The ids each fetch function of a version 12 schema (c's search_path)
+ * leases from queue 'm' in a transaction it rolls back, in order: for
+ * comparing the functions before and after migration 13. */
+static void old_fetches(PGconn *c, const char *schema, char out[3][128])
+{
+    const char *calls[3] = {
+        ("lease_jobs2(ARRAY['m'], ARRAY[3::bigint], ARRAY[30000::bigint], 'w', 3, 5, t, 100, 0,"
+         " 1000000)"),
+        "lease_jobs(ARRAY['m'], ARRAY[3::bigint], ARRAY[30000::bigint], 'w', 3, 5, t)",
+        "fetch_jobs(ARRAY['m'], 'w', 3, 30000, 5, t, 30000)"};
+    for (int k = 0; k < 3; k++) {
+        char q[512];
+        PQclear(PQexec(c, "BEGIN"));
+        PGresult *r;
+        snprintf(q, sizeof q,
+                 "SELECT string_agg(id, ' ') FROM (SELECT ARRAY['t1','t2','t3'] AS t) a, %s.%s",
+                 schema, calls[k]);
+        r = PQexec(c, q);
+        cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", q, PQresultErrorMessage(r));
+        snprintf(out[k], 128, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        PQclear(PQexec(c, "ROLLBACK"));
+    }
+}
+
+/* Migration 13 drops jobs_waiting and replaces the fetch functions that
+ * read it in place: on a version 12 schema with grouped and ungrouped
+ * waiting jobs each function (lease_jobs2 of version 12 servers,
+ * lease_jobs and fetch_jobs of older ones) leases the same jobs in the
+ * same order after the migration as before it, and this version's fetch
+ * works. */
+Test(postgres, a_version_12_schema_loses_jobs_waiting_and_its_fetches_lease_the_same_jobs)
+{
+    PGconn *c = raw();
+    char old[80], q[2048], role[64];
+    old_schema(c, 12, old, role);
+    long long t = (long long)er_now_ms() - 100000;
+    /* fetch order: g1 (5, t+2), u2 (5, t+3), g2 (0, t), u1 (0, t+1) */
+    snprintf(q, sizeof q,
+             OLD_JOB_INSERT ", grp) SELECT id, 'm', 'n', '{}', 1, prio, %lld + ord, 8, 0, 2000,"
+             " 900000, 0.5, 30000, id, %lld, %lld, grp FROM (VALUES ('u1', NULL, 0, 1),"
+             " ('g1', 'a', 5, 2), ('u2', NULL, 5, 3), ('g2', 'b', 0, 0)) AS v(id, grp, prio, ord);"
+             " DROP ROLE IF EXISTS %s; CREATE ROLE %s; RESET search_path",
+             t, t, t, role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    char before[3][128], after[3][128];
+    old_fetches(c, old, before);
+    for (int k = 0; k < 3; k++)
+        cr_assert_str_eq(before[k], "g1 u2 g2", "function %d before", k);
+
+    er_store *s = open_migrated(c, old);
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM pg_indexes WHERE schemaname = '%s' AND indexname = 'jobs_waiting'",
+             old);
+    cr_assert_eq(one_int(c, q), 0, "jobs_waiting is dropped");
+    old_fetches(c, old, after);
+    for (int k = 0; k < 3; k++)
+        cr_assert_str_eq(after[k], before[k], "function %d after", k);
+    /* this version's fetch (the group planner: grouped jobs wait) */
+    const char *qs[] = {"m"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
+                         .now = er_now_ms()};
+    er_job_list l = {0};
+    er_error err = {0};
+    cr_assert_eq(OPS->fetch(s, &p, &l, &err), 0, "fetch: %s", err.message);
+    cr_assert_eq(l.len, 4);
+    er_job_list_fini(&l);
+    drop_old(c, s, old, role);
+}
