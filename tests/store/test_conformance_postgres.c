@@ -286,6 +286,41 @@ Test(postgres, a_broken_connection_is_unavailable_then_reconnects)
     cr_assert_eq(state_of("k"), ER_STATE_WAITING);
 }
 
+/* A direct COPY on a connection that broke inside the transaction fails
+ * as unavailable and stores nothing; after the rollback the store
+ * reconnects and the same batch goes in. */
+Test(postgres, a_direct_copy_on_a_broken_connection_is_unavailable_and_stores_nothing)
+{
+    er_job jobs[3];
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "bc-%d", i);
+        mkjob(&jobs[i], id, "bq", 0, T0, T0);
+        jobs[i].id_generated = true;
+    }
+    bool dup[3];
+    er_error err = {0};
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    PGconn *c = raw();
+    char q[128];
+    snprintf(q, sizeof q, "SELECT pg_terminate_backend(%d)", PQbackendPID(S->c->pg));
+    cr_assert_eq(sql(c, q, NULL), PGRES_TUPLES_OK);
+    usleep(100 * 1000);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, NULL, &err), ER_EUNAVAIL, "%s",
+                 err.message);
+    OPS->rollback(S);
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs", g_schema);
+    cr_assert_eq(one_int(c, q), 0);
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert(!dup[0] && !dup[1] && !dup[2]);
+    cr_assert_eq(one_int(c, q), 3);
+    for (int i = 0; i < 3; i++)
+        er_job_fini(&jobs[i]);
+    PQfinish(c);
+}
+
 /* ---- LISTEN / NOTIFY ---- */
 
 typedef struct seen {
