@@ -441,7 +441,8 @@ Test(postgres, a_batch_of_generated_ids_is_copied_directly_and_falls_back_on_a_c
         for (int i = 0; i < N; i++) {
             char id[32];
             snprintf(id, sizeof id, "%s-%d", way ? "gen" : "given", i);
-            mkjob(&jobs[i], id, i == 2 ? "gsched" : i == 3 ? "gother" : "gwait", i, i == 2 ? T0 + 5000 : T0, T0);
+            const char *queue = i == 2 ? "gsched" : i == 3 ? "gother" : "gwait";
+            mkjob(&jobs[i], id, queue, i, i == 2 ? T0 + 5000 : T0, T0);
             jobs[i].id_generated = way == 1;
             jobs[i].backoff.jitter = i == 1 ? 0.25 : 0.5;
             jobs[i].group = i == 1 ? sdup("grp") : NULL;
@@ -470,14 +471,15 @@ Test(postgres, a_batch_of_generated_ids_is_copied_directly_and_falls_back_on_a_c
     /* the same rows both ways, in the same order, bar id (and the
      * idempotency key, the id here), seq and the generated-id flag
      * (set_flags 256) */
+#define ROWS_OF(like)                                                                      \
+    "(SELECT row_number() OVER (ORDER BY seq) AS k, to_jsonb(j) - 'id' - 'idempotency_key'" \
+    " - 'seq' - 'set_flags' AS r, set_flags & ~256 AS f FROM %s.jobs j WHERE id LIKE '" like \
+    "%%')"
     snprintf(q, sizeof q,
-             "SELECT count(*) FROM (SELECT * FROM (SELECT row_number() OVER (ORDER BY seq) AS k,"
-             " to_jsonb(j) - 'id' - 'idempotency_key' - 'seq' - 'set_flags' AS r, set_flags & ~256 AS f FROM %s.jobs j"
-             " WHERE id LIKE 'given-%%') a FULL JOIN (SELECT row_number() OVER (ORDER BY seq) AS k,"
-             " to_jsonb(j) - 'id' - 'idempotency_key' - 'seq' - 'set_flags' AS r, set_flags & ~256 AS f FROM %s.jobs j"
-             " WHERE id LIKE 'gen-%%') b USING (k) WHERE a.r IS DISTINCT FROM b.r"
-             " OR a.f IS DISTINCT FROM b.f) d",
+             "SELECT count(*) FROM " ROWS_OF("given-") " a FULL JOIN " ROWS_OF("gen-")
+             " b USING (k) WHERE a.r IS DISTINCT FROM b.r OR a.f IS DISTINCT FROM b.f",
              g_schema, g_schema);
+#undef ROWS_OF
     cr_assert_eq(one_int(c, q), 0, "the direct COPY stores what the general path stores");
     snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs WHERE id LIKE 'gen-%%'", g_schema);
     cr_assert_eq(one_int(c, q), N);
@@ -502,7 +504,8 @@ Test(postgres, a_batch_of_generated_ids_is_copied_directly_and_falls_back_on_a_c
     cr_assert(!dup[0] && dup[1] && !dup[2] && dup[3]);
     for (int i = 0; i < 4; i++)
         er_job_fini(&jobs[i]);
-    snprintf(q, sizeof q, "SELECT string_agg(id, ' ' ORDER BY seq) FROM %s.jobs WHERE queue = 'gcoll'",
+    snprintf(q, sizeof q,
+             "SELECT string_agg(id, ' ' ORDER BY seq) FROM %s.jobs WHERE queue = 'gcoll'",
              g_schema);
     PGresult *r;
     cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
@@ -1447,7 +1450,8 @@ Test(postgres, a_version_12_schema_loses_jobs_waiting_and_its_fetches_lease_the_
 
     er_store *s = open_migrated(c, old);
     snprintf(q, sizeof q,
-             "SELECT count(*) FROM pg_indexes WHERE schemaname = '%s' AND indexname = 'jobs_waiting'",
+             "SELECT count(*) FROM pg_indexes WHERE schemaname = '%s'"
+             " AND indexname = 'jobs_waiting'",
              old);
     cr_assert_eq(one_int(c, q), 0, "jobs_waiting is dropped");
     old_fetches(c, old, after);

@@ -216,7 +216,8 @@ static int direct_sql(er_store *s, const er_job *jobs, size_t n, er_buf *b)
         /* a batch is mostly one queue: skip repeats of the last one */
         if (nq == 0 || strcmp(q[nq - 1], jobs[i].queue) != 0)
             q[nq++] = jobs[i].queue;
-        if (jobs[i].state == ER_STATE_WAITING && (nw == 0 || strcmp(w[nw - 1], jobs[i].queue) != 0))
+        if (jobs[i].state == ER_STATE_WAITING &&
+            (nw == 0 || strcmp(w[nw - 1], jobs[i].queue) != 0))
             w[nw++] = jobs[i].queue;
     }
     size_t *lens[2] = {&nq, &nw};
