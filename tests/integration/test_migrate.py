@@ -203,14 +203,15 @@ class SqliteMigrate(unittest.TestCase):
             self.assertEqual(self.version(), LATEST, args)
 
 
-LAST_STEP = "a Faktory unique job's lock token"
+LAST_STEP = "one index fewer for waiting jobs (jobs_waiting dropped)"
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
 class PostgresMigrate(unittest.TestCase):
     """A schema one step behind this binary: the current schema with its
-    last migration undone (the jobs' unique_token column dropped, its row
-    taken out)."""
+    last migration undone (the index jobs_waiting made again, its row
+    taken out; the fetch functions it replaced in place stay, and the
+    step replaces them again)."""
 
     def setUp(self):
         if not PG_URL or not psql_bin():
@@ -222,7 +223,8 @@ class PostgresMigrate(unittest.TestCase):
         self.latest = int(re.search(r"schema version (\d+)", out).group(1))
         # a server ran on it and wrote its limits
         Server(store=self.store, args=["--payload-max", "777777"]).start().cleanup()
-        psql('ALTER TABLE "{0}".jobs DROP COLUMN unique_token; DELETE FROM "{0}".migrations WHERE '
+        psql('CREATE INDEX jobs_waiting ON "{0}".jobs (queue, priority DESC, run_at, seq)'
+             ' WHERE state = 1; DELETE FROM "{0}".migrations WHERE '
              'version = {1}'.format(self.schema, self.latest))
 
     def tearDown(self):
@@ -250,6 +252,8 @@ class PostgresMigrate(unittest.TestCase):
                           "schema version %d (was %d)" % (self.latest, self.latest - 1)])
         self.assertEqual(psql('SELECT payload_max FROM "%s".limits' % self.schema),
                          [["777777"]])
+        self.assertEqual(psql("SELECT count(*) FROM pg_indexes WHERE schemaname = '%s'"
+                              " AND indexname = 'jobs_waiting'" % self.schema), [["0"]])
         s = Server(store=self.store, args=["--no-auto-migrate"]).start()
         try:
             st, body, _ = s.enqueue("q", {"name": "n"})

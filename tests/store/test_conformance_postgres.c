@@ -286,6 +286,41 @@ Test(postgres, a_broken_connection_is_unavailable_then_reconnects)
     cr_assert_eq(state_of("k"), ER_STATE_WAITING);
 }
 
+/* A direct COPY on a connection that broke inside the transaction fails
+ * as unavailable and stores nothing; after the rollback the store
+ * reconnects and the same batch goes in. */
+Test(postgres, a_direct_copy_on_a_broken_connection_is_unavailable_and_stores_nothing)
+{
+    er_job jobs[3];
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "bc-%d", i);
+        mkjob(&jobs[i], id, "bq", 0, T0, T0);
+        jobs[i].id_generated = true;
+    }
+    bool dup[3];
+    er_error err = {0};
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    PGconn *c = raw();
+    char q[128];
+    snprintf(q, sizeof q, "SELECT pg_terminate_backend(%d)", PQbackendPID(S->c->pg));
+    cr_assert_eq(sql(c, q, NULL), PGRES_TUPLES_OK);
+    usleep(100 * 1000);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, NULL, &err), ER_EUNAVAIL, "%s",
+                 err.message);
+    OPS->rollback(S);
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs", g_schema);
+    cr_assert_eq(one_int(c, q), 0);
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 3, dup, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert(!dup[0] && !dup[1] && !dup[2]);
+    cr_assert_eq(one_int(c, q), 3);
+    for (int i = 0; i < 3; i++)
+        er_job_fini(&jobs[i]);
+    PQfinish(c);
+}
+
 /* ---- LISTEN / NOTIFY ---- */
 
 typedef struct seen {
@@ -385,6 +420,99 @@ Test(postgres, listeners_are_notified_when_jobs_become_ready_at_commit)
     OPS->rollback(S);
     cr_assert_eq(listen_wait(l, 200, &s), 0);
     cr_assert_eq(s.n, 0);
+    OPS->listener_close(l);
+}
+
+/* A batch whose ids the server generated is COPYed straight into jobs: it
+ * stores the rows the general path stores (every column but id and seq),
+ * registers its queues and wakes the fetchers of its waiting ones once, at
+ * commit. A generated id that collides falls back to the general path
+ * inside the same transaction: the first holder keeps the id, the rest of
+ * the batch is stored. */
+Test(postgres, a_batch_of_generated_ids_is_copied_directly_and_falls_back_on_a_collision)
+{
+    er_store_listener *l;
+    er_error err = {0};
+    cr_assert_eq(OPS->listener_open(g_url, &l, &err), 0, "%s", err.message);
+    const char *payload = "[\"a\\\\tb\", \"\\\\N\"]\t\n\r\\";
+    enum { N = 4 };
+    for (int way = 0; way < 2; way++) {
+        er_job jobs[N];
+        for (int i = 0; i < N; i++) {
+            char id[32];
+            snprintf(id, sizeof id, "%s-%d", way ? "gen" : "given", i);
+            const char *queue = i == 2 ? "gsched" : i == 3 ? "gother" : "gwait";
+            mkjob(&jobs[i], id, queue, i, i == 2 ? T0 + 5000 : T0, T0);
+            jobs[i].id_generated = way == 1;
+            jobs[i].backoff.jitter = i == 1 ? 0.25 : 0.5;
+            jobs[i].group = i == 1 ? sdup("grp") : NULL;
+            free(jobs[i].payload);
+            jobs[i].payload = strdup(payload);
+            jobs[i].payload_len = strlen(payload);
+        }
+        bool dup[N] = {true, true, true, true};
+        seen sn = {0};
+        cr_assert_eq(OPS->begin(S, &err), 0);
+        cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, N, dup, NULL, &err), 0, "%s",
+                     err.message);
+        cr_assert_eq(listen_wait(l, 100, &sn), 0, "no wake-up before the commit");
+        cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+        for (int i = 0; i < N; i++)
+            cr_assert(!dup[i], "way %d job %d", way, i);
+        wait_for(l, &sn, 3);
+        listen_wait(l, 100, &sn);
+        cr_assert(saw(&sn, "gwait") && saw(&sn, "gother") && !saw(&sn, "gsched"), "way %d", way);
+        cr_assert_eq(sn.n, 2, "one wake-up a queue, got %d", sn.n);
+        for (int i = 0; i < N; i++)
+            er_job_fini(&jobs[i]);
+    }
+    PGconn *c = raw();
+    char q[2048];
+    /* the same rows both ways, in the same order, bar id (and the
+     * idempotency key, the id here), seq and the generated-id flag
+     * (set_flags 256) */
+#define ROWS_OF(like)                                                                      \
+    "(SELECT row_number() OVER (ORDER BY seq) AS k, to_jsonb(j) - 'id' - 'idempotency_key'" \
+    " - 'seq' - 'set_flags' AS r, set_flags & ~256 AS f FROM %s.jobs j WHERE id LIKE '" like \
+    "%%')"
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM " ROWS_OF("given-") " a FULL JOIN " ROWS_OF("gen-")
+             " b USING (k) WHERE a.r IS DISTINCT FROM b.r OR a.f IS DISTINCT FROM b.f",
+             g_schema, g_schema);
+#undef ROWS_OF
+    cr_assert_eq(one_int(c, q), 0, "the direct COPY stores what the general path stores");
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs WHERE id LIKE 'gen-%%'", g_schema);
+    cr_assert_eq(one_int(c, q), N);
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM %s.queues WHERE name IN ('gwait', 'gsched', 'gother')",
+             g_schema);
+    cr_assert_eq(one_int(c, q), 3, "the batch's queues are registered");
+
+    /* a collision: "gen-0" is taken, "c-1" comes twice */
+    er_job jobs[4];
+    const char *ids[4] = {"c-0", "gen-0", "c-1", "c-1"};
+    for (int i = 0; i < 4; i++) {
+        mkjob(&jobs[i], ids[i], "gcoll", 0, T0, T0);
+        jobs[i].id_generated = true;
+    }
+    bool dup[4];
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    put("before", "gcoll", 0, T0, T0);
+    cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, 4, dup, NULL, &err), 0, "%s", err.message);
+    put("after", "gcoll", 0, T0, T0); /* the transaction goes on */
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert(!dup[0] && dup[1] && !dup[2] && dup[3]);
+    for (int i = 0; i < 4; i++)
+        er_job_fini(&jobs[i]);
+    snprintf(q, sizeof q,
+             "SELECT string_agg(id, ' ' ORDER BY seq) FROM %s.jobs WHERE queue = 'gcoll'",
+             g_schema);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    cr_assert_str_eq(PQgetvalue(r, 0, 0), "before c-0 c-1 after");
+    PQclear(r);
+    cr_assert_eq(state_of("gen-0"), ER_STATE_WAITING);
+    PQfinish(c);
     OPS->listener_close(l);
 }
 
@@ -1267,5 +1395,76 @@ Test(postgres, a_version_5_schema_gets_groups_and_rate_limits_after_migration)
     cr_assert_str_eq(got, "g-a g-b");
     snprintf(q, sizeof q, "SELECT count(*) FROM %s.queue_states(ARRAY['r', 'g'])", old);
     cr_assert_eq(one_int(c, q), 2, "the previous version's queue_states stays");
+    drop_old(c, s, old, role);
+}
+
+/* The ids each fetch function of a version 12 schema (c's search_path)
+ * leases from queue 'm' in a transaction it rolls back, in order: for
+ * comparing the functions before and after migration 13. */
+static void old_fetches(PGconn *c, const char *schema, char out[3][128])
+{
+    const char *calls[3] = {
+        ("lease_jobs2(ARRAY['m'], ARRAY[3::bigint], ARRAY[30000::bigint], 'w', 3, 5, t, 100, 0,"
+         " 1000000)"),
+        "lease_jobs(ARRAY['m'], ARRAY[3::bigint], ARRAY[30000::bigint], 'w', 3, 5, t)",
+        "fetch_jobs(ARRAY['m'], 'w', 3, 30000, 5, t, 30000)"};
+    for (int k = 0; k < 3; k++) {
+        char q[512];
+        PQclear(PQexec(c, "BEGIN"));
+        PGresult *r;
+        snprintf(q, sizeof q,
+                 "SELECT string_agg(id, ' ') FROM (SELECT ARRAY['t1','t2','t3'] AS t) a, %s.%s",
+                 schema, calls[k]);
+        r = PQexec(c, q);
+        cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", q, PQresultErrorMessage(r));
+        snprintf(out[k], 128, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        PQclear(PQexec(c, "ROLLBACK"));
+    }
+}
+
+/* Migration 13 drops jobs_waiting and replaces the fetch functions that
+ * read it in place: on a version 12 schema with grouped and ungrouped
+ * waiting jobs each function (lease_jobs2 of version 12 servers,
+ * lease_jobs and fetch_jobs of older ones) leases the same jobs in the
+ * same order after the migration as before it, and this version's fetch
+ * works. */
+Test(postgres, a_version_12_schema_loses_jobs_waiting_and_its_fetches_lease_the_same_jobs)
+{
+    PGconn *c = raw();
+    char old[80], q[2048], role[64];
+    old_schema(c, 12, old, role);
+    long long t = (long long)er_now_ms() - 100000;
+    /* fetch order: g1 (5, t+2), u2 (5, t+3), g2 (0, t), u1 (0, t+1) */
+    snprintf(q, sizeof q,
+             OLD_JOB_INSERT ", grp) SELECT id, 'm', 'n', '{}', 1, prio, %lld + ord, 8, 0, 2000,"
+             " 900000, 0.5, 30000, id, %lld, %lld, grp FROM (VALUES ('u1', NULL, 0, 1),"
+             " ('g1', 'a', 5, 2), ('u2', NULL, 5, 3), ('g2', 'b', 0, 0)) AS v(id, grp, prio, ord);"
+             " DROP ROLE IF EXISTS %s; CREATE ROLE %s; RESET search_path",
+             t, t, t, role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    char before[3][128], after[3][128];
+    old_fetches(c, old, before);
+    for (int k = 0; k < 3; k++)
+        cr_assert_str_eq(before[k], "g1 u2 g2", "function %d before", k);
+
+    er_store *s = open_migrated(c, old);
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM pg_indexes WHERE schemaname = '%s'"
+             " AND indexname = 'jobs_waiting'",
+             old);
+    cr_assert_eq(one_int(c, q), 0, "jobs_waiting is dropped");
+    old_fetches(c, old, after);
+    for (int k = 0; k < 3; k++)
+        cr_assert_str_eq(after[k], before[k], "function %d after", k);
+    /* this version's fetch (the group planner: grouped jobs wait) */
+    const char *qs[] = {"m"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
+                         .now = er_now_ms()};
+    er_job_list l = {0};
+    er_error err = {0};
+    cr_assert_eq(OPS->fetch(s, &p, &l, &err), 0, "fetch: %s", err.message);
+    cr_assert_eq(l.len, 4);
+    er_job_list_fini(&l);
     drop_old(c, s, old, role);
 }

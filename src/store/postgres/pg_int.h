@@ -120,6 +120,7 @@ extern const char er_pg_migration_5[];
 extern const char er_pg_migration_6[];
 extern const char er_pg_migration_10[];
 extern const char er_pg_migration_11[];
+extern const char er_pg_migration_13[];
 extern const char *const er_pg_migrations[];
 extern const char *const er_pg_migration_names[]; /* one a step, for errand migrate */
 extern const int er_pg_schema_version;
@@ -291,9 +292,18 @@ int er_pg_schema_read(const char *conninfo, const char *schema, int *version, er
 /* Writes a job as the JSON object of its row (keys: the job row's columns),
  * which json_populate_record(NULL::jobs, ...) reads. */
 void er_pg_job_json(const er_job *j, er_jsonw *w);
-/* Appends a job as one line of COPY's text format for the batch table:
- * ord, then the job row's columns (ENOMEM or the limit: b->err). */
-void er_pg_job_copy_row(const er_job *j, int64_t ord, er_buf *b);
+/* The text of the last double er_pg_job_copy_row wrote (zero it before a
+ * batch). */
+typedef struct er_pg_copy_memo {
+    double v;
+    bool set;
+    size_t len;
+    char text[32];
+} er_pg_copy_memo;
+/* Appends a job as one line of COPY's text format: ord (when >= 0: the
+ * batch table's), then the job row's columns (ENOMEM or the limit:
+ * b->err). */
+void er_pg_job_copy_row(const er_job *j, int64_t ord, er_pg_copy_memo *m, er_buf *b);
 /* Reads row `row` from column `col0` on (ER_PG col order) into *j
  * (er_job_init'd by the caller). ER_ENOMEM leaves *j partly filled. */
 int er_pg_row_job(const PGresult *res, int row, int col0, er_job *j, er_error *err);

@@ -153,8 +153,9 @@ static int insert_copied(er_store *s, const er_job *jobs, size_t n, int64_t wind
 {
     er_buf b;
     er_buf_init(&b, (size_t)1 << 30);
+    er_pg_copy_memo m = {0};
     for (size_t i = 0; i < n; i++)
-        er_pg_job_copy_row(&jobs[i], (int64_t)i + 1, &b);
+        er_pg_job_copy_row(&jobs[i], (int64_t)i + 1, &m, &b);
     if (b.err) {
         er_buf_fini(&b);
         return nomem(err);
@@ -187,6 +188,130 @@ static int insert_copied(er_store *s, const er_job *jobs, size_t n, int64_t wind
     return er_pg_exec(s, ER_PG_INSERT_COPIED, &p, r, err);
 }
 
+static int str_cmp(const void *a, const void *b);
+
+/* Appends the SQL literal of t to b (ENOMEM: b->err). */
+static void add_literal(er_store *s, er_buf *b, const char *t)
+{
+    char *lit = PQescapeLiteral(s->c->pg, t, strlen(t));
+    if (!lit) {
+        er_buf_fail(b, ER_ENOMEM);
+        return;
+    }
+    er_buf_adds(b, lit);
+    PQfreemem(lit);
+}
+
+/* The text of a direct COPY: a savepoint, the COPY, and when it worked the
+ * savepoint's release and one statement that registers the batch's
+ * queues and wakes the fetchers of those with a waiting job (as
+ * INSERT_FROM_X's reg and nt do). */
+static int direct_sql(er_store *s, const er_job *jobs, size_t n, er_buf *b)
+{
+    const char **q = malloc(2 * n * sizeof *q), **w = q ? q + n : NULL;
+    if (!q)
+        return ER_ENOMEM;
+    size_t nq = 0, nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* a batch is mostly one queue: skip repeats of the last one */
+        if (nq == 0 || strcmp(q[nq - 1], jobs[i].queue) != 0)
+            q[nq++] = jobs[i].queue;
+        if (jobs[i].state == ER_STATE_WAITING &&
+            (nw == 0 || strcmp(w[nw - 1], jobs[i].queue) != 0))
+            w[nw++] = jobs[i].queue;
+    }
+    size_t *lens[2] = {&nq, &nw};
+    const char **lists[2] = {q, w};
+    for (int l = 0; l < 2; l++) {
+        if (*lens[l] < 2)
+            continue;
+        qsort(lists[l], *lens[l], sizeof *lists[l], str_cmp);
+        size_t k = 1;
+        for (size_t i = 1; i < *lens[l]; i++)
+            if (strcmp(lists[l][i], lists[l][k - 1]) != 0)
+                lists[l][k++] = lists[l][i];
+        *lens[l] = k;
+    }
+    er_buf_adds(b, "SAVEPOINT errand_bulk; COPY jobs (" ER_JOB_ROW_NAMES ") FROM STDIN;"
+                   " RELEASE SAVEPOINT errand_bulk; WITH reg AS (INSERT INTO queues (name) VALUES ");
+    for (size_t i = 0; i < nq; i++) {
+        er_buf_adds(b, i ? ", (" : "(");
+        add_literal(s, b, q[i]);
+        er_buf_adds(b, ")");
+    }
+    er_buf_adds(b, " ON CONFLICT (name) DO NOTHING) SELECT count(notify_ready(w.q)) FROM (");
+    if (nw == 0)
+        er_buf_adds(b, "SELECT NULL::text WHERE false");
+    for (size_t i = 0; i < nw; i++) {
+        er_buf_adds(b, i ? ", (" : "VALUES (");
+        add_literal(s, b, w[i]);
+        er_buf_adds(b, ")");
+    }
+    er_buf_adds(b, ") w(q)");
+    free(q);
+    return b->err;
+}
+
+/* The fast path for a batch whose ids the server generated (so no
+ * tombstone remembers them and, but for a collision, no job holds them):
+ * direct_sql's COPY straight into jobs, in two round trips, with no
+ * ON CONFLICT and no batch table. A unique violation (a generated id
+ * taken) rolls back to the savepoint and sets *collided: the caller
+ * then inserts the batch the general way. */
+static int insert_direct(er_store *s, const er_job *jobs, size_t n, bool *collided,
+                         er_error *err)
+{
+    *collided = false;
+    er_buf rows, sql;
+    er_buf_init(&rows, (size_t)1 << 30);
+    er_buf_init(&sql, (size_t)1 << 24);
+    er_pg_copy_memo m = {0};
+    for (size_t i = 0; i < n; i++)
+        er_pg_job_copy_row(&jobs[i], -1, &m, &rows);
+    int rc = rows.err || direct_sql(s, jobs, n, &sql) < 0 ? nomem(err) : 0;
+    PGconn *pg = s->c->pg;
+    if (rc == 0 && !PQsendQuery(pg, sql.data))
+        rc = er_pg_error(s, NULL, "enqueue", err);
+    er_buf_fini(&sql);
+    /* the SAVEPOINT's result, then COPY's (PGRES_COPY_IN) */
+    PGresult *c;
+    bool copying = false;
+    while (rc == 0 && !copying && (c = PQgetResult(pg))) {
+        if (PQresultStatus(c) == PGRES_COPY_IN)
+            copying = true;
+        else
+            rc = er_pg_check(s, c, "enqueue", err);
+        PQclear(c);
+    }
+    if (rc == 0 && !copying)
+        rc = er_pg_error(s, NULL, "enqueue", err);
+    if (copying) {
+        bool sent = rc == 0 && PQputCopyData(pg, rows.data, (int)rows.len) == 1 &&
+                    PQputCopyEnd(pg, NULL) == 1;
+        if (!sent)
+            PQputCopyEnd(pg, "errand: send failed");
+        /* COPY's result, then (when it worked) the release's and the
+         * queues statement's */
+        while ((c = PQgetResult(pg))) {
+            const char *state = PQresultErrorField(c, PG_DIAG_SQLSTATE);
+            if (rc == 0 && sent && state && strcmp(state, "23505") == 0)
+                *collided = true;
+            else if (rc == 0)
+                rc = sent ? er_pg_check(s, c, "enqueue", err)
+                          : er_pg_error(s, NULL, "enqueue", err);
+            PQclear(c);
+        }
+    } else {
+        while ((c = PQgetResult(pg)))
+            PQclear(c);
+    }
+    er_buf_fini(&rows);
+    if (rc == 0 && *collided)
+        rc = er_pg_simple(s, "ROLLBACK TO SAVEPOINT errand_bulk; RELEASE SAVEPOINT errand_bulk",
+                          "enqueue", NULL, err);
+    return rc;
+}
+
 int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicate,
                        er_tombstone_list *tombs, er_error *err)
 {
@@ -200,6 +325,20 @@ int er_pg_enqueue_many(er_store *s, const er_job *jobs, size_t n, bool *duplicat
     int rc = er_pg_op_begin(s, &own, err); /* the batch table empties at commit */
     if (rc < 0)
         return rc;
+    bool generated = true;
+    for (size_t i = 0; i < n && generated; i++)
+        generated = jobs[i].id_generated;
+    if (generated) {
+        bool collided;
+        rc = insert_direct(s, jobs, n, &collided, err);
+        if (rc == 0 && !collided) {
+            for (size_t i = 0; i < n; i++)
+                duplicate[i] = false;
+            return er_pg_op_end(s, own, rc, err);
+        }
+        if (rc < 0)
+            return er_pg_op_end(s, own, rc, err);
+    }
     PGresult *r = NULL;
     rc = s->c->bulk_table ? insert_copied(s, jobs, n, window, &r, err)
                           : insert_json(s, jobs, n, window, &r, err);

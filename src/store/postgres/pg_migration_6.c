@@ -18,8 +18,8 @@ const char er_pg_migration_6[] =
     " WHERE state = 1 AND grp IS NOT NULL;\n"
     "CREATE INDEX jobs_group_active ON jobs (queue, grp) WHERE state = 2 AND grp IS NOT NULL;\n"
     /* the jobs without a group, so the planner's looks at them are seeks
-     * in a queue of grouped jobs (jobs_waiting stays: lease_jobs, of every
-     * version, reads it) */
+     * in a queue of grouped jobs (jobs_waiting stayed for lease_jobs until
+     * migration 13) */
     "CREATE INDEX jobs_ungrouped ON jobs (queue, priority DESC, run_at, seq)\n"
     " WHERE state = 1 AND grp IS NULL;\n"
     "ALTER TABLE queues ADD COLUMN rate_tat bigint NOT NULL DEFAULT 0,\n"

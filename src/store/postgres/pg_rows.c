@@ -7,7 +7,9 @@
  */
 #include "store/postgres/pg_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int64_t er_pg_i64(const PGresult *res, int row, int col)
 {
@@ -66,14 +68,36 @@ static void copy_text(er_buf *b, const char *t, size_t n)
     er_buf_add(b, t + from, n - from);
 }
 
-void er_pg_job_copy_row(const er_job *j, int64_t ord, er_buf *b)
+/* v in decimal at out (room for 20 bytes); returns the length. */
+static size_t fmt_i64(char *out, int64_t v)
 {
-    er_buf_addf(b, "%lld", (long long)ord);
+    char tmp[20];
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t k = 0;
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = tmp[--n];
+    return k;
+}
+
+void er_pg_job_copy_row(const er_job *j, int64_t ord, er_pg_copy_memo *m, er_buf *b)
+{
+    char *p;
+    if (ord >= 0 && (p = er_buf_reserve(b, 21)) != NULL) {
+        size_t k = fmt_i64(p, ord);
+        p[k] = '\t';
+        er_buf_commit(b, k + 1);
+    }
     for (int i = 0; i < ER_JOB_NCOLS; i++) {
         const er_job_col *c = &er_job_cols[i];
         size_t n;
         const char *t;
-        er_buf_add(b, "\t", 1);
         switch (c->kind) {
         case ER_COL_STR:
         case ER_COL_TEXT:
@@ -84,15 +108,25 @@ void er_pg_job_copy_row(const er_job *j, int64_t ord, er_buf *b)
             else
                 er_buf_add(b, "\\N", 2);
             break;
-        case ER_COL_F64:
-            er_buf_addf(b, "%.17g", er_job_col_f64(j, c));
-            break;
-        default:
-            er_buf_addf(b, "%lld", (long long)er_job_col_int(j, c));
+        case ER_COL_F64: {
+            /* one printf a batch: a batch's jobs mostly share their jitter */
+            double v = er_job_col_f64(j, c);
+            if (!m->set || memcmp(&m->v, &v, sizeof v) != 0) {
+                int k = snprintf(m->text, sizeof m->text, "%.17g", v);
+                m->len = k > 0 && (size_t)k < sizeof m->text ? (size_t)k : 0;
+                m->v = v;
+                m->set = true;
+            }
+            er_buf_add(b, m->text, m->len);
             break;
         }
+        default:
+            if ((p = er_buf_reserve(b, 20)) != NULL)
+                er_buf_commit(b, fmt_i64(p, er_job_col_int(j, c)));
+            break;
+        }
+        er_buf_add(b, i + 1 < ER_JOB_NCOLS ? "\t" : "\n", 1);
     }
-    er_buf_add(b, "\n", 1);
 }
 
 int er_pg_row_job(const PGresult *res, int row, int c0, er_job *j, er_error *err)

@@ -325,6 +325,8 @@ const char *const er_pg_migrations[] = {
     er_pg_migration_11,
     /* 12: a Faktory unique job's lock token (docs/faktory.md, "Unique jobs") */
     "ALTER TABLE jobs ADD COLUMN unique_token text;",
+    /* 13: jobs_waiting dropped, the fetch functions without it (pg_migration_13.c) */
+    er_pg_migration_13,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -344,6 +346,7 @@ const char *const er_pg_migration_names[] = {
     "the fetch function under the reply budget (lease_jobs2)",
     "the Faktory worker registry",
     "a Faktory unique job's lock token",
+    "one index fewer for waiting jobs (jobs_waiting dropped)",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],
