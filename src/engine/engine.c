@@ -314,7 +314,7 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
     if (reqs || maint || w->parked) {
         rc = e->ops->begin(x->store, &err);
         if (rc == 0 && maint)
-            rc = er_exec_maintenance(x, now, retention);
+            rc = er_exec_maintenance(x, now, retention, &err);
         /* runs of enqueues share one store call */
         for (er_req *r = reqs, *next; rc == 0 && r; r = next) {
             rc = er_exec_write_run(x, r, &next, now);
@@ -343,7 +343,8 @@ static void writer_batch(worker *w, er_req *reqs, bool maint, bool retention)
         if (rc < 0) {
             e->ops->rollback(x->store);
             atomic_fetch_add(&e->commit_failures, 1);
-            ER_LOG(ER_LOG_ERROR, NULL, "commit of %zu requests failed: %s", n, err.message);
+            ER_LOG(ER_LOG_ERROR, NULL, "commit of %zu requests failed: %s", n,
+                   err.message[0] ? err.message : er_error_code_name(rc));
             fail_all(reqs, rc == ER_EFULL ? ER_EFULL : ER_EUNAVAIL, &err);
             /* parked fetches stay parked; what they leased was rolled back */
             for (er_req *r = w->parked; r; r = r->next)

@@ -647,13 +647,12 @@ void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now)
     req->rc = rc;
 }
 
-int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
+int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention, er_error *err)
 {
-    er_error err;
     char **names = NULL;
     size_t n = 0;
     int count = 0;
-    int rc = x->ops->promote(x->store, now, MAINT_LIMIT, &count, &names, &n, &err);
+    int rc = x->ops->promote(x->store, now, MAINT_LIMIT, &count, &names, &n, err);
     if (rc < 0)
         return rc;
     x->promoted += count;
@@ -661,7 +660,7 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
     names = NULL;
     n = 0;
     size_t had = x->reaped_jobs.len;
-    rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &x->reaped_jobs, &err);
+    rc = x->ops->reap(x->store, now, MAINT_LIMIT, &count, &names, &n, &x->reaped_jobs, err);
     if (rc < 0)
         return rc;
     x->reaped += count;
@@ -670,7 +669,7 @@ int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention)
         if (x->reaped_jobs.items[i].state == ER_STATE_DEAD)
             er_keys_add(&x->done, x->reaped_jobs.items[i].id);
     if (with_retention) {
-        rc = x->ops->retention(x->store, now, MAINT_LIMIT, &count, &err);
+        rc = x->ops->retention(x->store, now, MAINT_LIMIT, &count, err);
         if (rc == 0)
             rc = er_exec_ui_sweep(x, now);
         if (rc < 0)

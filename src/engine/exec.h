@@ -71,8 +71,9 @@ int er_exec_fetch_again(er_exec_ctx *x, er_req *req, int64_t now);
 void er_exec_read(er_exec_ctx *x, er_req *req, int64_t now);
 
 /* Maintenance in the writer's open transaction: promotion, reaping and,
- * when with_retention, retention. Returns 0 or a storage error. */
-int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention);
+ * when with_retention, retention. Returns 0 or a storage error (*err says
+ * what the store said, when it said anything). */
+int er_exec_maintenance(er_exec_ctx *x, int64_t now, bool with_retention, er_error *err);
 
 /* True for codes that mean the store failed (roll back, answer 503). */
 bool er_is_storage_error(int rc);
