@@ -286,6 +286,50 @@ Test(postgres, a_broken_connection_is_unavailable_then_reconnects)
     cr_assert_eq(state_of("k"), ER_STATE_WAITING);
 }
 
+/* Alters jobs.queue's collation under the running store, which changes
+ * the result type of every prepared statement that returns it. */
+static void alter_queue_collation(const char *collation)
+{
+    PGconn *c = raw();
+    char q[256];
+    snprintf(q, sizeof q, "ALTER TABLE %s.jobs ALTER COLUMN queue TYPE text COLLATE \"%s\"",
+             g_schema, collation);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQfinish(c);
+}
+
+/* A newer node's migration (or an operator) changes a result type under
+ * the server: the statement that meets it fails once, and the connection
+ * prepares its statements again, outside a transaction and inside one. */
+Test(postgres, a_result_type_changed_under_a_prepared_statement_is_prepared_again)
+{
+    put("j", "q", 0, T0, T0);
+    er_job g;
+    er_error err = {0};
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0, "%s", err.message);
+    er_job_fini(&g);
+    alter_queue_collation("C");
+    cr_assert_neq(OPS->get_job(S, "j", &g, &err), 0, "the plan should have gone stale");
+    cr_assert(strstr(err.message, "cached plan"), "%s", err.message);
+    err = (er_error){0};
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0, "%s", err.message);
+    cr_assert_str_eq(g.queue, "q");
+    er_job_fini(&g);
+
+    alter_queue_collation("default");
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    cr_assert_neq(OPS->get_job(S, "j", &g, &err), 0, "the plan should have gone stale");
+    OPS->rollback(S);
+    err = (er_error){0};
+    cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->get_job(S, "j", &g, &err), 0, "%s", err.message);
+    cr_assert_str_eq(g.queue, "q");
+    er_job_fini(&g);
+    put("k", "q", 0, T0, T0);
+    cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    cr_assert_eq(state_of("k"), ER_STATE_WAITING);
+}
+
 /* A direct COPY on a connection that broke inside the transaction fails
  * as unavailable and stores nothing; after the rollback the store
  * reconnects and the same batch goes in. */

@@ -9,6 +9,7 @@
  */
 #include "store/postgres/pg_int.h"
 #include "util/buf.h"
+#include "util/log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -141,6 +142,28 @@ int er_pg_check(er_store *s, PGresult *res, const char *what, er_error *err)
     return er_pg_error(s, res, what, err);
 }
 
+/* The schema changed under a prepared statement's result (a newer node's
+ * migration, an ALTER): PostgreSQL refuses it from then on. */
+static bool plan_stale(const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    return state && msg && strcmp(state, "0A000") == 0 &&
+           strstr(msg, "cached plan must not change result type");
+}
+
+/* Prepares every statement of c afresh at its next use, under new names:
+ * the failed transaction may not run DEALLOCATE, and the old statements go
+ * with the session. */
+static void statements_renew(er_pg_conn *c)
+{
+    c->gen++;
+    memset(c->prepared, 0, sizeof c->prepared);
+    ER_LOG(ER_LOG_WARN, NULL,
+           "postgres: the schema changed under a prepared statement; "
+           "this connection prepares its statements again");
+}
+
 int er_pg_exec(er_store *s, int id, const er_pg_params *p, PGresult **res, er_error *err)
 {
     *res = NULL;
@@ -150,8 +173,8 @@ int er_pg_exec(er_store *s, int id, const er_pg_params *p, PGresult **res, er_er
             return crc;
     }
     PGconn *pg = s->c->pg;
-    char name[16];
-    snprintf(name, sizeof name, "e%d", id);
+    char name[32];
+    snprintf(name, sizeof name, "e%d_%u", id, s->c->gen);
     if (!s->c->prepared[id]) {
         PGresult *r = PQprepare(pg, name, er_pg_sql[id], 0, NULL);
         int rc = er_pg_check(s, r, "prepare", err);
@@ -163,6 +186,8 @@ int er_pg_exec(er_store *s, int id, const er_pg_params *p, PGresult **res, er_er
     PGresult *r = PQexecPrepared(pg, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
     int rc = er_pg_check(s, r, "query", err);
     if (rc < 0) {
+        if (plan_stale(r))
+            statements_renew(s->c);
         PQclear(r);
         return rc;
     }
@@ -274,7 +299,7 @@ int er_pg_begin(er_store *s, er_error *err)
     er_pg_tx_caches_clear(s);
     PGresult *r = NULL;
     rc = er_pg_simple(s, "BEGIN; SELECT (extract(epoch FROM now()) * 1000)::bigint", "begin", &r,
-                err);
+                      err);
     if (rc < 0) {
         if (PQtransactionStatus(s->c->pg) != PQTRANS_IDLE)
             PQclear(PQexec(s->c->pg, "ROLLBACK"));

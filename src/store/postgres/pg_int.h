@@ -20,7 +20,7 @@
 #include "util/buf.h"
 #include "util/jsonw.h"
 
-/* Statement ids; er_pg_sql[id] is the text, prepared as "e<id>". */
+/* Statement ids; er_pg_sql[id] is the text, prepared as "e<id>_<gen>". */
 enum {
     ER_PG_INSERT_JOB,
     ER_PG_INSERT_MANY,
@@ -142,6 +142,7 @@ int64_t er_pg_tomb_window(const er_store *s, const er_job *job);
 typedef struct er_pg_conn {
     PGconn *pg;
     bool prepared[ER_PG_NSTMT];
+    unsigned gen;            /* in statement names: "e<id>_<gen>" (pg_exec.c) */
     bool maint_lock;         /* this session holds the maintenance advisory lock */
     bool bulk_table;         /* this session has its pg_temp.errand_bulk (pg_jobs.c) */
     struct er_pg_conn *next; /* idle list */
