@@ -105,6 +105,16 @@ void er_pg_array_fini(er_pg_array *a)
 
 /* ---- errors and statements ---- */
 
+/* The schema changed under a prepared statement's result (a newer node's
+ * migration, an ALTER): PostgreSQL refuses it from then on. */
+static bool plan_stale(const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    return state && msg && strcmp(state, "0A000") == 0 &&
+           strstr(msg, "cached plan must not change result type");
+}
+
 int er_pg_error(er_store *s, const PGresult *res, const char *what, er_error *err)
 {
     PGconn *pg = s && s->c ? s->c->pg : NULL;
@@ -121,6 +131,8 @@ int er_pg_error(er_store *s, const PGresult *res, const char *what, er_error *er
         code = ER_EFULL;
     else if (strcmp(state, "53200") == 0)
         code = ER_ENOMEM;
+    else if (plan_stale(res))
+        code = ER_EUNAVAIL; /* prepared again for the next try */
     else if (strncmp(state, "08", 2) == 0 || strncmp(state, "53", 2) == 0 ||
              strncmp(state, "57", 2) == 0 || strncmp(state, "58", 2) == 0 ||
              strncmp(state, "40", 2) == 0 || strncmp(state, "55", 2) == 0 ||
@@ -140,16 +152,6 @@ int er_pg_check(er_store *s, PGresult *res, const char *what, er_error *err)
     if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
         return 0;
     return er_pg_error(s, res, what, err);
-}
-
-/* The schema changed under a prepared statement's result (a newer node's
- * migration, an ALTER): PostgreSQL refuses it from then on. */
-static bool plan_stale(const PGresult *r)
-{
-    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    return state && msg && strcmp(state, "0A000") == 0 &&
-           strstr(msg, "cached plan must not change result type");
 }
 
 /* Prepares every statement of c afresh at its next use, under new names:
