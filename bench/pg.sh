@@ -8,7 +8,7 @@
 #     time (`errand bench --scenario bulk --connections 1`); processing with
 #     one bench/noop_worker at c=10 and c=50, default worker settings; and
 #     one node with two workers (c=10 each) against two nodes on the same
-#     schema with one worker each;
+#     schema with one worker each (with the machine's and the processes' CPU);
 #   - graphile-worker and pg-boss from the peers directory (PEERS, a copy
 #     of ../shared/bench/peers with node_modules), on the same cluster.
 # Every errand measurement uses a fresh schema. Prints JSON lines (also to
@@ -64,6 +64,13 @@ stop_nodes() {
     for p in $PIDS; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     PIDS=
 }
+# CPU: the machine's busy ticks and all ticks (/proc/stat), and the ticks
+# of the processes named (utime + stime, all threads); 100 ticks a second.
+machine_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9; exit}' /proc/stat; }
+proc_ticks() {
+    for p in "$@"; do cat "/proc/$p/stat" 2>/dev/null; done |
+        sed 's/^.*) //' | awk '{s += $12 + $13} END {print s + 0}'
+}
 tag() { sed "s|^{|{\"system\":\"errand\",\"build\":\"$1\",\"run\":$2,|"; }
 now_ms() { date +%s%3N; }
 
@@ -82,24 +89,39 @@ errand_round() { # BUILD RUN
         stop_nodes
     done
     # nodes: 1 = two workers on one node, 2 = one worker on each of two nodes.
-    # JOBS + 2000 are queued so neither worker can run out before its half.
+    # A worker stopping at its half still sends the outcomes its handlers
+    # finished (up to its prefetch, at most 10000, past the half), so JOBS +
+    # 12000 are queued: neither worker can run out before its half. A worker
+    # that has not finished in 300 s fails the run instead of hanging it.
     for nodes in 1 2; do
         schema="s${SEQ}x"
         start_node "$bin" "$schema"
         u1=$NODE_URL
         u2=$u1
         [ "$nodes" = 2 ] && { start_node "$bin" "$schema"; u2=$NODE_URL; }
-        "$bin" bench --server "$u1" --scenario bulk --queue m --jobs $((JOBS + 2000)) >/dev/null
+        "$bin" bench --server "$u1" --scenario bulk --queue m --jobs $((JOBS + 12000)) >/dev/null
+        nodes_pids=$PIDS
+        set -- "$1" "$2" $(machine_ticks) "$(proc_ticks $nodes_pids)" "$(proc_ticks $(pgrep -x postgres))"
         t0=$(now_ms)
-        "$w" --server "$u1" --queue m --concurrency 10 --jobs $((JOBS / 2)) --label a \
+        timeout 300 "$w" --server "$u1" --queue m --concurrency 10 --jobs $((JOBS / 2)) --label a \
             >"$TMP/a.json" &
         a=$!
-        "$w" --server "$u2" --queue m --concurrency 10 --jobs $((JOBS / 2)) --label b \
+        timeout 300 "$w" --server "$u2" --queue m --concurrency 10 --jobs $((JOBS / 2)) --label b \
             >"$TMP/b.json" &
         b=$!
         wait $a; wait $b
-        ms=$(($(now_ms) - t0))
-        emit "{\"system\":\"errand\",\"build\":\"$1\",\"run\":$2,\"label\":\"nodes-$nodes\",\"nodes\":$nodes,\"workers\":2,\"concurrency\":10,\"jobs\":$JOBS,\"ms\":$ms,\"jobs_per_s\":$((JOBS * 1000 / ms))}"
+        wall=$(($(now_ms) - t0))
+        # to the later worker's last acknowledged outcome (each worker's own
+        # "seconds", as in the process rows): releasing the prefetched jobs
+        # at its stop is not counted
+        ms=$(cat "$TMP/a.json" "$TMP/b.json" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' |
+            awk '$1 > m {m = $1} END {printf "%d", m * 1000}')
+        # over the whole wall time: busy share of both cores; errand's nodes
+        # and PostgreSQL in % of one core
+        cpu=$(echo "$3 $4 $5 $6 $(machine_ticks) $(proc_ticks $nodes_pids) $(proc_ticks $(pgrep -x postgres)) $wall" |
+            awk '{printf "\"machine_busy_pct\":%.1f,\"errand_cpu_pct\":%.1f,\"postgres_cpu_pct\":%.1f",
+                100 * ($5 - $1) / ($6 - $2), ($7 - $3) * 1000 / $9, ($8 - $4) * 1000 / $9}')
+        emit "{\"system\":\"errand\",\"build\":\"$1\",\"run\":$2,\"label\":\"nodes-$nodes\",\"nodes\":$nodes,\"workers\":2,\"concurrency\":10,\"jobs\":$JOBS,\"ms\":$ms,\"wall_ms\":$wall,\"jobs_per_s\":$((JOBS * 1000 / ms)),$cpu}"
         stop_nodes
     done
 }

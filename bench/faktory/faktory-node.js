@@ -11,6 +11,7 @@
 // against stub-server.js leave out latency (the stub hands out jobs nobody pushed).
 // BENCH_FK_WORKERS=W runs the processing with W Workers of concurrency c/W each
 // (a Worker fetches one job at a time; W of them fetch side by side).
+const fs = require('fs');
 const path = require('path');
 
 const REPO = path.resolve(__dirname, '..', '..');
@@ -26,7 +27,31 @@ const phases = new Set((process.env.BENCH_PHASES || 'enqueue_single,enqueue_bulk
 const out = (phase, extra) => C.emit({ system: label, phase, ...extra });
 let qseq = 0;
 const newQueue = (p) => `bench-${process.pid}-${p}-${qseq++}`;
-const job = (q, i) => ({ jobtype: 'j', queue: q, args: [{ n: i }] });
+// BENCH_FK_JIDS=seq: jids in push order, as the C client sends them (a
+// diagnostic of what the client's random jids cost the store's id index);
+// by default the client makes them (uuid v4).
+const SEQ_JIDS = process.env.BENCH_FK_JIDS === 'seq';
+const job = (q, i) => ({ ...(SEQ_JIDS ? { jid: `${q}-${String(i).padStart(9, '0')}` } : {}),
+  jobtype: 'j', queue: q, args: [{ n: i }] });
+// What the server wrote meanwhile (/proc/<pid>/io), per job: bytes passed
+// to write calls on files (wchar; sockets' sendto is not counted) and bytes
+// sent to the disk (write_bytes).
+function diskMeter(pid) {
+  const read = () => {
+    try {
+      const t = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+      return { w: Number(/wchar: (\d+)/.exec(t)[1]), d: Number(/write_bytes: (\d+)/.exec(t)[1]) };
+    } catch (e) { return null; }
+  };
+  const a = read();
+  return (jobs) => {
+    const b = read();
+    return !a || !b ? {} : {
+      server_wchar_per_job: Math.round((b.w - a.w) / jobs),
+      server_disk_bytes_per_job: Math.round((b.d - a.d) / jobs),
+    };
+  };
+}
 
 async function bulkFill(client, q) {
   for (let b = 0; b < C.N; b += C.BULK) {
@@ -54,10 +79,11 @@ async function main() {
   const client = new Client({ url, poolSize: C.ENQ_CONC });
   if (phases.has('enqueue_single')) {
     const q = newQueue('enq1');
-    const m = C.cpuMeter(serverPid); const t0 = C.nowMs();
+    const m = C.cpuMeter(serverPid); const d = diskMeter(serverPid); const t0 = C.nowMs();
     await C.runConcurrent(C.N, C.ENQ_CONC, (i) => client.push(job(q, i)));
     const ms = C.nowMs() - t0;
-    out('enqueue_single', { jobs: C.N, conc: C.ENQ_CONC, ms, jobs_per_s: C.rate(C.N, ms), ...m() });
+    out('enqueue_single', { jobs: C.N, conc: C.ENQ_CONC, jids: SEQ_JIDS ? 'seq' : undefined, ms,
+      jobs_per_s: C.rate(C.N, ms), ...m(), ...d(C.N) });
   }
   if (phases.has('enqueue_bulk')) {
     const q = newQueue('enqb');

@@ -11,7 +11,9 @@
 # bench/faktory/faktory_bench.c (cmake -DERRAND_BENCH_FAKTORY=ON; FAKTORY_BENCH
 # names the binary). errand-faktory-w and stub-w: the processing rows with c
 # Workers of concurrency 1 (BENCH_FK_WORKERS). errand-faktory-nopf: errand-faktory
-# with --faktory-prefetch 1 (no prefetch). errand-faktory-nosync: errand-faktory
+# with --faktory-prefetch 1 (no prefetch). errand-faktory-seqjid: errand-faktory's
+# single pushes with jids in push order instead of the client's uuids, a
+# diagnostic of the id index's share. errand-faktory-nosync: errand-faktory
 # with --durability normal, a diagnostic of the disk's share (never a result). Appends JSON lines to bench/results/faktory-<time>.jsonl
 # and prints the peers' median table.
 #
@@ -85,6 +87,12 @@ for r in $(seq "$RUNS"); do
         errand-faktory)
             start_errand
             timeout 900 node bench/faktory/faktory-node.js errand-faktory "$pid" "$fk_url" >>"$raw"
+            stop ;;
+        errand-faktory-seqjid)
+            # diagnostic only: the pushes with jids in push order, not uuids
+            start_errand
+            BENCH_PHASES=enqueue_single BENCH_FK_JIDS=seq \
+                timeout 900 node bench/faktory/faktory-node.js errand-faktory-seqjid "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-nopf)
             start_errand --faktory-prefetch 1
