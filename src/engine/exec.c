@@ -326,6 +326,31 @@ static int exec_fails(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64_t n
     return rc;
 }
 
+/* Applies acks[i..j), all releases, with one ops->release_many call; a
+ * released job's queue is woken, as it is ready again at once. */
+static int exec_releases(er_exec_ctx *x, er_req *req, size_t i, size_t j, int64_t now)
+{
+    er_release_item *items = calloc(j - i, sizeof *items);
+    if (!items)
+        return er_error_set(&req->err, ER_ENOMEM, "", "out of memory");
+    for (size_t k = i; k < j; k++) {
+        er_ack *a = &req->acks[k];
+        er_error_clear(&a->err);
+        items[k - i] = (er_release_item){.id = a->id, .token = a->token, .err = &a->err};
+    }
+    int rc = x->ops->release_many(x->store, items, j - i, now, &req->err);
+    for (size_t k = i; k < j; k++) {
+        if (rc == 0) {
+            req->acks[k].rc = items[k - i].rc;
+            if (items[k - i].rc == 0 && items[k - i].queue)
+                er_wake_add(&x->wake, items[k - i].queue, 1);
+        }
+        free(items[k - i].queue);
+    }
+    free(items);
+    return rc;
+}
+
 /* Gives back the unique locks of the jobs acks completed, whoever sent
  * the ack (Faktory or HTTP), with the token the store read from the job.
  * A lock already given back, or taken again by a twin under a new token,
@@ -344,21 +369,24 @@ static int release_unique(er_exec_ctx *x, er_req *req, int64_t now)
 }
 
 /* Applies acks in order; each item's logical error stays on the item. A
- * run of completes goes to ops->complete_many, and a run of failures to
- * ops->fail_many, when the store has it. */
+ * run of completes goes to ops->complete_many, a run of failures to
+ * ops->fail_many, and a run of releases to ops->release_many, when the
+ * store has it. */
 static int exec_acks(er_exec_ctx *x, er_req *req, int64_t now)
 {
     for (size_t i = 0; i < req->nacks; i++) {
         er_ack *a = &req->acks[i];
         bool many = (a->kind == ER_ACK_COMPLETE && x->ops->complete_many) ||
-                    (a->kind == ER_ACK_FAIL && x->ops->fail_many);
+                    (a->kind == ER_ACK_FAIL && x->ops->fail_many) ||
+                    (a->kind == ER_ACK_RELEASE && x->ops->release_many);
         if (many) {
             size_t j = i + 1;
             while (j < req->nacks && req->acks[j].kind == a->kind)
                 j++;
             if (j - i > 1) {
                 int rc = a->kind == ER_ACK_COMPLETE ? exec_completes(x, req, i, j, now)
-                                                    : exec_fails(x, req, i, j, now);
+                         : a->kind == ER_ACK_FAIL   ? exec_fails(x, req, i, j, now)
+                                                    : exec_releases(x, req, i, j, now);
                 if (rc < 0)
                     return rc;
                 i = j - 1;

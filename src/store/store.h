@@ -276,6 +276,15 @@ typedef struct er_fail_item {
     er_ack_info *info;         /* borrowed: receives what fail() would tell; may be NULL */
 } er_fail_item;
 
+/* One release for ops->release_many. */
+typedef struct er_release_item {
+    const char *id;    /* borrowed */
+    const char *token; /* borrowed, may be NULL */
+    int rc;            /* out: 0, ER_ESTALE or ER_ENOTFOUND, as release() */
+    er_error *err;     /* borrowed: receives the item's error; may be NULL */
+    char *queue;       /* out, malloc'd: the released job's queue (rc 0 only) */
+} er_release_item;
+
 /* ---- the Faktory worker registry (docs/faktory.md, "Workers") ---- */
 
 /* What an operator told a worker process; only ever raised (a terminate
@@ -491,6 +500,13 @@ typedef struct er_store_ops {
      * back). */
     int (*fail_many)(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
                      er_error *err);
+
+    /* Optional, NULL when a store has none (the engine then calls release
+     * per item): has the effect of calling release for items[0..n) in
+     * order, each item's logical error in items[i].rc and *items[i].err.
+     * Returns 0, or a storage error (roll back). */
+    int (*release_many)(er_store *s, er_release_item *items, size_t n, int64_t now,
+                        er_error *err);
 
     /* ---- schedulers, leases, cursors (docs/cron.md, docs/leases.md) ----
      * A store may leave these NULL; the engine then answers "not supported

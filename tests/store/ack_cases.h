@@ -131,6 +131,78 @@ Test(conformance, complete_many_with_a_repeated_id_lets_the_first_win)
     er_job_list_fini(&l);
 }
 
+/* ---- release_many ---- */
+
+static void release_items(er_release_item *it, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(it[i].queue);
+}
+
+Test(conformance, release_many_releases_a_batch_as_release_does)
+{
+    if (!OPS->release_many)
+        return;
+    er_job_list l = {0};
+    lease_n(5, &l);
+    er_error err = {0};
+    /* c4 is completed before the batch */
+    cr_assert_eq(OPS->complete(S, "c4", l.items[4].lease_token, NULL, T0, NULL, &err), 0);
+    er_error e[6];
+    memset(e, 0, sizeof e);
+    er_release_item it[6] = {
+        {.id = "c0", .token = l.items[0].lease_token, .err = &e[0]},
+        {.id = "c1", .token = "not-the-token", .err = &e[1]},
+        {.id = "nope", .token = l.items[2].lease_token, .err = &e[2]},
+        {.id = "c2", .token = l.items[2].lease_token, .err = &e[3]},
+        {.id = "c4", .token = l.items[4].lease_token, .err = &e[4]},
+        {.id = "c3", .token = NULL, .err = &e[5]},
+    };
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->release_many(S, it, 6, T0 + 7, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    cr_assert_eq(it[0].rc, 0);
+    cr_assert_str_eq(it[0].queue, "q");
+    cr_assert_eq(it[1].rc, ER_ESTALE);
+    cr_assert_str_eq(e[1].field, "lease_token");
+    cr_assert_null(it[1].queue);
+    cr_assert_eq(it[2].rc, ER_ENOTFOUND);
+    cr_assert_str_eq(e[2].field, "id");
+    cr_assert_eq(it[3].rc, 0);
+    cr_assert_eq(it[4].rc, ER_ESTALE);
+    cr_assert_not_null(strstr(e[4].message, "is completed"), "%s", e[4].message);
+    cr_assert_eq(it[5].rc, ER_ESTALE);
+    cr_assert_eq(state_of("c0"), ER_STATE_WAITING);
+    cr_assert_eq(state_of("c1"), ER_STATE_ACTIVE);
+    cr_assert_eq(state_of("c2"), ER_STATE_WAITING);
+    cr_assert_eq(state_of("c3"), ER_STATE_ACTIVE);
+    cr_assert_eq(state_of("c4"), ER_STATE_COMPLETED);
+    /* as release: the attempt is not counted, the lease is gone */
+    er_job j;
+    cr_assert_eq(OPS->get_job(S, "c0", &j, &err), 0);
+    cr_assert_eq(j.attempts, 0);
+    cr_assert_null(j.lease_token);
+    cr_assert_eq(j.updated_at, T0 + 7);
+    er_job_fini(&j);
+    release_items(it, 6);
+    /* a repeated id: the first wins, the second is refused */
+    er_job_list l2 = {0};
+    cr_assert_eq(fetch1("q", 1, T0, &l2), 1);
+    er_release_item it2[2] = {
+        {.id = l2.items[0].id, .token = l2.items[0].lease_token, .err = &e[0]},
+        {.id = l2.items[0].id, .token = l2.items[0].lease_token, .err = &e[1]},
+    };
+    cr_assert_eq(OPS->begin(S, &err), 0);
+    cr_assert_eq(OPS->release_many(S, it2, 2, T0 + 8, &err), 0, "%s", err.message);
+    cr_assert_eq(OPS->commit(S, &err), 0);
+    cr_assert_eq(it2[0].rc, 0);
+    cr_assert_eq(it2[1].rc, ER_ESTALE);
+    cr_assert_eq(state_of(l2.items[0].id), ER_STATE_WAITING);
+    release_items(it2, 2);
+    er_job_list_fini(&l2);
+    er_job_list_fini(&l);
+}
+
 /* ---- fail_many ---- */
 
 static er_fail_item fitem(const char *id, const char *token, const er_failure *f, er_error *e,

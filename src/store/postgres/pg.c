@@ -445,6 +445,7 @@ const er_store_ops er_postgres_ops = {
     .fail_many = er_pg_fail_many,
     .fail = er_pg_fail,
     .release = er_pg_release,
+    .release_many = er_pg_release_many,
     .get_job = er_pg_get_job,
     .cancel = er_pg_cancel,
     .move_scheduled = er_pg_move_scheduled,

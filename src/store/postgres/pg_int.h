@@ -55,6 +55,7 @@ enum {
     ER_PG_COMPLETE,
     ER_PG_COMPLETE_MANY,
     ER_PG_RELEASE,
+    ER_PG_RELEASE_MANY,
     ER_PG_FAIL_APPLY,
     ER_PG_FAIL_LOCK_MANY,
     ER_PG_FAIL_APPLY_MANY,
@@ -344,6 +345,8 @@ int er_pg_fail(er_store *s, const char *id, const char *token, const er_failure 
 int er_pg_fail_many(er_store *s, er_fail_item *items, size_t n, int64_t now, er_rand *r,
                     er_error *err);
 int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, er_error *err);
+int er_pg_release_many(er_store *s, er_release_item *items, size_t n, int64_t now,
+                       er_error *err);
 int er_pg_get_job(er_store *s, const char *id, er_job *out, er_error *err);
 int er_pg_cancel(er_store *s, const char *id, int64_t now, er_job *out, er_error *err);
 int er_pg_move_scheduled(er_store *s, const char *id, const char *last_error, int64_t now,

@@ -551,6 +551,93 @@ int er_pg_release(er_store *s, const char *id, const char *token, int64_t now, e
     return er_pg_op_end(s, own, rc, err);
 }
 
+/* The queue of job id, malloc'd, or NULL (none, or no memory). */
+static char *queue_of(er_store *s, const char *id)
+{
+    er_job j;
+    er_job_init(&j);
+    char *q = er_pg_get_job(s, id, &j, NULL) == 0 && j.queue ? strdup(j.queue) : NULL;
+    er_job_fini(&j);
+    return q;
+}
+
+/* One release per item, in order (a repeated id, or no memory for the
+ * arrays). */
+static int release_each(er_store *s, er_release_item *items, size_t n, int64_t now,
+                        er_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        er_error tmp, *e = items[i].err ? items[i].err : &tmp;
+        int rc = er_pg_release(s, items[i].id, items[i].token, now, e);
+        if (rc < 0 && rc != ER_ESTALE && rc != ER_ENOTFOUND) {
+            if (err)
+                *err = *e;
+            return rc;
+        }
+        items[i].rc = rc;
+        if (rc == 0)
+            items[i].queue = queue_of(s, items[i].id);
+    }
+    return 0;
+}
+
+/* One UPDATE ... FROM unnest for the batch, as er_pg_complete_many. */
+int er_pg_release_many(er_store *s, er_release_item *items, size_t n, int64_t now,
+                       er_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        items[i].rc = 0;
+        items[i].queue = NULL;
+    }
+    if (n < 2 || !items_distinct(items, sizeof *items, n))
+        return release_each(s, items, n, now, err);
+    er_pg_array ids = {0}, tokens = {0};
+    for (size_t i = 0; i < n; i++) {
+        er_pg_array_str(&ids, items[i].id);
+        er_pg_array_str(&tokens, items[i].token ? items[i].token : "");
+    }
+    const char *a = er_pg_array_done(&ids), *b = er_pg_array_done(&tokens);
+    int rc;
+    if (!a || !b) {
+        rc = release_each(s, items, n, now, err);
+        goto out;
+    }
+    bool own;
+    if ((rc = er_pg_op_begin(s, &own, err)) < 0)
+        goto out;
+    er_pg_params p = {0};
+    er_pg_p_str(&p, a);
+    er_pg_p_str(&p, b);
+    er_pg_p_i64(&p, er_pg_now(s, now));
+    PGresult *r = NULL;
+    rc = er_pg_exec(s, ER_PG_RELEASE_MANY, &p, &r, err);
+    if (rc == 0 && (size_t)PQntuples(r) != n)
+        rc = er_error_set(err, ER_EINTERNAL, "store", "release: %d rows for %zu items",
+                          PQntuples(r), n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int row = (int)i;
+        er_error tmp;
+        if (strcmp(PQgetvalue(r, row, 0), "t") != 0) {
+            items[i].rc = er_job_lease_refused(!PQgetisnull(r, row, 1),
+                                               (er_state)er_pg_i64(r, row, 1), items[i].id,
+                                               items[i].err ? items[i].err : &tmp);
+            continue;
+        }
+        items[i].queue = strdup(PQgetvalue(r, row, 2));
+    }
+    PQclear(r);
+    rc = er_pg_op_end(s, own, rc, err);
+out:
+    er_pg_array_fini(&ids);
+    er_pg_array_fini(&tokens);
+    if (rc < 0)
+        for (size_t i = 0; i < n; i++) {
+            free(items[i].queue);
+            items[i].queue = NULL;
+        }
+    return rc;
+}
+
 /* The decision for the job in row `row` of a GET_JOB_LOCK result (NULL:
  * no such job): *lease gets the item's logical error (stale, not found)
  * when its lease is not `token`'s, else *o, *run_at (the run_at to store),

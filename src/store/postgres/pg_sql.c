@@ -618,6 +618,16 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                       " updated_at = $1, " CLEAR_LEASE
                       " WHERE id = $2 AND state = 2 AND lease_token = $3"
                       " RETURNING notify_ready(queue))" LEASE_REPORT("$2"),
+    /* $1 ids (distinct), $2 tokens, $3 now. One row per item in order:
+     * applied, the job's state before (NULL: no such job), its queue. */
+    [ER_PG_RELEASE_MANY] =
+        "WITH x AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(id, token, i)),"
+        " u AS (UPDATE jobs j SET state = 1, attempts = greatest(j.attempts - 1, 0),"
+        " updated_at = $3::bigint, " CLEAR_LEASE " FROM x"
+        " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token"
+        " RETURNING j.id, notify_ready(j.queue))"
+        " SELECT u.id IS NOT NULL, c.state, c.queue FROM x LEFT JOIN u ON u.id = x.id"
+        " LEFT JOIN jobs c ON c.id = x.id ORDER BY x.i",
     /* $8 > 0: a throttled failure pauses the queue until then */
     [ER_PG_FAIL_APPLY] =
         "WITH t AS (INSERT INTO queues (name, throttled_until) SELECT queue, $8::bigint FROM jobs"
