@@ -478,6 +478,52 @@ static int complete_each(er_store *s, er_complete_item *items, size_t n, int64_t
     return 0;
 }
 
+/* Row `row` of a batch ack's answer: true when the item's update applied,
+ * else *rc gets er_job_lease_refused's answer from its state before
+ * (column 1; NULL: no such job). */
+static bool batch_row_applied(PGresult *r, int row, const char *id, er_error *e, int *rc)
+{
+    if (strcmp(PQgetvalue(r, row, 0), "t") == 0)
+        return true;
+    er_error tmp;
+    *rc = er_job_lease_refused(!PQgetisnull(r, row, 1), (er_state)er_pg_i64(r, row, 1), id,
+                               e ? e : &tmp);
+    return false;
+}
+
+/* Runs a batch ack's statement (params p) in the store's op; it answers
+ * one row per item, in order, which row_fn(items, i, r) reads. */
+static int batch_ack(er_store *s, int stmt, er_pg_params *p, size_t n,
+                     void (*row_fn)(void *items, size_t i, PGresult *r), void *items,
+                     er_error *err)
+{
+    bool own;
+    int rc = er_pg_op_begin(s, &own, err);
+    if (rc < 0)
+        return rc;
+    PGresult *r = NULL;
+    rc = er_pg_exec(s, stmt, p, &r, err);
+    if (rc == 0 && (size_t)PQntuples(r) != n)
+        rc = er_error_set(err, ER_EINTERNAL, "store", "batch ack: %d rows for %zu items",
+                          PQntuples(r), n);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        row_fn(items, i, r);
+    PQclear(r);
+    return er_pg_op_end(s, own, rc, err);
+}
+
+static void complete_row(void *items, size_t i, PGresult *r)
+{
+    er_complete_item *it = (er_complete_item *)items + i;
+    int row = (int)i;
+    if (!batch_row_applied(r, row, it->id, it->err, &it->rc))
+        return;
+    er_ack_info_set(it->info, PQgetvalue(r, row, 2), PQgetvalue(r, row, 3),
+                    PQgetisnull(r, row, 4) ? NULL : PQgetvalue(r, row, 4),
+                    (int)er_pg_i64(r, row, 5), er_pg_i64(r, row, 6), er_pg_i64(r, row, 7));
+    er_ack_info_set_unique(it->info, PQgetisnull(r, row, 8) ? NULL : PQgetvalue(r, row, 8));
+}
+
 /* One UPDATE ... FROM unnest for the batch: each item's lease token is
  * checked on its own row, and each item gets the answer complete() would
  * give (the ids are distinct, so no item sees another's change). */
@@ -501,35 +547,12 @@ int er_pg_complete_many(er_store *s, er_complete_item *items, size_t n, int64_t 
         rc = complete_each(s, items, n, now, err);
         goto out;
     }
-    bool own;
-    if ((rc = er_pg_op_begin(s, &own, err)) < 0)
-        goto out;
     er_pg_params p = {0};
     er_pg_p_str(&p, a);
     er_pg_p_str(&p, b);
     er_pg_p_str(&p, c);
     er_pg_p_i64(&p, er_pg_now(s, now));
-    PGresult *r = NULL;
-    rc = er_pg_exec(s, ER_PG_COMPLETE_MANY, &p, &r, err);
-    if (rc == 0 && (size_t)PQntuples(r) != n)
-        rc = er_error_set(err, ER_EINTERNAL, "store", "complete: %d rows for %zu items",
-                          PQntuples(r), n);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        int row = (int)i;
-        er_error tmp;
-        if (strcmp(PQgetvalue(r, row, 0), "t") != 0) {
-            items[i].rc = er_job_lease_refused(!PQgetisnull(r, row, 1),
-                                               (er_state)er_pg_i64(r, row, 1), items[i].id,
-                                               items[i].err ? items[i].err : &tmp);
-            continue;
-        }
-        er_ack_info_set(items[i].info, PQgetvalue(r, row, 2), PQgetvalue(r, row, 3),
-                        PQgetisnull(r, row, 4) ? NULL : PQgetvalue(r, row, 4),
-                        (int)er_pg_i64(r, row, 5), er_pg_i64(r, row, 6), er_pg_i64(r, row, 7));
-        er_ack_info_set_unique(items[i].info, PQgetisnull(r, row, 8) ? NULL : PQgetvalue(r, row, 8));
-    }
-    PQclear(r);
-    rc = er_pg_op_end(s, own, rc, err);
+    rc = batch_ack(s, ER_PG_COMPLETE_MANY, &p, n, complete_row, items, err);
 out:
     er_pg_array_fini(&ids);
     er_pg_array_fini(&tokens);
@@ -581,6 +604,13 @@ static int release_each(er_store *s, er_release_item *items, size_t n, int64_t n
     return 0;
 }
 
+static void release_row(void *items, size_t i, PGresult *r)
+{
+    er_release_item *it = (er_release_item *)items + i;
+    if (batch_row_applied(r, (int)i, it->id, it->err, &it->rc))
+        it->queue = strdup(PQgetvalue(r, (int)i, 2));
+}
+
 /* One UPDATE ... FROM unnest for the batch, as er_pg_complete_many. */
 int er_pg_release_many(er_store *s, er_release_item *items, size_t n, int64_t now,
                        er_error *err)
@@ -602,31 +632,11 @@ int er_pg_release_many(er_store *s, er_release_item *items, size_t n, int64_t no
         rc = release_each(s, items, n, now, err);
         goto out;
     }
-    bool own;
-    if ((rc = er_pg_op_begin(s, &own, err)) < 0)
-        goto out;
     er_pg_params p = {0};
     er_pg_p_str(&p, a);
     er_pg_p_str(&p, b);
     er_pg_p_i64(&p, er_pg_now(s, now));
-    PGresult *r = NULL;
-    rc = er_pg_exec(s, ER_PG_RELEASE_MANY, &p, &r, err);
-    if (rc == 0 && (size_t)PQntuples(r) != n)
-        rc = er_error_set(err, ER_EINTERNAL, "store", "release: %d rows for %zu items",
-                          PQntuples(r), n);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        int row = (int)i;
-        er_error tmp;
-        if (strcmp(PQgetvalue(r, row, 0), "t") != 0) {
-            items[i].rc = er_job_lease_refused(!PQgetisnull(r, row, 1),
-                                               (er_state)er_pg_i64(r, row, 1), items[i].id,
-                                               items[i].err ? items[i].err : &tmp);
-            continue;
-        }
-        items[i].queue = strdup(PQgetvalue(r, row, 2));
-    }
-    PQclear(r);
-    rc = er_pg_op_end(s, own, rc, err);
+    rc = batch_ack(s, ER_PG_RELEASE_MANY, &p, n, release_row, items, err);
 out:
     er_pg_array_fini(&ids);
     er_pg_array_fini(&tokens);
