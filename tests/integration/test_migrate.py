@@ -203,15 +203,15 @@ class SqliteMigrate(unittest.TestCase):
             self.assertEqual(self.version(), LATEST, args)
 
 
-LAST_STEP = "one index fewer for waiting jobs (jobs_waiting dropped)"
+LAST_STEP = "jobs_queue_state by queue in byte order, which fetches cannot take"
 
 
 @unittest.skipIf(PG_SKIP, PG_SKIP_WHY)
 class PostgresMigrate(unittest.TestCase):
     """A schema one step behind this binary: the current schema with its
-    last migration undone (the index jobs_waiting made again, its row
-    taken out; the fetch functions it replaced in place stay, and the
-    step replaces them again)."""
+    last migration undone (jobs_queue_state keyed by the queue in the
+    default collation again, its row taken out; queue_states2, which it
+    replaced in place, stays, and the step replaces it again)."""
 
     def setUp(self):
         if not PG_URL or not psql_bin():
@@ -223,8 +223,8 @@ class PostgresMigrate(unittest.TestCase):
         self.latest = int(re.search(r"schema version (\d+)", out).group(1))
         # a server ran on it and wrote its limits
         Server(store=self.store, args=["--payload-max", "777777"]).start().cleanup()
-        psql('CREATE INDEX jobs_waiting ON "{0}".jobs (queue, priority DESC, run_at, seq)'
-             ' WHERE state = 1; DELETE FROM "{0}".migrations WHERE '
+        psql('DROP INDEX "{0}".jobs_queue_state; CREATE INDEX jobs_queue_state ON "{0}".jobs'
+             ' (queue, state, seq); DELETE FROM "{0}".migrations WHERE '
              'version = {1}'.format(self.schema, self.latest))
 
     def tearDown(self):
@@ -252,8 +252,9 @@ class PostgresMigrate(unittest.TestCase):
                           "schema version %d (was %d)" % (self.latest, self.latest - 1)])
         self.assertEqual(psql('SELECT payload_max FROM "%s".limits' % self.schema),
                          [["777777"]])
-        self.assertEqual(psql("SELECT count(*) FROM pg_indexes WHERE schemaname = '%s'"
-                              " AND indexname = 'jobs_waiting'" % self.schema), [["0"]])
+        self.assertEqual(psql("SELECT indexdef LIKE '%%(queue COLLATE \"C\", state, seq)'"
+                              " FROM pg_indexes WHERE schemaname = '%s'"
+                              " AND indexname = 'jobs_queue_state'" % self.schema), [["t"]])
         s = Server(store=self.store, args=["--no-auto-migrate"]).start()
         try:
             st, body, _ = s.enqueue("q", {"name": "n"})

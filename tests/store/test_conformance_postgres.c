@@ -1512,3 +1512,76 @@ Test(postgres, a_version_12_schema_loses_jobs_waiting_and_its_fetches_lease_the_
     er_job_list_fini(&l);
     drop_old(c, s, old, role);
 }
+
+/* The indexes of schema `name`'s jobs table keyed first by the queue in
+ * the default collation, the way a fetch names it, by name. */
+static void plain_queue_indexes(PGconn *c, const char *name, char *out, size_t n)
+{
+    char q[1024];
+    snprintf(q, sizeof q,
+             "SELECT string_agg(x.relname, ' ' ORDER BY x.relname) FROM pg_index i"
+             " JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_attribute a"
+             " ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+             " WHERE i.indrelid = '%s.jobs'::regclass AND a.attname = 'queue'"
+             " AND i.indcollation[0] <> (SELECT oid FROM pg_collation WHERE collname = 'C')",
+             name);
+    PGresult *r;
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    snprintf(out, n, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+}
+
+/* Migration 14 keys jobs_queue_state by the queue in byte order: a fetch
+ * (queue = ..., default collation) can then seek a queue's waiting jobs
+ * only through jobs_ungrouped and jobs_grouped, already in fetch order,
+ * never through jobs_queue_state and a sort of them all, whatever the
+ * statistics say. The statements that count and list by state still
+ * take it, and queue_states2 (replaced in place) counts a limited
+ * queue's active jobs. */
+Test(postgres, a_version_13_schema_keeps_jobs_queue_state_out_of_the_fetchs_reach)
+{
+    PGconn *c = raw();
+    char old[80], q[2048], role[64], names[512];
+    old_schema(c, 13, old, role);
+    plain_queue_indexes(c, old, names, sizeof names);
+    cr_assert_str_eq(names,
+                     "jobs_completed jobs_dead_queue jobs_group_active jobs_grouped"
+                     " jobs_queue_state jobs_ungrouped",
+                     "version 13");
+    long long t = (long long)er_now_ms() - 100000;
+    snprintf(q, sizeof q,
+             OLD_JOB_INSERT ") SELECT id, 'm', 'n', '{}', st, 0, %lld, 8, 0, 2000, 900000, 0.5,"
+             " 30000, id, %lld, %lld FROM (VALUES ('w1', 1), ('w2', 1), ('a1', 2), ('d1', 3))"
+             " AS v(id, st); INSERT INTO queues (name, concurrency) VALUES ('m', 5);"
+             " DROP ROLE IF EXISTS %s; CREATE ROLE %s; RESET search_path",
+             t, t, t, role, role);
+    cr_assert_eq(sql(c, q, NULL), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+
+    er_store *s = open_migrated(c, old);
+    plain_queue_indexes(c, old, names, sizeof names);
+    cr_assert_str_eq(names,
+                     "jobs_completed jobs_dead_queue jobs_group_active jobs_grouped"
+                     " jobs_ungrouped",
+                     "version 14: a fetch's queue = takes only the state indexes");
+    snprintf(q, sizeof q, "SELECT active FROM %s.queue_states2(ARRAY['m'])", old);
+    cr_assert_eq(one_int(c, q), 1, "queue_states2 counts the active job");
+    /* a listing by state in seq order takes the index (no table scan
+     * allowed, so the choice is among indexes) */
+    PGresult *r;
+    snprintf(q, sizeof q,
+             "SET enable_seqscan = off; EXPLAIN SELECT seq FROM %s.jobs j WHERE j.queue"
+             " COLLATE \"C\" = 'm' AND j.state = 1 AND j.seq > 0 ORDER BY j.seq LIMIT 10",
+             old);
+    cr_assert_eq(sql(c, q, &r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    char plan[2048] = "";
+    for (int i = 0; i < PQntuples(r); i++)
+        snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s\n", PQgetvalue(r, i, 0));
+    PQclear(r);
+    cr_assert(strstr(plan, "jobs_queue_state"), "%s", plan);
+    PQclear(PQexec(c, "RESET enable_seqscan"));
+    snprintf(q, sizeof q,
+             "SELECT count(*) FROM %s.jobs j WHERE j.queue COLLATE \"C\" = 'm' AND j.state = 1",
+             old);
+    cr_assert_eq(one_int(c, q), 2);
+    drop_old(c, s, old, role);
+}

@@ -122,6 +122,7 @@ extern const char er_pg_migration_6[];
 extern const char er_pg_migration_10[];
 extern const char er_pg_migration_11[];
 extern const char er_pg_migration_13[];
+extern const char er_pg_migration_14[];
 extern const char *const er_pg_migrations[];
 extern const char *const er_pg_migration_names[]; /* one a step, for errand migrate */
 extern const int er_pg_schema_version;

@@ -12,6 +12,7 @@
  * stay for servers of the previous version during a rolling upgrade.
  */
 #include "store/postgres/pg_int.h"
+#include "store/postgres/pg_queue_states2.h"
 
 const char er_pg_migration_6[] =
     "CREATE INDEX jobs_grouped ON jobs (queue, grp COLLATE \"C\", priority DESC, run_at, seq)\n"
@@ -46,34 +47,4 @@ const char er_pg_migration_6[] =
     "CREATE INDEX group_rates_tat ON group_rates (tat);\n"
     /* settings: the stored text when the queue may need the group planner
      * (planned: grouped waiting jobs, group limits or aging), else NULL */
-    "CREATE FUNCTION queue_states2(p_queues text[])\n"
-    " RETURNS TABLE (paused boolean, throttled_until bigint, concurrency integer, active bigint,\n"
-    "  lease_ms bigint, rate_max bigint, rate_per_ms bigint, rate_burst bigint, rate_tat bigint,\n"
-    "  grouped boolean, planned boolean, settings text)\n"
-    " LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$\n"
-    "DECLARE v_q text; v_r queues;\n"
-    "BEGIN\n"
-    " FOREACH v_q IN ARRAY p_queues LOOP\n"
-    "  SELECT * INTO v_r FROM queues q WHERE q.name = v_q;\n"
-    "  IF FOUND AND (v_r.concurrency > 0 OR v_r.rate_max > 0 OR v_r.group_limited) THEN\n"
-    "   SELECT * INTO v_r FROM queues q WHERE q.name = v_q FOR UPDATE; /* its latest version */\n"
-    "  END IF;\n"
-    "  paused := coalesce(v_r.paused, false);\n"
-    "  throttled_until := coalesce(v_r.throttled_until, 0);\n"
-    "  concurrency := coalesce(v_r.concurrency, 0);\n"
-    "  lease_ms := coalesce(v_r.lease_ms, 0);\n"
-    "  rate_max := coalesce(v_r.rate_max, 0);\n"
-    "  rate_per_ms := coalesce(v_r.rate_per_ms, 0);\n"
-    "  rate_burst := coalesce(v_r.rate_burst, 1);\n"
-    "  rate_tat := coalesce(v_r.rate_tat, 0);\n"
-    "  active := 0;\n"
-    "  IF concurrency > 0 THEN\n"
-    "   SELECT count(*) INTO active FROM jobs j WHERE j.queue = v_q AND j.state = 2;\n"
-    "  END IF;\n"
-    "  grouped := EXISTS (SELECT 1 FROM jobs j WHERE j.queue = v_q AND j.state = 1\n"
-    "   AND j.grp IS NOT NULL);\n"
-    "  planned := grouped OR coalesce(v_r.group_limited OR v_r.aged, false);\n"
-    "  settings := CASE WHEN planned THEN v_r.settings END;\n"
-    "  RETURN NEXT;\n"
-    " END LOOP;\n"
-    "END $f$;\n";
+    ER_PG_QUEUE_STATES2("CREATE", "j.queue");

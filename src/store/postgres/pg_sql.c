@@ -327,6 +327,8 @@ const char *const er_pg_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN unique_token text;",
     /* 13: jobs_waiting dropped, the fetch functions without it (pg_migration_13.c) */
     er_pg_migration_13,
+    /* 14: jobs_queue_state by queue in byte order, out of the fetch's reach (pg_migration_14.c) */
+    er_pg_migration_14,
 };
 
 const int er_pg_schema_version = (int)(sizeof er_pg_migrations / sizeof er_pg_migrations[0]);
@@ -347,6 +349,7 @@ const char *const er_pg_migration_names[] = {
     "the Faktory worker registry",
     "a Faktory unique job's lock token",
     "one index fewer for waiting jobs (jobs_waiting dropped)",
+    "jobs_queue_state by queue in byte order, which fetches cannot take",
 };
 _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
                    sizeof er_pg_migrations / sizeof er_pg_migrations[0],
@@ -362,6 +365,12 @@ _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
  * (er_pg_job_json); json_populate_record turns it into a jobs row. */
 #define INSERT_COLS "(" ER_JOB_ROW_NAMES ")"
 #define INSERT_FROM_JSON(p) " SELECT " ER_JOB_ROW_NAMES " FROM json_populate_record(NULL::jobs, " p ")"
+
+/* A job's queue column c as jobs_queue_state keys it, in byte order
+ * (pg_migration_14.c): for the statements that count or list a queue's
+ * jobs by state. The fetches name the queue plainly, so they cannot take
+ * that index. */
+#define QUEUE_C(c) c " COLLATE \"C\""
 
 #define CLEAR_LEASE "lease_owner = NULL, lease_token = NULL, lease_expires_at = 0"
 
@@ -499,13 +508,13 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                         " ORDER BY name COLLATE \"C\"",
     [ER_PG_LIST_QUEUES] =
         "SELECT q.name, q.settings, q.paused, q.throttled_until,"
-        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 0),"
-        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 1),"
-        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 2),"
-        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 3),"
-        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 4),"
-        " (SELECT count(*) FROM jobs j WHERE j.queue = q.name AND j.state = 5),"
-        " (SELECT min(j.run_at) FROM jobs j WHERE j.queue = q.name AND j.state = 1)"
+        " (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 0),"
+        " (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 1),"
+        " (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 2),"
+        " (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 3),"
+        " (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 4),"
+        " (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 5),"
+        " (SELECT min(j.run_at) FROM jobs j WHERE " QUEUE_C("j.queue") " = q.name AND j.state = 1)"
         " FROM queues q ORDER BY q.name COLLATE \"C\"",
     /* the fetch policy's inputs (core/fetch.h) and its row work, in order */
     [ER_PG_QUEUE_STATES] = "SELECT * FROM queue_states2($1::text[])",
@@ -528,7 +537,8 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                          " ORDER BY ord LIMIT 1",
     [ER_PG_GROUP_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
                            " AND grp IS NOT NULL AND grp = $2",
-    [ER_PG_UNGROUPED_ACTIVE] = "SELECT count(*) FROM jobs WHERE queue = $1 AND state = 2"
+    [ER_PG_UNGROUPED_ACTIVE] = "SELECT count(*) FROM jobs WHERE " QUEUE_C("queue")
+                               " = $1 AND state = 2"
                                " AND grp IS NULL",
     [ER_PG_GROUP_TAT] = "SELECT tat FROM group_rates WHERE queue = $1 AND grp = $2",
     /* a rate state in the past is the same as none; $2 limit. The outer
@@ -567,7 +577,7 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
      * its place (from 0), leased jobs (when $3) and rate state (when $4) */
     [ER_PG_GROUP_ROOMS] =
         "SELECT x.i - 1, CASE WHEN NOT $3::boolean THEN 0 WHEN x.name = ''"
-        " THEN (SELECT count(*) FROM jobs j WHERE j.queue = $1 AND j.state = 2"
+        " THEN (SELECT count(*) FROM jobs j WHERE " QUEUE_C("j.queue") " = $1 AND j.state = 2"
         " AND j.grp IS NULL) ELSE (SELECT count(*) FROM jobs j WHERE j.queue = $1"
         " AND j.state = 2 AND j.grp IS NOT NULL AND j.grp = x.name) END,"
         " CASE WHEN $4::boolean THEN coalesce((SELECT r.tat FROM group_rates r"
@@ -665,7 +675,8 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                              " last_error = coalesce($3::text, last_error), updated_at = $1"
                              " WHERE id = $2 AND state = 0"
                              " RETURNING queue, CASE WHEN $3::text IS NULL THEN notify_ready(queue) END",
-    [ER_PG_LIST_JOBS] = "SELECT " COLS " FROM jobs j WHERE j.queue = $1 AND j.state = $2"
+    [ER_PG_LIST_JOBS] = "SELECT " COLS " FROM jobs j WHERE " QUEUE_C("j.queue")
+                        " = $1 AND j.state = $2"
                         " AND j.seq > $3 ORDER BY j.seq LIMIT $4",
     [ER_PG_LIST_DEAD] = "SELECT " COLS " FROM jobs j WHERE j.state = 4"
                         " AND (j.finished_at, j.seq) < ($1, $2)"
@@ -730,11 +741,12 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
     " AND ($5::int = 0 OR ($5::int = 1) = (attempts > 0))"
     [ER_PG_BULK_IDS] = "SELECT id, seq FROM jobs WHERE state = $1::int AND $2::text IS NULL"
                        BULK_WHERE " AND seq > $6 ORDER BY seq LIMIT $7",
-    [ER_PG_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE queue = $2::text AND state = $1::int"
+    [ER_PG_BULK_IDS_QUEUE] = "SELECT id, seq FROM jobs WHERE " QUEUE_C("queue") " = $2::text"
+                             " AND state = $1::int"
                              BULK_WHERE " AND seq > $6 ORDER BY seq LIMIT $7",
     [ER_PG_BULK_COUNT] = "SELECT count(*) FROM jobs WHERE state = $1::int AND $2::text IS NULL"
                          BULK_WHERE,
-    [ER_PG_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE queue = $2::text"
+    [ER_PG_BULK_COUNT_QUEUE] = "SELECT count(*) FROM jobs WHERE " QUEUE_C("queue") " = $2::text"
                                " AND state = $1::int" BULK_WHERE,
 #undef BULK_WHERE
     [ER_PG_AUDIT_SWEEP] = "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < $1"
