@@ -422,6 +422,13 @@ _Static_assert(sizeof er_pg_migration_names / sizeof er_pg_migration_names[0] ==
     " c.run_at, c.started_at" more " FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " idp
 #define LEASE_REPORT_INFO(idp) LEASE_REPORT_INFO_AND("", idp)
 
+/* A batch ack's state of each refused item x (u.id NULL), probed by id one
+ * item at a time (OFFSET 0 keeps the planner from joining, and on stale
+ * statistics hashing, the whole table); applied items read nothing. */
+#define REFUSED_STATE                                                                      \
+    "LEFT JOIN LATERAL (SELECT c.state FROM jobs c WHERE u.id IS NULL AND c.id = x.id"     \
+    " OFFSET 0) c ON true"
+
 #define LEASE_REPORT(idp)                                                                  \
     " SELECT (SELECT count(*) FROM u), c.state FROM (SELECT 1) d LEFT JOIN jobs c ON c.id = " \
     idp
@@ -612,32 +619,35 @@ const char *const er_pg_sql[ER_PG_NSTMT] = {
                        " WHERE id = $3 AND state = 2 AND lease_token = $4 RETURNING 1)"
                        LEASE_REPORT_INFO_AND(", c.unique_token", "$3"),
     /* $1 ids, $2 tokens, $3 results (distinct ids), $4 now. One row per
-     * item in order: applied, then LEASE_REPORT_INFO's state..started_at of
-     * the job before the update (NULL state: no such job). */
+     * item in order: applied; for a refused item the job's state (NULL: no
+     * such job), looked up by id alone (REFUSED_STATE); for an applied one
+     * LEASE_REPORT_INFO's queue..started_at and the unique token, which the
+     * update leaves as they were. */
     [ER_PG_COMPLETE_MANY] =
         "WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[])"
         " WITH ORDINALITY AS x(id, token, result, i)),"
         " u AS (UPDATE jobs j SET state = 3, result = x.result, finished_at = $4::bigint,"
         " updated_at = $4::bigint, " CLEAR_LEASE " FROM x"
-        " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token RETURNING j.id)"
-        " SELECT u.id IS NOT NULL, c.state, c.queue, c.name, c.trace_id, c.attempts, c.run_at,"
-        " c.started_at, c.unique_token FROM x LEFT JOIN u ON u.id = x.id"
-        " LEFT JOIN jobs c ON c.id = x.id"
+        " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token RETURNING j.id,"
+        " j.queue, j.name, j.trace_id, j.attempts, j.run_at, j.started_at, j.unique_token)"
+        " SELECT u.id IS NOT NULL, c.state, u.queue, u.name, u.trace_id, u.attempts, u.run_at,"
+        " u.started_at, u.unique_token FROM x LEFT JOIN u ON u.id = x.id " REFUSED_STATE
         " ORDER BY x.i",
     [ER_PG_RELEASE] = "WITH u AS (UPDATE jobs SET state = 1, attempts = greatest(attempts - 1, 0),"
                       " updated_at = $1, " CLEAR_LEASE
                       " WHERE id = $2 AND state = 2 AND lease_token = $3"
                       " RETURNING notify_ready(queue))" LEASE_REPORT("$2"),
     /* $1 ids (distinct), $2 tokens, $3 now. One row per item in order:
-     * applied, the job's state before (NULL: no such job), its queue. */
+     * applied, a refused item's state (REFUSED_STATE), an applied one's
+     * queue. */
     [ER_PG_RELEASE_MANY] =
         "WITH x AS (SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(id, token, i)),"
         " u AS (UPDATE jobs j SET state = 1, attempts = greatest(j.attempts - 1, 0),"
         " updated_at = $3::bigint, " CLEAR_LEASE " FROM x"
         " WHERE j.id = x.id AND j.state = 2 AND j.lease_token = x.token"
-        " RETURNING j.id, notify_ready(j.queue))"
-        " SELECT u.id IS NOT NULL, c.state, c.queue FROM x LEFT JOIN u ON u.id = x.id"
-        " LEFT JOIN jobs c ON c.id = x.id ORDER BY x.i",
+        " RETURNING j.id, j.queue, notify_ready(j.queue))"
+        " SELECT u.id IS NOT NULL, c.state, u.queue FROM x LEFT JOIN u ON u.id = x.id "
+        REFUSED_STATE " ORDER BY x.i",
     /* $8 > 0: a throttled failure pauses the queue until then */
     [ER_PG_FAIL_APPLY] =
         "WITH t AS (INSERT INTO queues (name, throttled_until) SELECT queue, $8::bigint FROM jobs"
