@@ -14,7 +14,9 @@
 # Every errand measurement uses a fresh schema. Prints JSON lines (also to
 # OUT). Usage: bench/pg.sh [BUILD_DIR...]   (default: build-rel)
 # Knobs: JOBS (20000), RUNS (3), PEERS (/tmp/peers-pg), PGBOSS_N (4000),
-# SYSTEMS ("errand graphile pgboss"), ERRAND_PG_PORT (56200), OUT.
+# SYSTEMS ("errand graphile pgboss"), ERRAND_PG_PORT (56200), OUT, and PROFILE
+# (a directory: each nodes round is also recorded system-wide with
+# `perf record -a -g`, summarised by bench/pg_profile.sh).
 set -eu
 cd "$(dirname "$0")/.."
 BUILDS=${*:-build-rel}
@@ -102,6 +104,13 @@ errand_round() { # BUILD RUN
         "$bin" bench --server "$u1" --scenario bulk --queue m --jobs $((JOBS + 12000)) >/dev/null
         nodes_pids=$PIDS
         set -- "$1" "$2" $(machine_ticks) "$(proc_ticks $nodes_pids)" "$(proc_ticks $(pgrep -x postgres))"
+        prof=
+        if [ -n "${PROFILE:-}" ]; then
+            mkdir -p "$PROFILE"
+            perf record -a -g -F 499 -o "$PROFILE/$(basename "$1")-r$2-nodes$nodes.data" \
+                >/dev/null 2>&1 &
+            prof=$!
+        fi
         t0=$(now_ms)
         timeout 300 "$w" --server "$u1" --queue m --concurrency 10 --jobs $((JOBS / 2)) --label a \
             >"$TMP/a.json" &
@@ -111,6 +120,7 @@ errand_round() { # BUILD RUN
         b=$!
         wait $a; wait $b
         wall=$(($(now_ms) - t0))
+        [ -n "$prof" ] && { kill -INT "$prof"; wait "$prof" || true; }
         # to the later worker's last acknowledged outcome (each worker's own
         # "seconds", as in the process rows): releasing the prefetched jobs
         # at its stop is not counted
