@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT
  *
- * The "errfault" VFS shim (see faultvfs.h): every method forwards to the
- * default VFS; xWrite and xSync first ask should_fail(). The fault state and
+ * The "errfault" VFS (see faultvfs.h): the store's own VFS layer (walbuf.c)
+ * over "errfault-raw", whose methods forward to the default VFS after
+ * xWrite and xSync ask should_fail(), so faults hit the calls the store
+ * really makes. The fault state and
  * the counters sit behind one mutex because a server's writer and reader
  * threads both do I/O through it. Memory-mapped reads are turned off so
  * every read goes through the wrapped file.
  */
 #include "faultvfs.h"
+
+#include "store/sqlite/sqlite_int.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -24,6 +28,10 @@ static struct {
 } F; /* under g_mu */
 
 static sqlite3_vfs *g_real; /* set once under g_mu, then read-only */
+/* A file-control op of this file: hands a main database file its
+ * connection (ckpt_init). Other VFSes answer SQLITE_NOTFOUND. */
+#define FCNTL_SET_DB 0x45524601
+#define RAW_NAME ER_FAULTVFS_NAME "-raw"
 static sqlite3_vfs g_vfs;
 static _Atomic int g_ckpt_pages;
 
@@ -143,6 +151,10 @@ static int f_reserved(sqlite3_file *f, int *out)
 }
 static int f_fcntl(sqlite3_file *f, int op, void *arg)
 {
+    if (op == FCNTL_SET_DB) { /* from ckpt_init, through the layer above */
+        FF(f)->db = arg;
+        return SQLITE_OK;
+    }
     /* with an autocheckpoint override, the store's own pragma sets the
      * override instead (SQLite itself resets the value when it opens) */
     int pages = atomic_load(&g_ckpt_pages);
@@ -277,7 +289,7 @@ int er_faultvfs_register(void)
                 .iVersion = 2,
                 .szOsFile = (int)sizeof(fault_file) + real->szOsFile,
                 .mxPathname = real->mxPathname,
-                .zName = ER_FAULTVFS_NAME,
+                .zName = RAW_NAME,
                 .xOpen = v_open,
                 .xDelete = v_delete,
                 .xAccess = v_access,
@@ -290,6 +302,8 @@ int er_faultvfs_register(void)
             };
             g_real = real;
             rc = sqlite3_vfs_register(&g_vfs, 0);
+            if (rc == SQLITE_OK)
+                rc = er_sqlite_vfs_register(ER_FAULTVFS_NAME, RAW_NAME);
             if (rc != SQLITE_OK)
                 g_real = NULL;
         }
@@ -302,13 +316,7 @@ int er_faultvfs_register(void)
  * "errfault" main database file its connection, for f_fcntl. */
 static int ckpt_init(sqlite3 *db, const char **errmsg, const sqlite3_api_routines *api)
 {
-    sqlite3_vfs *vfs = NULL;
-    sqlite3_file *file = NULL;
-    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) == SQLITE_OK &&
-        vfs == &g_vfs &&
-        sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK &&
-        file && file->pMethods == &g_io)
-        FF(file)->db = db;
+    (void)sqlite3_file_control(db, "main", FCNTL_SET_DB, db);
     return SQLITE_OK;
 }
 

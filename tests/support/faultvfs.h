@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT
  *
- * A fault-injecting SQLite VFS for tests ("errfault"). It wraps the default
- * VFS and, once armed, fails the Nth xWrite or xSync (an I/O error, or
- * SQLITE_FULL for writes), once or from then on. It counts every write and
+ * A fault-injecting SQLite VFS for tests ("errfault"): the store's own VFS
+ * layer (src/store/sqlite/walbuf.c) over a layer that wraps the default VFS
+ * and, once armed, fails the Nth xWrite or xSync (an I/O error, or
+ * SQLITE_FULL for writes), once or from then on; so the calls counted and
+ * failed are the ones the store's VFS makes. It counts every write and
  * sync per file kind so a test can size its fault loop. Open a store through
  * it with the URI "file:PATH?vfs=errfault". Test code only: never linked
  * into errand itself.
@@ -36,7 +38,8 @@ typedef struct er_faultvfs_counts {
     long faults;      /* calls that were failed */
 } er_faultvfs_counts;
 
-/* Registers "errfault" (not as the default VFS). Idempotent and thread-safe.
+/* Registers "errfault" (not as the default VFS). Idempotent and thread-safe
+ * (call er_sqlite_global_init first, as a server does).
  * Returns 0, or an SQLite error code when there is no default VFS. */
 int er_faultvfs_register(void);
 

@@ -188,6 +188,8 @@ static void global_init_once(void)
     /* SQLITE_MISUSE when SQLite is initialized already: the statistics then
      * stay on, which costs time but nothing else */
     (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    /* on failure (no default VFS) every open names a VFS that is missing */
+    (void)er_sqlite_vfs_register(ER_SQLITE_VFS, NULL);
 }
 
 void er_sqlite_global_init(void)
@@ -215,7 +217,7 @@ static int open_db(const char *url, const er_store_options *opt, int *from, er_s
         return er_error_set(err, ER_ENOMEM, "", "out of memory");
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
                 SQLITE_OPEN_NOMUTEX;
-    int rc = sqlite3_open_v2(url, &s->db, flags, NULL);
+    int rc = sqlite3_open_v2(url, &s->db, flags, ER_SQLITE_VFS);
     if (s->db)
         atomic_fetch_add(&g_open, 1);
     if (rc != SQLITE_OK) {
@@ -302,7 +304,7 @@ static int read_version(const char *url, int *version, er_error *err)
     if (strncmp(url, "file:", 5) != 0 && stat(url, &sb) < 0 && errno == ENOENT)
         return 0;
     sqlite3 *db = NULL;
-    int src = sqlite3_open_v2(url, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    int src = sqlite3_open_v2(url, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, ER_SQLITE_VFS);
     sqlite3_stmt *st = NULL;
     if (src == SQLITE_OK) {
         sqlite3_busy_timeout(db, BUSY_TIMEOUT_DEFAULT_MS);

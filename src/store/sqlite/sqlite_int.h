@@ -17,6 +17,18 @@
 #include "store/job_row.h"
 #include "store/store.h"
 
+/* The VFS every connection of the store opens through (walbuf.c): the
+ * default VFS, with a transaction's log appends written as one call. A
+ * SQLite URI's "vfs=" still chooses another. */
+#define ER_SQLITE_VFS "errand"
+
+/* Registers (not as the default) a VFS named `name` (borrowed for the life
+ * of the process) over the VFS named `under` (NULL: the default one), with
+ * write-ahead log appends gathered as in walbuf.c. Idempotent for a name.
+ * Returns SQLITE_OK or an SQLite error code. Not thread-safe: call from
+ * er_sqlite_global_init, or from a test before any store opens. */
+int er_sqlite_vfs_register(const char *name, const char *under);
+
 /* Statement ids; er_sqlite_sql[id] is the text. Prepared lazily, once per
  * connection, and reset after every use. */
 enum {
