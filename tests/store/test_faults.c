@@ -73,14 +73,7 @@ static const er_store_options OPT = {.durability = ER_DURABILITY_FULL, .busy_tim
 
 static void check_integrity(void)
 {
-    sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(g_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_stmt *st;
-    cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
-    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-    cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+    cr_assert(er_faultvfs_integrity_ok(g_path), "PRAGMA integrity_check of %s", g_path);
 }
 
 /* ---- the model of what committed ---- */

@@ -133,14 +133,7 @@ static int count_on_other_connection(const char *prefix)
 
 static void check_integrity(void)
 {
-    sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(g_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_stmt *st;
-    cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
-    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-    cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+    cr_assert(er_faultvfs_integrity_ok(g_path), "PRAGMA integrity_check of %s", g_path);
 }
 
 Test(walbuf, a_commit_reaches_the_log_in_a_few_writes_not_two_a_page)

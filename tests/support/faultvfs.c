@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <strings.h>
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -325,4 +326,17 @@ int er_faultvfs_autocheckpoint(int pages)
     atomic_store(&g_ckpt_pages, pages > 0 ? pages : 0);
     /* the cast to void (*)(void) is the documented calling convention */
     return pages > 0 ? sqlite3_auto_extension((void (*)(void))ckpt_init) : SQLITE_OK;
+}
+
+bool er_faultvfs_integrity_ok(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    bool ok = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+              sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+              sqlite3_step(st) == SQLITE_ROW &&
+              strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ok;
 }

@@ -65,4 +65,8 @@ void er_faultvfs_counts_get(er_faultvfs_counts *out);
  * database-file syncs. Call before opening. Returns 0 or an SQLite code. */
 int er_faultvfs_autocheckpoint(int pages);
 
+/* Whether PRAGMA integrity_check answers "ok" for the database file at
+ * `path` (borrowed), read on a connection of the default VFS. */
+bool er_faultvfs_integrity_ok(const char *path);
+
 #endif
