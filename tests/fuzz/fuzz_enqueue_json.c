@@ -5,8 +5,9 @@
  * reader and er_job_validate, er_failure_validate and, for a
  * {"jobs":[...]} body, every item. Checks the contracts the frontend relies
  * on: a rejected request names an error code and leaves the job empty; an
- * accepted job is complete and serializes; what the plain-text fast reader
- * reads gets the JSON path's verdict (the same error or the same job).
+ * accepted job is complete and serializes; what the plain-text fast
+ * readers read (one request, or a bulk body's items) gets the JSON path's
+ * verdict (the same error or the same job).
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -79,24 +80,17 @@ static bool same_str(const char *a, const char *b)
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* What the frontend's fast reader reads must get the JSON path's verdict:
- * the same error, or the same job. */
-static void check_fast(const uint8_t *data, size_t size, const json_t *root)
+/* The fast reader's verdict on a spec must be the JSON path's on obj: the
+ * same error, or the same job. Both draw from generators seeded alike. */
+static void check_same(er_job_spec *sp, const json_t *obj, er_rand *rf, er_rand *rs)
 {
-    er_job_spec sp;
-    if (!er_http_job_spec_from_text((const char *)data, size, "fuzz", &sp))
-        return;
     er_job_limits lim = {.payload_max = 4096};
-    er_rand r;
-    er_rand_init_seeded(&r, 42);
     er_job fast, slow;
     er_error fe = {0}, se = {0};
-    int frc = er_job_validate(&sp, &lim, T0, &r, &fast, &fe);
-    er_job_spec_fini(&sp);
-    er_rand_init_seeded(&r, 42);
-    if (!json_is_object(root))
+    int frc = er_job_validate(sp, &lim, T0, rf, &fast, &fe);
+    if (!json_is_object(obj))
         abort();
-    int src = er_http_job_from_json(root, "fuzz", &lim, T0, &r, &slow, &se);
+    int src = er_http_job_from_json(obj, "fuzz", &lim, T0, rs, &slow, &se);
     if (frc != src)
         abort();
     if (frc < 0) {
@@ -115,6 +109,34 @@ static void check_fast(const uint8_t *data, size_t size, const json_t *root)
         abort();
     er_job_fini(&fast);
     er_job_fini(&slow);
+}
+
+/* What the frontend's fast readers read must get the JSON path's verdict:
+ * for one request, and for each item of a bulk body (which must then be
+ * {"jobs": [...]} with as many items for jansson too). */
+static void check_fast(const uint8_t *data, size_t size, const json_t *root)
+{
+    er_rand rf, rs;
+    er_job_spec sp;
+    if (er_http_job_spec_from_text((const char *)data, size, "fuzz", &sp)) {
+        er_rand_init_seeded(&rf, 42);
+        er_rand_init_seeded(&rs, 42);
+        check_same(&sp, root, &rf, &rs);
+        er_job_spec_fini(&sp);
+    }
+    er_job_spec *specs;
+    size_t n;
+    if (!er_http_job_specs_from_text((const char *)data, size, "fuzz", 64, &specs, &n))
+        return;
+    const json_t *jobs = json_object_get(root, "jobs");
+    if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(jobs) ||
+        json_array_size(jobs) != n)
+        abort();
+    er_rand_init_seeded(&rf, 42);
+    er_rand_init_seeded(&rs, 42);
+    for (size_t i = 0; i < n; i++)
+        check_same(&specs[i], json_array_get(jobs, i), &rf, &rs);
+    er_http_job_specs_free(specs, n);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -393,6 +393,37 @@ Test(job_text, a_declined_request_draws_no_random_id)
     cr_assert(spec_empty(&sp)); /* nothing to validate, so no id drawn */
 }
 
+static const char edit_alphabet[] = "{}[]:,\" \n\t-0123456789.eEtruefalsn\\abxyz/\x01\xc3\x7f";
+
+/* One to three random edits (replace, insert, delete a byte) of buf[0..*len),
+ * within cap bytes. */
+static void random_edits(er_rand *r, char *buf, size_t *len, size_t cap)
+{
+    int edits = 1 + (int)(r->next(r) % 3);
+    for (int e = 0; e < edits; e++) {
+        size_t pos = (size_t)(r->next(r) % (*len + 1));
+        char ch = edit_alphabet[r->next(r) % (sizeof edit_alphabet - 1)];
+        switch (r->next(r) % 3) {
+        case 0: /* replace */
+            if (pos < *len)
+                buf[pos] = ch;
+            break;
+        case 1: /* insert */
+            if (*len + 1 < cap) {
+                memmove(buf + pos + 1, buf + pos, *len - pos);
+                buf[pos] = ch;
+                (*len)++;
+            }
+            break;
+        default: /* delete */
+            if (pos < *len) {
+                memmove(buf + pos, buf + pos + 1, *len - pos - 1);
+                (*len)--;
+            }
+        }
+    }
+}
+
 /* Random edits of valid bodies: whatever the fast path reads, the JSON
  * path judges the same way. */
 Test(job_text, random_edits_never_make_the_two_paths_disagree, .timeout = 60)
@@ -404,7 +435,6 @@ Test(job_text, random_edits_never_make_the_two_paths_disagree, .timeout = 60)
         "\"idempotency_key\" : \"k\", \"payload\" : [true,false,null,\"s\",-7] }",
         "{\"payload\":{\"a\":{\"b\":{\"c\":[[],[{}]]}},\"d\":\"e\"},\"name\":\"z\"}",
     };
-    static const char alphabet[] = "{}[]:,\" \n\t-0123456789.eEtruefalsn\\abxyz/\x01\xc3\x7f";
     er_rand r;
     er_rand_init_seeded(&r, 2026);
     size_t read = 0, accepted = 0;
@@ -413,29 +443,7 @@ Test(job_text, random_edits_never_make_the_two_paths_disagree, .timeout = 60)
         const char *seed = seeds[iter % 3];
         size_t len = strlen(seed);
         memcpy(buf, seed, len);
-        int edits = 1 + (int)(r.next(&r) % 3);
-        for (int e = 0; e < edits; e++) {
-            size_t pos = (size_t)(r.next(&r) % (len + 1));
-            char ch = alphabet[r.next(&r) % (sizeof alphabet - 1)];
-            switch (r.next(&r) % 3) {
-            case 0: /* replace */
-                if (pos < len)
-                    buf[pos] = ch;
-                break;
-            case 1: /* insert */
-                if (len + 1 < sizeof buf) {
-                    memmove(buf + pos + 1, buf + pos, len - pos);
-                    buf[pos] = ch;
-                    len++;
-                }
-                break;
-            default: /* delete */
-                if (pos < len) {
-                    memmove(buf + pos, buf + pos + 1, len - pos - 1);
-                    len--;
-                }
-            }
-        }
+        random_edits(&r, buf, &len, sizeof buf);
         int rc = -1;
         if (same_at(buf, len, 64, &rc)) {
             read++;
@@ -444,6 +452,177 @@ Test(job_text, random_edits_never_make_the_two_paths_disagree, .timeout = 60)
     }
     cr_assert_gt(accepted, 1000, "the edits should leave many bodies valid");
     cr_assert_gt(read - accepted, 100, "and many read but refused");
+}
+
+/* ---- bulk bodies ---- */
+
+#define BULK_MAX 100
+
+/* The bulk reader's contract on one body: when it reads it, the body is
+ * {"jobs": [...]} for jansson too, with as many items, and each item gets
+ * the verdict the jansson path gives it (the same error, or the same job,
+ * with the same id drawn). Returns whether it read the body; *refused
+ * (when not NULL) gets the number of items refused. */
+static bool bulk_same(const char *text, size_t len, size_t *refused)
+{
+    er_job_spec *sp = (er_job_spec *)1;
+    size_t n = 1;
+    if (!er_http_job_specs_from_text(text, len, "q", BULK_MAX, &sp, &n)) {
+        cr_assert(!sp && n == 0, "declined %.*s but returned specs", (int)len, text);
+        return false;
+    }
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    cr_assert(json_is_object(o) && json_object_size(o) == 1, "read %.*s", (int)len, text);
+    json_t *arr = json_object_get(o, "jobs");
+    cr_assert(json_is_array(arr) && json_array_size(arr) == n, "read %.*s", (int)len, text);
+    er_rand rf, rs;
+    er_rand_init_seeded(&rf, 7);
+    er_rand_init_seeded(&rs, 7);
+    er_job_limits lim = {.payload_max = 64};
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        verdict f, s;
+        memset(&f, 0, sizeof f);
+        memset(&s, 0, sizeof s);
+        f.rc = er_job_validate(&sp[i], &lim, T0, &rf, &f.job, &f.err);
+        s.rc = er_http_job_from_json(json_array_get(arr, i), "q", &lim, T0, &rs, &s.job, &s.err);
+        cr_assert_eq(f.rc, s.rc, "item %zu of %.*s: fast %d (%s), JSON %d (%s)", i, (int)len, text,
+                     f.rc, f.err.message, s.rc, s.err.message);
+        if (f.rc < 0) {
+            cr_assert_str_eq(f.err.field, s.err.field);
+            cr_assert_str_eq(f.err.message, s.err.message);
+            bad++;
+        } else {
+            cr_assert(job_same(&f.job, &s.job), "item %zu of %.*s differs", i, (int)len, text);
+        }
+        er_job_fini(&f.job);
+        er_job_fini(&s.job);
+    }
+    json_decref(o);
+    er_http_job_specs_free(sp, n);
+    if (refused)
+        *refused = bad;
+    return true;
+}
+
+static bool bulk_same_str(const char *text)
+{
+    return bulk_same(text, strlen(text), NULL);
+}
+
+Test(job_text, bulk_bodies_take_the_fast_path_and_match_the_json_path)
+{
+    static const char *const bodies[] = {
+        "{\"jobs\":[{\"name\":\"a\"}]}",
+        " { \"jobs\" : [ {\"name\":\"a\",\"payload\":{\"n\":1}} ,\n\t{\"name\":\"b\",\"id\":\"b-1\","
+        "\"priority\":7,\"payload\":[1, 2,{\"k\" : null}]}, {\"payload\":\"s\",\"name\":\"c\","
+        "\"group\":\"g\",\"delay_ms\":5} ] } ",
+        "{\"jobs\":[{\"name\":\"a\",\"id\":\"same\"},{\"name\":\"a\",\"id\":\"same\"}]}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        size_t bad = 1;
+        cr_assert(bulk_same(bodies[i], strlen(bodies[i]), &bad), "declined %s", bodies[i]);
+        cr_assert_eq(bad, 0, "refused an item of %s", bodies[i]);
+    }
+    /* a refused item keeps its verdict (the route answers jobs[1].priority) */
+    size_t bad = 0;
+    cr_assert(bulk_same_str("{\"jobs\":[{\"name\":\"a\"},{\"name\":\"a\",\"priority\":5000}]}"));
+    cr_assert(bulk_same("{\"jobs\":[{\"name\":\"\"},{\"payload\":1}]}", 36, &bad));
+    cr_assert_eq(bad, 2);
+}
+
+Test(job_text, what_the_bulk_reader_is_not_sure_of_is_declined)
+{
+    static const char *const bodies[] = {
+        "{\"jobs\":[]}",
+        "{\"jobs\":{}}",
+        "{\"jobs\":[1]}",
+        "{\"jobs\":[[]]}",
+        "{\"jobs\":null}",
+        "{\"jobs\":[{\"name\":\"a\"}],\"x\":1}",
+        "{\"x\":1,\"jobs\":[{\"name\":\"a\"}]}",
+        "{\"jobs\":[{\"name\":\"a\"}],\"jobs\":[{\"name\":\"b\"}]}",
+        "{\"jobs\":[{\"name\":\"a\"},]}",
+        "{\"jobs\":[,{\"name\":\"a\"}]}",
+        "{\"jobs\":[{\"name\":\"a\"}{\"name\":\"b\"}]}",
+        "{\"jobs\":[{\"name\":\"a\"}]}x",
+        "{\"jobs\":[{\"name\":\"a\"}]",
+        "{\"jobs\":[{\"name\":\"a\"}",
+        "{\"jobs\":[{\"name\":\"a\"},",
+        "{\"jobs\" [{\"name\":\"a\"}]}",
+        "{\"job\":[{\"name\":\"a\"}]}",
+        "{\"jobs\\u0000\":[]}",
+        "{\"name\":\"a\"}",
+        "[{\"name\":\"a\"}]",
+        /* one item the single reader leaves to jansson sends the whole body there */
+        "{\"jobs\":[{\"name\":\"a\"},{\"name\":\"a\",\"backoff\":{\"type\":\"fixed\"}}]}",
+        "{\"jobs\":[{\"name\":\"a\"},{\"name\":\"a\\n\"}]}",
+        "{\"jobs\":[{\"name\":\"a\"},{\"name\":\"a\",\"name\":\"b\"}]}",
+        "{\"jobs\":[{\"name\":\"a\",\"jobs\":[]}]}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        cr_assert(!bulk_same_str(bodies[i]), "read %s", bodies[i]);
+    cr_assert(!bulk_same("{\"jobs\":[{\"name\":\"a\"}]}", 22, NULL), "cut short");
+}
+
+Test(job_text, a_bulk_body_of_more_than_the_maximum_is_declined)
+{
+    char body[8192];
+    size_t n = (size_t)snprintf(body, sizeof body, "{\"jobs\":[");
+    for (int i = 0; i < BULK_MAX; i++)
+        n += (size_t)snprintf(body + n, sizeof body - n, "%s{\"name\":\"a\"}", i ? "," : "");
+    memcpy(body + n, "]}", 3);
+    cr_assert(bulk_same_str(body), "%d items are read", BULK_MAX);
+    memcpy(body + n, ",{\"name\":\"a\"}]}", 16);
+    cr_assert(!bulk_same_str(body), "%d items are left to the JSON path", BULK_MAX + 1);
+}
+
+Test(job_text, each_bulk_payload_keeps_only_its_own_compact_text)
+{
+    char body[8192];
+    int n = snprintf(body, sizeof body, "{\"jobs\":[{\"name\":\"a\",\"payload\":{\"k\":");
+    memset(body + n, ' ', 3000);
+    n += 3000;
+    n += snprintf(body + n, sizeof body - (size_t)n, "[1, 2]}},{\"name\":\"b\",\"payload\":[ ");
+    memset(body + n, ' ', 2000);
+    n += 2000;
+    snprintf(body + n, sizeof body - (size_t)n, "\"x\"]},{\"name\":\"c\"}]}");
+    er_job_spec *sp;
+    size_t cnt;
+    cr_assert(er_http_job_specs_from_text(body, strlen(body), "q", BULK_MAX, &sp, &cnt));
+    cr_assert_eq(cnt, 3);
+    cr_assert_eq(sp[0].payload.n, 11);
+    cr_assert_eq(memcmp(sp[0].payload.s, "{\"k\":[1,2]}", 12), 0);
+    cr_assert_eq(sp[1].payload.n, 5);
+    cr_assert_eq(memcmp(sp[1].payload.s, "[\"x\"]", 6), 0);
+    cr_assert_eq(sp[2].payload.kind, ER_SPEC_ABSENT);
+    er_http_job_specs_free(sp, cnt);
+}
+
+Test(job_text, random_edits_of_bulk_bodies_never_make_the_two_paths_disagree, .timeout = 60)
+{
+    static const char *const seeds[] = {
+        "{\"jobs\":[{\"name\":\"noop\",\"payload\":{\"n\":1}},{\"name\":\"b\",\"id\":\"x\"}]}",
+        "{ \"jobs\" : [ {\"name\" : \"a\", \"priority\" : 5, \"payload\" : [true,null,-7]} , "
+        "{\"payload\":\"s\",\"name\":\"z\",\"delay_ms\":3}, {\"name\":\"q\"} ] }",
+    };
+    er_rand r;
+    er_rand_init_seeded(&r, 2027);
+    size_t read = 0, refused = 0;
+    for (int iter = 0; iter < 100000; iter++) {
+        char buf[512];
+        const char *seed = seeds[iter % 2];
+        size_t len = strlen(seed);
+        memcpy(buf, seed, len);
+        random_edits(&r, buf, &len, sizeof buf);
+        size_t bad = 0;
+        if (bulk_same(buf, len, &bad)) {
+            read++;
+            refused += bad > 0;
+        }
+    }
+    cr_assert_gt(read, 1000, "the edits should leave many bodies readable");
+    cr_assert_gt(refused, 50, "and some with refused items");
 }
 
 /* ---- er_http_job_write_json against the generic writer ---- */

@@ -208,14 +208,3 @@ void er_http_tombstone_write_json(const char *id, const char *queue, er_state st
     er_jsonw_time(w, finished_at);
     er_jsonw_end_object(w);
 }
-
-json_t *er_http_tombstone_to_json(const char *id, const char *queue, er_state state,
-                                  int64_t finished_at)
-{
-    er_jsonw w;
-    er_jsonw_init(&w, 4096);
-    er_http_tombstone_write_json(id, queue, state, finished_at, &w);
-    json_t *o = w.failed ? NULL : json_loadb(w.out.data, w.out.len, 0, NULL);
-    er_jsonw_fini(&w);
-    return o;
-}

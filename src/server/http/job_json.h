@@ -44,6 +44,15 @@ int er_http_job_from_json(const json_t *obj, const char *queue, const er_job_lim
 bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue,
                                 er_job_spec *spec);
 
+/* The same for a bulk body, {"jobs":[request, ...]} with 1..max requests
+ * and no other member: *out (returns owned, free with
+ * er_http_job_specs_free) gets *n specs in request order, borrowing the
+ * text like er_http_job_spec_from_text's. Returns false, *out NULL, when
+ * any part needs the jansson path, which then judges the whole body. */
+bool er_http_job_specs_from_text(const char *text, size_t len, const char *queue, size_t max,
+                                 er_job_spec **out, size_t *n);
+void er_http_job_specs_free(er_job_spec *specs, size_t n);
+
 /* A time as the API shows it in a jansson reply: RFC 3339 UTC, or null
  * when unset (<= 0) or never (INT64_MAX). New reference; NULL on ENOMEM. */
 json_t *er_http_time_json(int64_t ms);
@@ -67,9 +76,6 @@ void er_http_job_write_lease_json(const er_job *job, er_jsonw *w);
  * NULL), "queue", "state", "finished_at"}. */
 void er_http_tombstone_write_json(const char *id, const char *queue, er_state state,
                                   int64_t finished_at, er_jsonw *w);
-/* The same as a jansson object (new reference; NULL on ENOMEM). */
-json_t *er_http_tombstone_to_json(const char *id, const char *queue, er_state state,
-                                  int64_t finished_at);
 /* er_http_job_write_json as a jansson object (new reference; NULL on ENOMEM). */
 json_t *er_http_job_to_json(const er_job *job, er_role who);
 

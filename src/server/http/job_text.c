@@ -8,6 +8,8 @@
  * run_at, unknown or repeated fields, bad syntax) is declined, and the
  * caller takes the jansson path. It judges nothing: an accepted request
  * gives the spec er_http_job_spec would give, and er_job_validate decides.
+ * A bulk body ({"jobs":[...]}) is read the same way, request by request;
+ * one request it is not sure of sends the whole body to the jansson path.
  */
 #include "server/http/job_json.h"
 
@@ -204,71 +206,86 @@ static int find_field(fast_slice k)
     return -1;
 }
 
-bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue,
-                                er_job_spec *sp)
+/* Reads one request object at in->p (whitespace skipped) into *sp, leaving
+ * in->p after its '}'. Its payload is compacted into `scratch` (room for
+ * the rest of the input) when one is given, then copied to a buffer of its
+ * own size; without one, into a new buffer the size of the whole input. */
+static bool read_object(fast_in *in, size_t len, char *scratch, er_job_spec *sp)
 {
-    memset(sp, 0, sizeof *sp);
-    fast_in in = {.p = text, .end = text + len};
     unsigned seen = 0;
-    fast_ws(&in);
-    if (in.p >= in.end || *in.p != '{')
+    if (in->p >= in->end || *in->p != '{')
         return false;
-    in.p++;
-    fast_ws(&in);
+    in->p++;
+    fast_ws(in);
     bool first = true;
-    while (in.p < in.end && *in.p != '}') {
+    while (in->p < in->end && *in->p != '}') {
         if (!first) {
-            if (*in.p != ',')
-                goto decline;
-            in.p++;
-            fast_ws(&in);
+            if (*in->p != ',')
+                return false;
+            in->p++;
+            fast_ws(in);
         }
         first = false;
         fast_slice k;
-        if (in.p >= in.end || *in.p != '"' || !fast_string(&in, &k))
-            goto decline;
+        if (in->p >= in->end || *in->p != '"' || !fast_string(in, &k))
+            return false;
         int f = find_field(k);
         if (f < 0 || (seen & (1u << f)))
-            goto decline; /* unknown ("jobs" too) or repeated: the JSON path */
+            return false; /* unknown ("jobs" too) or repeated: the JSON path */
         seen |= 1u << f;
-        fast_ws(&in);
-        if (in.p >= in.end || *in.p != ':')
-            goto decline;
-        in.p++;
-        fast_ws(&in);
+        fast_ws(in);
+        if (in->p >= in->end || *in->p != ':')
+            return false;
+        in->p++;
+        fast_ws(in);
         char *slot = (char *)sp + fields[f].off;
         if (fields[f].kind == K_PAYLOAD) {
-            in.out = sp->payload_buf = malloc(len + 1);
-            if (!sp->payload_buf || !fast_value(&in, 0))
-                goto decline;
-            sp->payload_buf[in.olen] = '\0';
-            if (len - in.olen > 1024) { /* a padded body: keep no slack while queued */
-                char *fit = realloc(sp->payload_buf, in.olen + 1);
+            in->olen = 0;
+            in->out = scratch ? scratch : (sp->payload_buf = malloc(len + 1));
+            if (!in->out || !fast_value(in, 0))
+                return false;
+            in->out[in->olen] = '\0';
+            if (scratch) {
+                if (!(sp->payload_buf = malloc(in->olen + 1)))
+                    return false;
+                memcpy(sp->payload_buf, scratch, in->olen + 1);
+            } else if (len - in->olen > 1024) { /* a padded body: keep no slack while queued */
+                char *fit = realloc(sp->payload_buf, in->olen + 1);
                 if (fit)
                     sp->payload_buf = fit;
             }
-            sp->payload = (er_spec_str){ER_SPEC_SET, sp->payload_buf, in.olen};
-        } else if (fast_literal(&in, "null", 4)) {
+            sp->payload = (er_spec_str){ER_SPEC_SET, sp->payload_buf, in->olen};
+        } else if (fast_literal(in, "null", 4)) {
             /* null is "absent" for every option */
         } else if (fields[f].kind == K_INT) {
             fast_slice t;
             int64_t v;
-            if (!fast_int(&in, &v, &t))
-                goto decline;
+            if (!fast_int(in, &v, &t))
+                return false;
             *(er_spec_int *)slot = (er_spec_int){ER_SPEC_SET, v};
         } else if (fields[f].kind == K_STR) {
             fast_slice v;
-            if (in.p >= in.end || *in.p != '"' || !fast_string(&in, &v))
-                goto decline;
+            if (in->p >= in->end || *in->p != '"' || !fast_string(in, &v))
+                return false;
             *(er_spec_str *)slot = (er_spec_str){ER_SPEC_SET, v.s, v.n};
         } else {
-            goto decline; /* backoff objects and run_at times: the JSON path */
+            return false; /* backoff objects and run_at times: the JSON path */
         }
-        fast_ws(&in);
+        fast_ws(in);
     }
-    if (in.p >= in.end)
+    if (in->p >= in->end)
+        return false;
+    in->p++;
+    return true;
+}
+
+bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue, er_job_spec *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    fast_in in = {.p = text, .end = text + len};
+    fast_ws(&in);
+    if (!read_object(&in, len, NULL, sp))
         goto decline;
-    in.p++;
     fast_ws(&in);
     if (in.p != in.end)
         goto decline;
@@ -277,5 +294,78 @@ bool er_http_job_spec_from_text(const char *text, size_t len, const char *queue,
 decline:
     er_job_spec_fini(sp);
     memset(sp, 0, sizeof *sp);
+    return false;
+}
+
+void er_http_job_specs_free(er_job_spec *specs, size_t n)
+{
+    for (size_t i = 0; specs && i < n; i++)
+        er_job_spec_fini(&specs[i]);
+    free(specs);
+}
+
+bool er_http_job_specs_from_text(const char *text, size_t len, const char *queue, size_t max,
+                                 er_job_spec **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    fast_in in = {.p = text, .end = text + len};
+    fast_slice k;
+    fast_ws(&in);
+    if (!fast_literal(&in, "{", 1))
+        return false;
+    fast_ws(&in);
+    if (in.p >= in.end || *in.p != '"' || !fast_string(&in, &k) || k.n != 4 ||
+        memcmp(k.s, "jobs", 4) != 0)
+        return false;
+    fast_ws(&in);
+    if (!fast_literal(&in, ":", 1))
+        return false;
+    fast_ws(&in);
+    if (!fast_literal(&in, "[", 1))
+        return false;
+    size_t cap = 0, n = 0;
+    er_job_spec *sp = NULL;
+    char *scratch = malloc(len + 1);
+    if (!scratch)
+        return false;
+    for (;;) {
+        fast_ws(&in);
+        if (n == max || (n > 0 && !fast_literal(&in, ",", 1)))
+            goto decline; /* too many, or not a list: the JSON path says so */
+        fast_ws(&in);
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            er_job_spec *g = realloc(sp, ncap * sizeof *sp);
+            if (!g)
+                goto decline;
+            sp = g;
+            cap = ncap;
+        }
+        memset(&sp[n], 0, sizeof *sp);
+        if (!read_object(&in, len, scratch, &sp[n])) {
+            n++; /* what it read is freed with the rest */
+            goto decline;
+        }
+        sp[n].queue = (er_spec_str){ER_SPEC_SET, queue, strlen(queue)};
+        n++;
+        fast_ws(&in);
+        if (in.p < in.end && *in.p == ']')
+            break;
+    }
+    in.p++;
+    fast_ws(&in);
+    if (!fast_literal(&in, "}", 1))
+        goto decline;
+    fast_ws(&in);
+    if (in.p != in.end)
+        goto decline;
+    free(scratch);
+    *out = sp;
+    *nout = n;
+    return true;
+decline:
+    free(scratch);
+    er_http_job_specs_free(sp, n);
     return false;
 }

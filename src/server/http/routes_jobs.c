@@ -90,27 +90,29 @@ static void finish_enqueue_bulk(er_hctx *c, er_req *r)
         er_http_reply_req_error(c, r);
         return;
     }
-    json_t *ids = json_array(), *dups = json_array(), *tombs = json_array();
-    int bad = !ids || !dups || !tombs;
-    for (size_t i = 0; i < r->njobs && !bad; i++) {
-        bad |= json_array_append_new(ids, json_string(r->jobs[i].id));
-        if (r->duplicate && r->duplicate[i])
-            bad |= json_array_append_new(dups, json_string(r->jobs[i].id));
-    }
-    for (size_t i = 0; i < r->tombs.len && !bad; i++) {
+    er_jsonw w;
+    er_http_jsonw_init(c, &w);
+    er_jsonw_begin_object(&w);
+    er_jsonw_key(&w, "ids");
+    er_jsonw_begin_array(&w);
+    for (size_t i = 0; i < r->njobs; i++)
+        er_jsonw_str(&w, r->jobs[i].id);
+    er_jsonw_end_array(&w);
+    er_jsonw_key(&w, "duplicates");
+    er_jsonw_begin_array(&w);
+    for (size_t i = 0; r->duplicate && i < r->njobs; i++)
+        if (r->duplicate[i])
+            er_jsonw_str(&w, r->jobs[i].id);
+    er_jsonw_end_array(&w);
+    er_jsonw_key(&w, "tombstones");
+    er_jsonw_begin_array(&w);
+    for (size_t i = 0; i < r->tombs.len; i++) {
         const er_tombstone *t = &r->tombs.items[i];
-        bad |= json_array_append_new(tombs, er_http_tombstone_to_json(r->jobs[t->index].id, t->queue,
-                                                                     t->state, t->finished_at));
+        er_http_tombstone_write_json(r->jobs[t->index].id, t->queue, t->state, t->finished_at, &w);
     }
-    json_t *body = bad ? NULL
-                       : json_pack("{s:o,s:o,s:o}", "ids", ids, "duplicates", dups, "tombstones",
-                                   tombs);
-    if (bad) {
-        json_decref(ids);
-        json_decref(dups);
-        json_decref(tombs);
-    }
-    er_http_reply_json(c, 201, body);
+    er_jsonw_end_array(&w);
+    er_jsonw_end_object(&w);
+    er_http_reply_jsonw(c, 201, &w);
 }
 
 /* The common single-job request read straight from the body text; false
@@ -171,6 +173,46 @@ static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
     return true;
 }
 
+/* A bulk body read straight from its text, as enqueue_fast reads one job;
+ * false when the body needs the jansson path. */
+static bool enqueue_bulk_fast(er_hctx *c, const char *data, size_t len, int64_t now)
+{
+    er_server *s = c->s;
+    er_job_spec *sp;
+    size_t n;
+    if (!er_http_job_specs_from_text(data, len, c->param, ER_BULK_MAX, &sp, &n))
+        return false;
+    er_error err = {0};
+    er_req *r = new_req(c, ER_REQ_ENQUEUE, NULL);
+    if (!r) {
+        er_http_job_specs_free(sp, n);
+        return true;
+    }
+    if (!(r->jobs = calloc(n, sizeof *r->jobs))) {
+        er_http_job_specs_free(sp, n);
+        er_error_set(&err, ER_ENOMEM, "", "out of memory");
+        reject(c, r, NULL, &err);
+        return true;
+    }
+    er_job_limits lim = {.payload_max = s->payload_max};
+    for (size_t i = 0; i < n; i++) {
+        if (er_job_validate(&sp[i], &lim, now, &s->rand, &r->jobs[i], &err) < 0) {
+            prefix_item(&err, "jobs", i);
+            er_http_job_specs_free(sp, n);
+            reject(c, r, NULL, &err);
+            return true;
+        }
+        r->njobs = i + 1;
+    }
+    er_http_job_specs_free(sp, n);
+    if (apply_traceparent(c, r, &err) < 0) {
+        reject(c, r, NULL, &err);
+        return true;
+    }
+    er_http_submit(c, r, finish_enqueue_bulk);
+    return true;
+}
+
 void er_route_enqueue(er_hctx *c)
 {
     const char *data;
@@ -178,7 +220,7 @@ void er_route_enqueue(er_hctx *c)
     if (er_http_body_text(c, &data, &len) < 0)
         return;
     int64_t now = er_now_ms();
-    if (enqueue_fast(c, data, len, now))
+    if (enqueue_fast(c, data, len, now) || enqueue_bulk_fast(c, data, len, now))
         return;
     json_t *body;
     if (er_http_body_parse(c, data, len, &body) < 0)
