@@ -115,9 +115,6 @@ static void finish_enqueue_bulk(er_hctx *c, er_req *r)
     er_http_reply_jsonw(c, 201, &w);
 }
 
-/* The common single-job request read straight from the body text; false
- * when the request needs the jansson path. Either way er_job_validate
- * judges the same spec. */
 /* A W3C traceparent header becomes the trace_id of the jobs that give
  * none (core/trace.h). A malformed one is refused: 0, or < 0 with *err. */
 static int apply_traceparent(er_hctx *c, er_req *r, er_error *err)
@@ -136,80 +133,54 @@ static int apply_traceparent(er_hctx *c, er_req *r, er_error *err)
     return 0;
 }
 
-static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
+/* Validates specs[0..n) into one enqueue request and submits it, or
+ * answers the first refusal (a bulk request's names jobs[i]). */
+static void submit_specs(er_hctx *c, er_job_spec *sp, size_t n, bool bulk, int64_t now)
 {
     er_server *s = c->s;
-    er_job_spec sp;
-    if (!er_http_job_spec_from_text(data, len, c->param, &sp))
-        return false;
-    er_error err = {0};
-    er_job job;
-    er_job_limits lim = {.payload_max = s->payload_max};
-    int rc = er_job_validate(&sp, &lim, now, &s->rand, &job, &err);
-    er_job_spec_fini(&sp);
-    if (rc < 0) {
-        er_http_reply_error(c, &err);
-        return true;
-    }
-    er_req *r = new_req(c, ER_REQ_ENQUEUE, NULL);
-    if (!r) {
-        er_job_fini(&job);
-        return true;
-    }
-    r->jobs = malloc(sizeof *r->jobs);
-    if (!r->jobs) {
-        er_job_fini(&job);
-        er_error_set(&err, ER_ENOMEM, "", "out of memory");
-        reject(c, r, NULL, &err);
-        return true;
-    }
-    r->jobs[0] = job;
-    r->njobs = 1;
-    if (apply_traceparent(c, r, &err) < 0) {
-        reject(c, r, NULL, &err);
-        return true;
-    }
-    er_http_submit(c, r, finish_enqueue_one);
-    return true;
-}
-
-/* A bulk body read straight from its text, as enqueue_fast reads one job;
- * false when the body needs the jansson path. */
-static bool enqueue_bulk_fast(er_hctx *c, const char *data, size_t len, int64_t now)
-{
-    er_server *s = c->s;
-    er_job_spec *sp;
-    size_t n;
-    if (!er_http_job_specs_from_text(data, len, c->param, ER_BULK_MAX, &sp, &n))
-        return false;
     er_error err = {0};
     er_req *r = new_req(c, ER_REQ_ENQUEUE, NULL);
-    if (!r) {
-        er_http_job_specs_free(sp, n);
-        return true;
-    }
+    if (!r)
+        return;
     if (!(r->jobs = calloc(n, sizeof *r->jobs))) {
-        er_http_job_specs_free(sp, n);
         er_error_set(&err, ER_ENOMEM, "", "out of memory");
         reject(c, r, NULL, &err);
-        return true;
+        return;
     }
     er_job_limits lim = {.payload_max = s->payload_max};
     for (size_t i = 0; i < n; i++) {
         if (er_job_validate(&sp[i], &lim, now, &s->rand, &r->jobs[i], &err) < 0) {
-            prefix_item(&err, "jobs", i);
-            er_http_job_specs_free(sp, n);
+            if (bulk)
+                prefix_item(&err, "jobs", i);
             reject(c, r, NULL, &err);
-            return true;
+            return;
         }
         r->njobs = i + 1;
     }
-    er_http_job_specs_free(sp, n);
     if (apply_traceparent(c, r, &err) < 0) {
         reject(c, r, NULL, &err);
+        return;
+    }
+    er_http_submit(c, r, bulk ? finish_enqueue_bulk : finish_enqueue_one);
+}
+
+/* The common single-job request, or a bulk body of them, read straight
+ * from the body text; false when the body needs the jansson path. Either
+ * way er_job_validate judges the same specs. */
+static bool enqueue_fast(er_hctx *c, const char *data, size_t len, int64_t now)
+{
+    er_job_spec sp;
+    if (er_http_job_spec_from_text(data, len, c->param, &sp)) {
+        submit_specs(c, &sp, 1, false, now);
+        er_job_spec_fini(&sp);
         return true;
     }
-    er_http_submit(c, r, finish_enqueue_bulk);
+    er_job_spec *specs;
+    size_t n;
+    if (!er_http_job_specs_from_text(data, len, c->param, ER_BULK_MAX, &specs, &n))
+        return false;
+    submit_specs(c, specs, n, true, now);
+    er_http_job_specs_free(specs, n);
     return true;
 }
 
@@ -220,7 +191,7 @@ void er_route_enqueue(er_hctx *c)
     if (er_http_body_text(c, &data, &len) < 0)
         return;
     int64_t now = er_now_ms();
-    if (enqueue_fast(c, data, len, now) || enqueue_bulk_fast(c, data, len, now))
+    if (enqueue_fast(c, data, len, now))
         return;
     json_t *body;
     if (er_http_body_parse(c, data, len, &body) < 0)
