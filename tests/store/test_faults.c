@@ -60,12 +60,7 @@ static void fresh_dir(void)
 
 static void drop_dir(void)
 {
-    char p[160];
-    const char *sfx[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s%s", g_path, sfx[i]);
-        unlink(p);
-    }
+    er_faultvfs_remove_db(g_path);
     rmdir(g_dir);
 }
 

@@ -38,12 +38,7 @@ static void setup(void)
 static void teardown(void)
 {
     er_faultvfs_disarm();
-    char p[160];
-    const char *sfx[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s%s", g_path, sfx[i]);
-        unlink(p);
-    }
+    er_faultvfs_remove_db(g_path);
     rmdir(g_dir);
 }
 

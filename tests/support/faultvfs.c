@@ -15,8 +15,10 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -339,4 +341,14 @@ bool er_faultvfs_integrity_ok(const char *path)
     sqlite3_finalize(st);
     sqlite3_close(db);
     return ok;
+}
+
+void er_faultvfs_remove_db(const char *path)
+{
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    char p[4096];
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        unlink(p);
+    }
 }

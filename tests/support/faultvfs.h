@@ -69,4 +69,8 @@ int er_faultvfs_autocheckpoint(int pages);
  * `path` (borrowed), read on a connection of the default VFS. */
 bool er_faultvfs_integrity_ok(const char *path);
 
+/* Removes the database file at `path` (borrowed) and its -wal, -shm and
+ * -journal files, those that exist. */
+void er_faultvfs_remove_db(const char *path);
+
 #endif
