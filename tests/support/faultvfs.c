@@ -4,8 +4,9 @@
  * over "errfault-raw", whose methods forward to the default VFS after
  * xWrite and xSync ask should_fail(), so faults hit the calls the store
  * really makes. The fault state and the counters sit behind one mutex
- * because a server's writer and reader threads both do I/O through it. Memory-mapped reads are turned off so
- * every read goes through the wrapped file.
+ * because a server's writer and reader threads both do I/O through it.
+ * Memory-mapped reads are turned off so every read goes through the
+ * wrapped file.
  */
 #include "faultvfs.h"
 
