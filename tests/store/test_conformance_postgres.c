@@ -177,6 +177,60 @@ Test(postgres, enqueue_many_by_copy_and_by_json_agree)
     PQclear(r);
 }
 
+/* A batch far bigger than one piece of COPY text (pg_jobs.c sends the rows
+ * as they are written, about 64 KiB at a time) is stored whole, both with
+ * the client's ids (the batch table, a repeat reported across pieces) and
+ * with generated ids (the direct COPY). */
+Test(postgres, a_batch_of_many_copy_pieces_is_stored_whole)
+{
+    enum { N = 1500 };
+    char pad[301];
+    memset(pad, 'x', sizeof pad - 1);
+    pad[sizeof pad - 1] = '\0';
+    er_job *jobs = calloc(N, sizeof *jobs);
+    bool *dup = calloc(N, sizeof *dup);
+    cr_assert(jobs && dup);
+    for (int way = 0; way < 2; way++) {
+        for (int i = 0; i < N; i++) {
+            char id[32];
+            /* the last job repeats the first one's id (client ids only) */
+            snprintf(id, sizeof id, "big%d-%d", way, i == N - 1 && way == 0 ? 0 : i);
+            mkjob(&jobs[i], id, way ? "bigg" : "bigc", 0, T0, T0);
+            jobs[i].id_generated = way == 1;
+            free(jobs[i].payload);
+            char p[400];
+            snprintf(p, sizeof p, "{\"i\":%d,\"pad\":\"%s\"}", i, pad);
+            jobs[i].payload = strdup(p);
+            jobs[i].payload_len = strlen(p);
+            dup[i] = true;
+        }
+        er_error err = {0};
+        cr_assert_eq(OPS->begin(S, &err), 0);
+        cr_assert_eq(er_store_enqueue_many(OPS, S, jobs, N, dup, NULL, &err), 0, "%s",
+                     err.message);
+        cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+        for (int i = 0; i < N - 1; i++)
+            cr_assert(!dup[i], "way %d job %d", way, i);
+        cr_assert_eq(dup[N - 1], way == 0, "way %d: the repeat", way);
+        er_job g;
+        cr_assert_eq(OPS->get_job(S, jobs[N - 2].id, &g, &err), 0, "%s", err.message);
+        cr_assert_str_eq(g.payload, jobs[N - 2].payload);
+        er_job_fini(&g);
+        for (int i = 0; i < N; i++)
+            er_job_fini(&jobs[i]);
+    }
+    free(jobs);
+    free(dup);
+    PGconn *c = raw();
+    char q[256];
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs WHERE queue = 'bigc'", g_schema);
+    cr_assert_eq(one_int(c, q), N - 1);
+    snprintf(q, sizeof q,
+             "SELECT count(DISTINCT payload::jsonb->>'i') FROM %s.jobs WHERE queue = 'bigg'", g_schema);
+    cr_assert_eq(one_int(c, q), N);
+    PQfinish(c);
+}
+
 Test(postgres, migrations_are_recorded_and_a_newer_schema_is_refused)
 {
     PGconn *c = raw();

@@ -146,38 +146,65 @@ static int insert_json(er_store *s, const er_job *jobs, size_t n, int64_t window
     return rc;
 }
 
+/* Bytes of COPY rows built before they are sent: the server parses one
+ * piece while the next is written. */
+#define COPY_PIECE ((size_t)64 << 10)
+
+/* Sends the batch as COPY rows (ord: the batch table's row numbers from 1)
+ * in pieces of about COPY_PIECE, then ends the COPY; on failure the COPY
+ * is ended with an error, so the server writes none of it. Returns 0,
+ * ER_ENOMEM, or 1 when libpq could not send. */
+static int put_rows(PGconn *pg, const er_job *jobs, size_t n, bool ord)
+{
+    er_buf b;
+    er_buf_init(&b, (size_t)1 << 30);
+    er_pg_copy_memo m = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        er_pg_job_copy_row(&jobs[i], ord ? (int64_t)i + 1 : -1, &m, &b);
+        if (b.err)
+            rc = ER_ENOMEM;
+        else if (b.len >= COPY_PIECE || i + 1 == n) {
+            if (PQputCopyData(pg, b.data, (int)b.len) != 1)
+                rc = 1;
+            er_buf_reset(&b);
+        }
+    }
+    er_buf_fini(&b);
+    if (rc == 0 && PQputCopyEnd(pg, NULL) != 1)
+        rc = 1;
+    if (rc != 0)
+        PQputCopyEnd(pg, rc == ER_ENOMEM ? "errand: out of memory" : "errand: send failed");
+    return rc;
+}
+
+/* put_rows's failure as the operation's error (0 when it sent). */
+static int put_error(er_store *s, int put, er_error *err)
+{
+    if (put == ER_ENOMEM)
+        return nomem(err);
+    return put ? er_pg_error(s, NULL, "enqueue", err) : 0;
+}
+
 /* COPYs the batch into the session's batch table, then INSERT_COPIED
  * (parsing COPY's text costs the server far less than the JSON array). */
 static int insert_copied(er_store *s, const er_job *jobs, size_t n, int64_t window,
                          PGresult **r, er_error *err)
 {
-    er_buf b;
-    er_buf_init(&b, (size_t)1 << 30);
-    er_pg_copy_memo m = {0};
-    for (size_t i = 0; i < n; i++)
-        er_pg_job_copy_row(&jobs[i], (int64_t)i + 1, &m, &b);
-    if (b.err) {
-        er_buf_fini(&b);
-        return nomem(err);
-    }
     PGconn *pg = s->c->pg;
     PGresult *c = PQexec(pg, "COPY pg_temp.errand_bulk (ord, " ER_JOB_ROW_NAMES ") FROM STDIN");
-    int rc = 0;
     if (PQresultStatus(c) != PGRES_COPY_IN) {
-        rc = er_pg_error(s, c, "enqueue", err);
+        int rc = er_pg_error(s, c, "enqueue", err);
         PQclear(c);
-        er_buf_fini(&b);
         return rc;
     }
     PQclear(c);
-    bool sent = PQputCopyData(pg, b.data, (int)b.len) == 1 && PQputCopyEnd(pg, NULL) == 1;
-    er_buf_fini(&b);
-    if (!sent)
-        PQputCopyEnd(pg, "errand: send failed");
+    int put = put_rows(pg, jobs, n, true);
+    int rc = put_error(s, put, err);
     /* the COPY's result, then NULL */
     while ((c = PQgetResult(pg))) {
         if (rc == 0)
-            rc = sent ? er_pg_check(s, c, "enqueue", err) : er_pg_error(s, NULL, "enqueue", err);
+            rc = er_pg_check(s, c, "enqueue", err);
         PQclear(c);
     }
     if (rc < 0)
@@ -262,13 +289,9 @@ static int insert_direct(er_store *s, const er_job *jobs, size_t n, bool *collid
                          er_error *err)
 {
     *collided = false;
-    er_buf rows, sql;
-    er_buf_init(&rows, (size_t)1 << 30);
+    er_buf sql;
     er_buf_init(&sql, (size_t)1 << 24);
-    er_pg_copy_memo m = {0};
-    for (size_t i = 0; i < n; i++)
-        er_pg_job_copy_row(&jobs[i], -1, &m, &rows);
-    int rc = rows.err || direct_sql(s, jobs, n, &sql) < 0 ? nomem(err) : 0;
+    int rc = direct_sql(s, jobs, n, &sql) < 0 ? nomem(err) : 0;
     PGconn *pg = s->c->pg;
     if (rc == 0 && !PQsendQuery(pg, sql.data))
         rc = er_pg_error(s, NULL, "enqueue", err);
@@ -286,26 +309,24 @@ static int insert_direct(er_store *s, const er_job *jobs, size_t n, bool *collid
     if (rc == 0 && !copying)
         rc = er_pg_error(s, NULL, "enqueue", err);
     if (copying) {
-        bool sent = rc == 0 && PQputCopyData(pg, rows.data, (int)rows.len) == 1 &&
-                    PQputCopyEnd(pg, NULL) == 1;
-        if (!sent)
+        if (rc == 0)
+            rc = put_error(s, put_rows(pg, jobs, n, false), err);
+        else
             PQputCopyEnd(pg, "errand: send failed");
         /* COPY's result, then (when it worked) the release's and the
          * queues statement's */
         while ((c = PQgetResult(pg))) {
             const char *state = PQresultErrorField(c, PG_DIAG_SQLSTATE);
-            if (rc == 0 && sent && state && strcmp(state, "23505") == 0)
+            if (rc == 0 && state && strcmp(state, "23505") == 0)
                 *collided = true;
             else if (rc == 0)
-                rc = sent ? er_pg_check(s, c, "enqueue", err)
-                          : er_pg_error(s, NULL, "enqueue", err);
+                rc = er_pg_check(s, c, "enqueue", err);
             PQclear(c);
         }
     } else {
         while ((c = PQgetResult(pg)))
             PQclear(c);
     }
-    er_buf_fini(&rows);
     if (rc == 0 && *collided)
         rc = er_pg_simple(s, "ROLLBACK TO SAVEPOINT errand_bulk; RELEASE SAVEPOINT errand_bulk",
                           "enqueue", NULL, err);
