@@ -14,7 +14,8 @@
 # Every errand measurement uses a fresh schema. Prints JSON lines (also to
 # OUT). Usage: bench/pg.sh [BUILD_DIR...]   (default: build-rel)
 # Knobs: JOBS (20000), RUNS (3), PEERS (/tmp/peers-pg), PGBOSS_N (4000),
-# SYSTEMS ("errand graphile pgboss"), ERRAND_PG_PORT (56200), OUT, and PROFILE
+# SYSTEMS ("errand graphile pgboss"), ROWS (errand's rows: "bulk process nodes"),
+# ERRAND_PG_PORT (56200), OUT, and PROFILE
 # (a directory: each nodes round is also recorded system-wide with
 # `perf record -a -g`, summarised by bench/pg_profile.sh).
 set -eu
@@ -25,6 +26,7 @@ RUNS=${RUNS:-3}
 PEERS=${PEERS:-/tmp/peers-pg}
 PGBOSS_N=${PGBOSS_N:-4000}
 SYSTEMS=${SYSTEMS:-"errand graphile pgboss"}
+ROWS=${ROWS:-"bulk process nodes"}
 OUT=${OUT:-bench/results/pg-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 TMP=$(mktemp -d /tmp/errand-pgbench.XXXXXX)
 export ERRAND_PG_STATE=$TMP/pg.state ERRAND_PG_PORT=${ERRAND_PG_PORT:-56200}
@@ -76,14 +78,18 @@ proc_ticks() {
 tag() { sed "s|^{|{\"system\":\"errand\",\"build\":\"$1\",\"run\":$2,|"; }
 now_ms() { date +%s%3N; }
 
+want() { case " $ROWS " in *" $1 "*) return 0 ;; esac; return 1; }
+
 errand_round() { # BUILD RUN
     bin=$1/errand
     w=$1/noop_worker
-    start_node "$bin" "s${SEQ}x"
-    emit "$("$bin" bench --server "$NODE_URL" --scenario bulk --queue bulk --jobs "$JOBS" \
-        --connections 1 --batch 1000 --label bulk | tag "$1" "$2")"
-    stop_nodes
-    for c in 10 50; do
+    if want bulk; then
+        start_node "$bin" "s${SEQ}x"
+        emit "$("$bin" bench --server "$NODE_URL" --scenario bulk --queue bulk --jobs "$JOBS" \
+            --connections 1 --batch 1000 --label bulk | tag "$1" "$2")"
+        stop_nodes
+    fi
+    want process && for c in 10 50; do
         start_node "$bin" "s${SEQ}x"
         "$bin" bench --server "$NODE_URL" --scenario bulk --queue w --jobs "$JOBS" >/dev/null
         emit "$("$w" --server "$NODE_URL" --queue w --concurrency "$c" --jobs "$JOBS" \
@@ -95,7 +101,7 @@ errand_round() { # BUILD RUN
     # finished (up to its prefetch, at most 10000, past the half), so JOBS +
     # 12000 are queued: neither worker can run out before its half. A worker
     # that has not finished in 300 s fails the run instead of hanging it.
-    for nodes in 1 2; do
+    want nodes && for nodes in 1 2; do
         schema="s${SEQ}x"
         start_node "$bin" "$schema"
         u1=$NODE_URL
@@ -134,6 +140,7 @@ errand_round() { # BUILD RUN
         emit "{\"system\":\"errand\",\"build\":\"$1\",\"run\":$2,\"label\":\"nodes-$nodes\",\"nodes\":$nodes,\"workers\":2,\"concurrency\":10,\"jobs\":$JOBS,\"ms\":$ms,\"wall_ms\":$wall,\"jobs_per_s\":$((JOBS * 1000 / ms)),$cpu}"
         stop_nodes
     done
+    return 0
 }
 
 peer() { # NAME SCRIPT RUN N
