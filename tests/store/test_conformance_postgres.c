@@ -226,7 +226,8 @@ Test(postgres, a_batch_of_many_copy_pieces_is_stored_whole)
     snprintf(q, sizeof q, "SELECT count(*) FROM %s.jobs WHERE queue = 'bigc'", g_schema);
     cr_assert_eq(one_int(c, q), N - 1);
     snprintf(q, sizeof q,
-             "SELECT count(DISTINCT payload::jsonb->>'i') FROM %s.jobs WHERE queue = 'bigg'", g_schema);
+             "SELECT count(DISTINCT payload::jsonb->>'i') FROM %s.jobs WHERE queue = 'bigg'",
+             g_schema);
     cr_assert_eq(one_int(c, q), N);
     PQfinish(c);
 }

@@ -308,11 +308,8 @@ static int insert_direct(er_store *s, const er_job *jobs, size_t n, bool *collid
     }
     if (rc == 0 && !copying)
         rc = er_pg_error(s, NULL, "enqueue", err);
-    if (copying) {
-        if (rc == 0)
-            rc = put_error(s, put_rows(pg, jobs, n, false), err);
-        else
-            PQputCopyEnd(pg, "errand: send failed");
+    if (copying) { /* rc is 0: the loop above sets copying only while it is */
+        rc = put_error(s, put_rows(pg, jobs, n, false), err);
         /* COPY's result, then (when it worked) the release's and the
          * queues statement's */
         while ((c = PQgetResult(pg))) {
