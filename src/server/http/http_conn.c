@@ -306,13 +306,22 @@ static char *next_line(char *h, size_t *at, size_t end)
     return p;
 }
 
+static void headers_init(struct evkeyvalq *q)
+{
+    q->tqh_first = NULL; /* TAILQ_INIT */
+    q->tqh_last = &q->tqh_first;
+}
+
 const char *er_http_head_parse(char *h, size_t len, er_http_head *out)
 {
-    memset(out, 0, sizeof *out);
-    out->headers.tqh_first = NULL; /* TAILQ_INIT */
-    out->headers.tqh_last = &out->headers.tqh_first;
+    out->method = out->minor = 0;
     out->major = 1;
+    out->target = NULL;
+    out->uri = NULL;
+    headers_init(&out->headers);
     struct evkeyvalq *hdrs = &out->headers;
+    /* header entries so far */
+    size_t n = 0;
     if (memchr(h, '\0', len)) /* C strings would cut a line short where libevent does too */
         return "a NUL byte in the request head";
     size_t at = 0;
@@ -350,8 +359,18 @@ const char *er_http_head_parse(char *h, size_t len, er_http_head *out)
         size_t vl = strlen(v);
         while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
             v[--vl] = '\0';
-        if (evhttp_add_header(hdrs, line, v) != 0)
+        if (strchr(v, '\r')) /* evhttp_add_header refuses a CR in a value too */
             return "malformed header value";
+        struct evkeyval *kv = n < ER_HTTP_HEAD_SLOTS ? &out->slots[n] : malloc(sizeof *kv);
+        if (!kv)
+            return "out of memory";
+        n++;
+        kv->key = line;
+        kv->value = v;
+        kv->next.tqe_next = NULL; /* TAILQ_INSERT_TAIL */
+        kv->next.tqe_prev = hdrs->tqh_last;
+        *hdrs->tqh_last = kv;
+        hdrs->tqh_last = &kv->next.tqe_next;
     }
     return NULL;
 }
@@ -361,7 +380,13 @@ void er_http_head_fini(er_http_head *h)
     if (h->uri)
         evhttp_uri_free(h->uri);
     h->uri = NULL;
-    evhttp_clear_headers(&h->headers);
+    size_t i = 0;
+    for (struct evkeyval *kv = h->headers.tqh_first, *next; kv; kv = next, i++) {
+        next = kv->next.tqe_next;
+        if (i >= ER_HTTP_HEAD_SLOTS)
+            free(kv);
+    }
+    headers_init(&h->headers);
 }
 
 /* Route and bearer token of a request that announced a body (or asked

@@ -186,19 +186,25 @@ void er_http_conn_next(er_server *s, struct evhttp_connection *evcon);
 void er_http_conn_set_closecb(er_server *s, struct evhttp_connection *evcon,
                               void (*cb)(struct evhttp_connection *, void *), void *arg);
 
+/* Header entries of a head kept in the head itself; more are allocated. */
+#define ER_HTTP_HEAD_SLOTS 32
+
 /* A request head as http_conn.c reads it before evhttp does. */
 typedef struct er_http_head {
     int method;             /* EVHTTP_REQ_* */
     int major, minor;       /* HTTP/1.x */
     const char *target;     /* the request target (borrowed from the parsed text) */
     struct evhttp_uri *uri; /* the target parsed by libevent (owned) */
-    struct evkeyvalq headers; /* owned */
+    /* in order, names and values borrowed from the parsed text; the
+     * entries are slots[] first, then allocated ones */
+    struct evkeyvalq headers;
+    struct evkeyval slots[ER_HTTP_HEAD_SLOTS];
 } er_http_head;
 
 /* Parses a whole request head h[0..len) (its blank line included; h is
- * changed in place) as libevent would, but refusing a folded header line:
- * NULL, or why it is refused (static text). Either way *out is filled as
- * far as it got and needs er_http_head_fini. */
+ * changed in place, and must outlive *out) as libevent would, but refusing
+ * a folded header line: NULL, or why it is refused (static text). Either
+ * way *out is filled as far as it got and needs er_http_head_fini. */
 const char *er_http_head_parse(char *h, size_t len, er_http_head *out);
 void er_http_head_fini(er_http_head *h);
 
