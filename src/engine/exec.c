@@ -97,17 +97,17 @@ static int enqueue_prepare(er_exec_ctx *x, er_req *req, int64_t now)
         if (!req->duplicate)
             return er_error_set(err, ER_ENOMEM, "", "out of memory");
     }
-    er_queue_settings qs;
-    const char *qs_for = NULL;
+    er_job_defaults qd;
+    const char *qd_for = NULL;
     for (size_t i = 0; i < req->njobs; i++) {
         er_job *job = &req->jobs[i];
-        if (!qs_for || strcmp(qs_for, job->queue) != 0) {
-            int rc = x->ops->get_queue_settings(x->store, job->queue, &qs, err);
+        if (!qd_for || strcmp(qd_for, job->queue) != 0) {
+            int rc = er_store_queue_defaults(x->ops, x->store, job->queue, &qd, err);
             if (rc < 0)
                 return rc;
-            qs_for = job->queue;
+            qd_for = job->queue;
         }
-        er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
+        er_job_apply_defaults(job, &qd, &x->server_defaults);
         job->updated_at = now;
     }
     return 0;
@@ -161,8 +161,8 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
     }
     /* shallow copies: the requests keep owning the strings */
     size_t k = 0;
-    er_queue_settings qs;
-    const char *qs_for = NULL;
+    er_job_defaults qd;
+    const char *qd_for = NULL;
     for (er_req *r = first;; r = r->next) {
         er_error_clear(&r->err);
         r->rc = 0;
@@ -174,13 +174,13 @@ static int enqueue_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total
         }
         for (size_t i = 0; i < r->njobs; i++) {
             er_job *job = &r->jobs[i];
-            if (!qs_for || strcmp(qs_for, job->queue) != 0) {
-                rc = x->ops->get_queue_settings(x->store, job->queue, &qs, &first->err);
+            if (!qd_for || strcmp(qd_for, job->queue) != 0) {
+                rc = er_store_queue_defaults(x->ops, x->store, job->queue, &qd, &first->err);
                 if (rc < 0)
                     goto out;
-                qs_for = job->queue;
+                qd_for = job->queue;
             }
-            er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
+            er_job_apply_defaults(job, &qd, &x->server_defaults);
             job->updated_at = now;
             jobs[k++] = *job;
         }
@@ -269,11 +269,11 @@ int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
 int er_exec_enqueue_job(er_exec_ctx *x, er_job *job, int64_t now, bool *duplicate,
                         er_job *existing, er_tombstone_list *tombs, er_error *err)
 {
-    er_queue_settings qs;
-    int rc = x->ops->get_queue_settings(x->store, job->queue, &qs, err);
+    er_job_defaults qd;
+    int rc = er_store_queue_defaults(x->ops, x->store, job->queue, &qd, err);
     if (rc < 0)
         return rc;
-    er_job_apply_defaults(job, &qs.defaults, &x->server_defaults);
+    er_job_apply_defaults(job, &qd, &x->server_defaults);
     job->updated_at = now;
     rc = x->ops->enqueue(x->store, job, duplicate, existing, tombs, err);
     if (rc == 0 && !*duplicate && job->state == ER_STATE_WAITING)

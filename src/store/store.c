@@ -131,6 +131,24 @@ void er_queue_info_list_free(er_queue_info *qs, size_t n)
     free(qs);
 }
 
+int er_store_queue_defaults(const er_store_ops *ops, er_store *s, const char *queue,
+                            er_job_defaults *out, er_error *err)
+{
+    if (ops->cached_queue_defaults) {
+        int rc = ops->cached_queue_defaults(s, queue, out, err);
+        if (rc <= 0)
+            return rc;
+    }
+    er_queue_settings *qs = malloc(sizeof *qs);
+    if (!qs)
+        return er_error_set(err, ER_ENOMEM, "", "out of memory");
+    int rc = ops->get_queue_settings(s, queue, qs, err);
+    if (rc == 0)
+        *out = qs->defaults;
+    free(qs);
+    return rc;
+}
+
 int er_store_enqueue_many(const er_store_ops *ops, er_store *s, const er_job *jobs, size_t n,
                           bool *duplicate, er_tombstone_list *tombs, er_error *err)
 {

@@ -181,6 +181,64 @@ Test(exec_enqueue, a_run_answers_each_request_as_alone)
         cr_assert_eq(run[i].rc, 0);
 }
 
+/* Every enqueue takes its queue's job defaults: a run of requests over two
+ * queues, a request alone, and a read outside a transaction. */
+Test(exec_enqueue, each_job_gets_its_queues_defaults)
+{
+    er_exec_ctx x;
+    fresh(&x);
+    er_error err = {0};
+    er_queue_settings qs;
+    er_queue_settings_default(&qs);
+    qs.defaults.has_max_attempts = true;
+    qs.defaults.max_attempts = 3;
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    cr_assert_eq(x.ops->put_queue_settings(x.store, "q", &qs, &err), 0, "%s", err.message);
+    qs.defaults.max_attempts = 7;
+    qs.defaults.has_priority = true;
+    qs.defaults.priority = 40;
+    cr_assert_eq(x.ops->put_queue_settings(x.store, "other", &qs, &err), 0, "%s", err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+
+    er_job_defaults d;
+    cr_assert_eq(er_store_queue_defaults(x.ops, x.store, "other", &d, &err), 0);
+    cr_assert(d.has_max_attempts && d.max_attempts == 7 && d.has_priority && d.priority == 40);
+    cr_assert_eq(er_store_queue_defaults(x.ops, x.store, "never-set", &d, &err), 0);
+    cr_assert(!d.has_max_attempts && !d.has_priority);
+
+    const char *r1[] = {"a:q:1"};
+    const char *r2[] = {"b:other:2", "c:q:3"};
+    const char *r3[] = {"d:other:4"};
+    er_req *rs[] = {enq(r1, 1), enq(r2, 2), enq(r3, 1)};
+    rs[0]->next = rs[1];
+    rs[1]->next = rs[2];
+    const char *lone[] = {"e:other:5"};
+    er_req *alone = enq(lone, 1);
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    for (er_req *r = rs[0], *next; r; r = next)
+        cr_assert_eq(er_exec_write_run(&x, r, &next, T0), 0, "%s", r->err.message);
+    cr_assert_eq(er_exec_write(&x, alone, T0), 0, "%s", alone->err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    const struct {
+        const char *id;
+        int max_attempts, priority;
+    } want[] = {{"a", 3, 0}, {"b", 7, 40}, {"c", 3, 0}, {"d", 7, 40}, {"e", 7, 40}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        er_job j;
+        er_job_init(&j);
+        cr_assert_eq(x.ops->get_job(x.store, want[i].id, &j, &err), 0, "%s", want[i].id);
+        cr_assert_eq(j.max_attempts, want[i].max_attempts, "%s", want[i].id);
+        cr_assert_eq(j.priority, want[i].priority, "%s", want[i].id);
+        er_job_fini(&j);
+    }
+    for (size_t i = 0; i < 3; i++) {
+        rs[i]->next = NULL;
+        er_req_free(rs[i]);
+    }
+    er_req_free(alone);
+    drop(&x);
+}
+
 /* Gives job k of r the unique lock of run key `key` for 60 s. */
 static void lock(er_req *r, size_t k, const char *key)
 {

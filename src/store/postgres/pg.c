@@ -453,6 +453,7 @@ const er_store_ops er_postgres_ops = {
     .list_queues = er_pg_list_queues,
     .list_queue_settings = er_pg_list_queue_settings,
     .get_queue_settings = er_pg_get_queue_settings,
+    .cached_queue_defaults = er_pg_cached_queue_defaults,
     .put_queue_settings = er_pg_put_queue_settings,
     .clear_queue_throttle = er_pg_clear_queue_throttle,
     .list_dead = er_pg_list_dead,

@@ -109,6 +109,17 @@ int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *
     return rc;
 }
 
+int er_pg_cached_queue_defaults(er_store *s, const char *queue, er_job_defaults *out,
+                                er_error *err)
+{
+    (void)err;
+    er_pg_qs *c = s->in_tx ? er_pg_qs_find(s, queue) : NULL;
+    if (!c)
+        return 1;
+    *out = c->settings.defaults;
+    return 0;
+}
+
 int er_pg_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
                              er_error *err)
 {

@@ -356,6 +356,8 @@ int er_pg_list_jobs(er_store *s, const char *queue, er_state state, int limit, c
                     er_job_list *out, char **next_cursor, er_error *err);
 int er_pg_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n, er_error *err);
 int er_pg_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err);
+int er_pg_cached_queue_defaults(er_store *s, const char *queue, er_job_defaults *out,
+                                er_error *err);
 int er_pg_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                              er_error *err);
 int er_pg_clear_queue_throttle(er_store *s, const char *queue, er_error *err);

@@ -160,6 +160,18 @@ int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settin
     return rc;
 }
 
+int er_sqlite_cached_queue_defaults(er_store *s, const char *queue, er_job_defaults *out,
+                                    er_error *err)
+{
+    if (sqlite3_get_autocommit(s->db))
+        return 1; /* no transaction: the cache may be stale */
+    er_sqlite_queue *q;
+    int rc = er_sqlite_queue_get(s, queue, &q, err);
+    if (rc == 0)
+        *out = q->settings.defaults;
+    return rc;
+}
+
 int er_sqlite_put_queue_settings(er_store *s, const char *queue, const er_queue_settings *in,
                                  er_error *err)
 {

@@ -384,6 +384,7 @@ const er_store_ops er_sqlite_ops = {
     .list_queue_settings = er_sqlite_list_queue_settings,
     .get_queue_settings = er_sqlite_get_queue_settings,
     .put_queue_settings = er_sqlite_put_queue_settings,
+    .cached_queue_defaults = er_sqlite_cached_queue_defaults,
     .clear_queue_throttle = er_sqlite_clear_queue_throttle,
     .list_dead = er_sqlite_list_dead,
     .redrive = er_sqlite_redrive,

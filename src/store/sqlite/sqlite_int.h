@@ -279,6 +279,8 @@ int er_sqlite_list_jobs(er_store *s, const char *queue, er_state state, int limi
 int er_sqlite_list_queue_settings(er_store *s, er_queue_info **out, size_t *n, er_error *err);
 int er_sqlite_list_queues(er_store *s, int64_t now, er_queue_info **out, size_t *n,
                           er_error *err);
+int er_sqlite_cached_queue_defaults(er_store *s, const char *queue, er_job_defaults *out,
+                                    er_error *err);
 int er_sqlite_get_queue_settings(er_store *s, const char *queue, er_queue_settings *out,
                                  er_error *err);
 int er_sqlite_clear_queue_throttle(er_store *s, const char *queue, er_error *err);
