@@ -5,7 +5,8 @@
 # application's errand.enqueue() both accept a 600 KB payload and both
 # refuse a 1.1 MB one, naming the payload. Also: errand.enqueue() refuses
 # "run_at":"tomorrow" naming run_at (it used to cast it), and its errors name
-# the schema it lives in. Needs ERRAND_TEST_PG_URL (scripts/test starts one).
+# the schema it lives in. And HTTP enqueues, single and bulk, take their
+# queue's job defaults. Needs ERRAND_TEST_PG_URL (scripts/test starts one).
 
 import os
 import subprocess
@@ -94,6 +95,22 @@ class PgEnqueueLimitsTest(unittest.TestCase):
                                   "\"idempotency_key\":\"k-redrive-1\"}');\n"
                                   % (self.schema, "a" * 186))
         self.assertEqual(rc, 0, err)
+
+    def test_http_enqueues_take_their_queues_defaults(self):
+        for q, attempts in (("dq1", 4), ("dq2", 9)):
+            st, b, _ = self.s.request("PUT", "/v1/queues/" + q,
+                                      body={"defaults": {"max_attempts": attempts}})
+            self.assertEqual(st, 200, b)
+        st, b, _ = self.s.request("POST", "/v1/queues/dq1/jobs", body={"name": "n"})
+        self.assertEqual(st, 201, b)
+        self.assertEqual(b["job"]["max_attempts"], 4)
+        st, b, _ = self.s.request("POST", "/v1/queues/dq2/jobs",
+                                  body={"jobs": [{"name": "n"}, {"name": "n", "max_attempts": 2}]})
+        self.assertEqual(st, 201, b)
+        for jid, want in zip(b["ids"], (9, 2)):  # the job's own option wins
+            st, j, _ = self.s.request("GET", "/v1/jobs/" + jid)
+            self.assertEqual(st, 200, j)
+            self.assertEqual(j["job"]["max_attempts"], want)
 
     def test_the_limits_row_is_the_servers(self):
         rows = psql('SELECT payload_max, written_by FROM "%s".limits' % self.schema)

@@ -294,6 +294,56 @@ Test(conformance, list_queue_settings_gives_each_queue_its_settings_and_no_count
     er_queue_info_list_free(qs, n);
 }
 
+static void set_defaults_4(er_queue_settings *qs)
+{
+    qs->defaults.has_max_attempts = true;
+    qs->defaults.max_attempts = 4;
+}
+
+static void set_defaults_9(er_queue_settings *qs)
+{
+    qs->defaults.has_priority = true;
+    qs->defaults.priority = 9;
+}
+
+/* er_store_queue_defaults: what get_queue_settings says, in a transaction
+ * (from the store's cache when it has the queue, else read whole) and out
+ * of one. */
+Test(conformance, queue_defaults_are_the_settings_defaults_in_and_out_of_a_transaction)
+{
+    settings_put("d4", set_defaults_4);
+    settings_put("d9", set_defaults_9);
+    er_error err = {0};
+    const char *order[] = {"d4", "d9", "none", "d4", "d9"};
+    for (int tx = 0; tx < 2; tx++) {
+        if (tx)
+            cr_assert_eq(OPS->begin(S, &err), 0, "%s", err.message);
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+            er_job_defaults d;
+            memset(&d, 0xff, sizeof d);
+            cr_assert_eq(er_store_queue_defaults(OPS, S, order[i], &d, &err), 0, "%s",
+                         err.message);
+            bool d4 = strcmp(order[i], "d4") == 0, d9 = strcmp(order[i], "d9") == 0;
+            cr_assert_eq(d.has_max_attempts, d4, "%s, tx %d", order[i], tx);
+            if (d4)
+                cr_assert_eq(d.max_attempts, 4);
+            cr_assert_eq(d.has_priority, d9, "%s, tx %d", order[i], tx);
+            if (d9)
+                cr_assert_eq(d.priority, 9);
+            cr_assert_not(d.has_backoff || d.has_timeout, "%s, tx %d", order[i], tx);
+            if (tx && OPS->cached_queue_defaults && i >= 3) { /* read before in this one */
+                memset(&d, 0, sizeof d);
+                cr_assert_eq(OPS->cached_queue_defaults(S, order[i], &d, &err), 0,
+                             "%s: cached once read", order[i]);
+                cr_assert_eq(d.has_max_attempts, d4);
+                cr_assert_eq(d.has_priority, d9);
+            }
+        }
+        if (tx)
+            cr_assert_eq(OPS->commit(S, &err), 0, "%s", err.message);
+    }
+}
+
 Test(conformance, enqueue_many_of_only_duplicates_changes_nothing)
 {
     put("x", "m", 0, T0, T0);
