@@ -236,6 +236,64 @@ out:
     return rc;
 }
 
+/* An ACKS request of completes only (a run of them shares one
+ * ops->complete_many call). */
+static bool completes_only(const er_req *r)
+{
+    if (r->type != ER_REQ_ACKS || r->nacks == 0)
+        return false;
+    for (size_t i = 0; i < r->nacks; i++)
+        if (r->acks[i].kind != ER_ACK_COMPLETE)
+            return false;
+    return true;
+}
+
+/* Acks one complete_many call may take from a run of requests. */
+#define COMPLETE_RUN_MAX 1024
+
+static int release_unique(er_exec_ctx *x, er_req *req, int64_t now);
+
+/* Completes the acks of the ACKS requests first..last (two or more,
+ * completes only, `total` acks) with one ops->complete_many call: each ack
+ * gets the answer it would have had alone (the store applies a job named
+ * twice in order), then each request gives back its unique locks. 0, or a
+ * storage error in first->err. */
+static int complete_run(er_exec_ctx *x, er_req *first, er_req *last, size_t total, int64_t now)
+{
+    er_complete_item *items = calloc(total, sizeof *items);
+    if (!items)
+        return er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
+    size_t k = 0;
+    for (er_req *r = first;; r = r->next) {
+        for (size_t i = 0; i < r->nacks; i++) {
+            er_ack *a = &r->acks[i];
+            er_error_clear(&a->err);
+            items[k++] = (er_complete_item){.id = a->id, .token = a->token, .result = a->result,
+                                            .err = &a->err, .info = &a->info};
+        }
+        if (r == last)
+            break;
+    }
+    int rc = x->ops->complete_many(x->store, items, total, now, &first->err);
+    k = 0;
+    for (er_req *r = first; rc == 0; r = r->next) {
+        er_error_clear(&r->err);
+        r->rc = 0;
+        for (size_t i = 0; i < r->nacks; i++, k++) {
+            r->acks[i].rc = items[k].rc;
+            if (items[k].rc == 0)
+                er_keys_add(&x->done, r->acks[i].id);
+        }
+        rc = release_unique(x, r, now);
+        if (rc < 0 && r != first)
+            first->err = r->err;
+        if (r == last)
+            break;
+    }
+    free(items);
+    return rc;
+}
+
 int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
 {
     er_req *last = first;
@@ -246,6 +304,17 @@ int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now)
              r = r->next) {
             last = r;
             total += r->njobs;
+        }
+    } else if (x->ops->complete_many && completes_only(first)) {
+        size_t acks = first->nacks;
+        for (er_req *r = first->next;
+             r && completes_only(r) && acks + r->nacks <= COMPLETE_RUN_MAX; r = r->next) {
+            last = r;
+            acks += r->nacks;
+        }
+        if (last != first) {
+            *next = last->next;
+            return complete_run(x, first, last, acks, now);
         }
     }
     *next = last->next;

@@ -57,8 +57,9 @@ bool er_req_is_read(const er_req *req);
 int er_exec_write(er_exec_ctx *x, er_req *req, int64_t now);
 
 /* Runs `first` like er_exec_write and, when it and the requests after it
- * are enqueues, those too, with one store call for all their jobs; each
- * request gets the answer it would have had alone. *next = the first
+ * are enqueues, those too, with one store call for all their jobs (or,
+ * when they are acks that only complete, one call for all their acks);
+ * each request gets the answer it would have had alone. *next = the first
  * request not run. Returns 0, or a storage error (in first->err): the
  * caller must roll back the batch. */
 int er_exec_write_run(er_exec_ctx *x, er_req *first, er_req **next, int64_t now);

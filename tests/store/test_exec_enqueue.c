@@ -3,7 +3,8 @@
  * The writer's runs of enqueue requests (engine/exec.c er_exec_write_run)
  * against the SQLite store: one store call for consecutive requests must
  * give every request the answer it gets when run alone, duplicates across
- * requests included; and an enqueue with unique locks (exec_unique.c),
+ * requests included (and the same for runs of acks that complete); and an
+ * enqueue with unique locks (exec_unique.c),
  * which runs alone: a job whose lock is held is not enqueued, and a job's
  * lock token is stored with it, for its ACK to give the lock back.
  */
@@ -334,6 +335,114 @@ static void ack_one(er_exec_ctx *x, const char *id, const char *token, er_ack_ki
     cr_assert_eq(x->ops->commit(x->store, &err), 0);
     cr_assert_eq(r->acks[0].rc, 0, "%s", r->acks[0].err.message);
     er_req_free(r);
+}
+
+/* A request of completes: ids[i] with tokens[i]. */
+static er_req *completes(const char *const *ids, const char *const *tokens, size_t n)
+{
+    er_req *r = er_req_new(ER_REQ_ACKS);
+    cr_assert_not_null(r);
+    r->acks = calloc(n, sizeof *r->acks);
+    cr_assert_not_null(r->acks);
+    r->nacks = n;
+    for (size_t i = 0; i < n; i++) {
+        r->acks[i].id = sdup(ids[i]);
+        r->acks[i].token = sdup(tokens[i]);
+        r->acks[i].kind = ER_ACK_COMPLETE;
+    }
+    return r;
+}
+
+/* Six requests of completes (a stale token, a job completed earlier in the
+ * chain, an unknown id, two acks in one request) in one transaction,
+ * combined (one complete_many call) or one at a time: each ack's answer,
+ * the jobs' states after, and how many jobs the transaction finished. */
+static void run_acks(bool combined, int rcs[8], er_state states[5], size_t *done)
+{
+    er_exec_ctx x;
+    fresh(&x);
+    er_error err = {0};
+    const char *specs[] = {"a:q:1", "b:q:2", "c:q:3", "d:q:4", "e:q:5"};
+    er_req *e = enq(specs, 5);
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    cr_assert_eq(er_exec_write(&x, e, T0), 0, "%s", e->err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    er_req_free(e);
+    const char *qs[] = {"q"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
+                         .lease_ms = 60000, .now = T0};
+    er_job_list l = {0};
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    cr_assert_eq(x.ops->fetch(x.store, &p, &l, &err), 0, "%s", err.message);
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    cr_assert_eq(l.len, 5);
+    const char *ids[] = {"a", "b", "c", "d", "e"}, *tok[5];
+    for (size_t i = 0; i < 5; i++) {
+        cr_assert_str_eq(l.items[i].id, ids[i], "fetched in insertion order");
+        tok[i] = l.items[i].lease_token;
+    }
+    const char *i1[] = {"a"}, *t1[] = {tok[0]};
+    const char *i2[] = {"b"}, *t2[] = {"not-the-token"};
+    const char *i3[] = {"c", "d"}, *t3[] = {tok[2], tok[3]};
+    const char *i4[] = {"a"}, *t4[] = {tok[0]};
+    const char *i5[] = {"nope"}, *t5[] = {"x"};
+    const char *i6[] = {"e"}, *t6[] = {tok[4]};
+    er_req *rs[] = {completes(i1, t1, 1), completes(i2, t2, 1), completes(i3, t3, 2),
+                    completes(i4, t4, 1), completes(i5, t5, 1), completes(i6, t6, 1)};
+    size_t n = sizeof rs / sizeof rs[0];
+    for (size_t i = 0; i + 1 < n; i++)
+        rs[i]->next = rs[i + 1];
+    er_keys_clear(&x.done);
+    cr_assert_eq(x.ops->begin(x.store, &err), 0);
+    if (combined) {
+        er_req *next = NULL;
+        cr_assert_eq(er_exec_write_run(&x, rs[0], &next, T0), 0, "%s", rs[0]->err.message);
+        cr_assert_null(next, "one run takes the six requests");
+    } else {
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(er_exec_write(&x, rs[i], T0), 0, "%s", rs[i]->err.message);
+    }
+    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    *done = x.done.n;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < rs[i]->nacks; j++)
+            rcs[k++] = rs[i]->acks[j].rc;
+        rs[i]->next = NULL;
+        er_req_free(rs[i]);
+    }
+    cr_assert_eq(k, 7);
+    for (size_t i = 0; i < 5; i++) {
+        er_job j;
+        er_job_init(&j);
+        cr_assert_eq(x.ops->get_job(x.store, l.items[i].id, &j, &err), 0);
+        states[i] = j.state;
+        er_job_fini(&j);
+    }
+    er_job_list_fini(&l);
+    drop(&x);
+}
+
+Test(exec_enqueue, a_run_of_completes_answers_each_ack_as_alone)
+{
+    int alone[8] = {0}, run[8] = {0};
+    er_state sa[5], sr[5];
+    size_t done_alone, done_run;
+    run_acks(false, alone, sa, &done_alone);
+    run_acks(true, run, sr, &done_run);
+    cr_assert_eq(memcmp(alone, run, sizeof alone), 0, "a run answers differently");
+    cr_assert_eq(memcmp(sa, sr, sizeof sa), 0);
+    cr_assert_eq(done_run, done_alone);
+    cr_assert_eq(done_run, 4); /* a, c, d, e */
+    cr_assert_eq(run[0], 0);
+    cr_assert_neq(run[1], 0, "a stale token is refused");
+    cr_assert(run[2] == 0 && run[3] == 0);
+    cr_assert_neq(run[4], 0, "a completed job is not completed again");
+    cr_assert_eq(run[5], ER_ENOTFOUND);
+    cr_assert_eq(run[6], 0);
+    const er_state want[] = {ER_STATE_COMPLETED, ER_STATE_ACTIVE, ER_STATE_COMPLETED,
+                             ER_STATE_COMPLETED, ER_STATE_COMPLETED};
+    cr_assert_eq(memcmp(sr, want, sizeof want), 0);
 }
 
 /* Enqueues id with the lock of run key `key`, in its own transaction; the
