@@ -337,6 +337,19 @@ static void ack_one(er_exec_ctx *x, const char *id, const char *token, er_ack_ki
     er_req_free(r);
 }
 
+/* Leases up to 10 jobs of queue "q" to worker "w" at `now`, in its own
+ * transaction. */
+static void fetch_q(er_exec_ctx *x, int64_t now, er_job_list *l)
+{
+    const char *qs[] = {"q"};
+    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
+                         .lease_ms = 60000, .now = now};
+    er_error err = {0};
+    cr_assert_eq(x->ops->begin(x->store, &err), 0);
+    cr_assert_eq(x->ops->fetch(x->store, &p, l, &err), 0, "%s", err.message);
+    cr_assert_eq(x->ops->commit(x->store, &err), 0);
+}
+
 /* A request of completes: ids[i] with tokens[i]. */
 static er_req *completes(const char *const *ids, const char *const *tokens, size_t n)
 {
@@ -368,13 +381,8 @@ static void run_acks(bool combined, int rcs[8], er_state states[5], size_t *done
     cr_assert_eq(er_exec_write(&x, e, T0), 0, "%s", e->err.message);
     cr_assert_eq(x.ops->commit(x.store, &err), 0);
     er_req_free(e);
-    const char *qs[] = {"q"};
-    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
-                         .lease_ms = 60000, .now = T0};
     er_job_list l = {0};
-    cr_assert_eq(x.ops->begin(x.store, &err), 0);
-    cr_assert_eq(x.ops->fetch(x.store, &p, &l, &err), 0, "%s", err.message);
-    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    fetch_q(&x, T0, &l);
     cr_assert_eq(l.len, 5);
     const char *ids[] = {"a", "b", "c", "d", "e"}, *tok[5];
     for (size_t i = 0; i < 5; i++) {
@@ -497,13 +505,8 @@ Test(exec_enqueue, a_unique_lock_is_stored_with_its_job_and_given_back_by_its_ac
     er_job_fini(&j);
     cr_assert_eq(push_locked(&x, "u2", "K", &dup), ER_ECONFLICT);
     /* fetched, then FAILed: the lock stays */
-    const char *qs[] = {"q"};
-    er_fetch_params p = {.queues = qs, .nqueues = 1, .worker_id = "w", .max = 10,
-                         .lease_ms = 60000, .now = T0};
     er_job_list l = {0};
-    cr_assert_eq(x.ops->begin(x.store, &err), 0);
-    cr_assert_eq(x.ops->fetch(x.store, &p, &l, &err), 0, "%s", err.message);
-    cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    fetch_q(&x, T0, &l);
     cr_assert_eq(l.len, 2);
     const er_job *u1 = strcmp(l.items[0].id, "u1") == 0 ? &l.items[0] : &l.items[1];
     cr_assert_str_eq(u1->unique_token, token, "fetch returns it");
@@ -511,17 +514,17 @@ Test(exec_enqueue, a_unique_lock_is_stored_with_its_job_and_given_back_by_its_ac
     cr_assert_eq(push_locked(&x, "u2", "K", &dup), ER_ECONFLICT, "a failure keeps the lock");
     er_job_list_fini(&l);
     /* the retry is fetched and succeeds: its ACK gives the lock back */
-    p.now = T0 + 3600000;
+    int64_t later = T0 + 3600000;
     cr_assert_eq(x.ops->begin(x.store, &err), 0);
     int n = 0;
     char **names = NULL;
     size_t nn = 0;
-    cr_assert_eq(x.ops->promote(x.store, p.now, 100, &n, &names, &nn, &err), 0);
+    cr_assert_eq(x.ops->promote(x.store, later, 100, &n, &names, &nn, &err), 0);
     for (size_t i = 0; i < nn; i++)
         free(names[i]);
     free(names);
-    cr_assert_eq(x.ops->fetch(x.store, &p, &l, &err), 0, "%s", err.message);
     cr_assert_eq(x.ops->commit(x.store, &err), 0);
+    fetch_q(&x, later, &l);
     cr_assert_eq(l.len, 1);
     cr_assert_str_eq(l.items[0].id, "u1");
     ack_one(&x, "u1", l.items[0].lease_token, ER_ACK_COMPLETE);
