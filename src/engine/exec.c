@@ -265,6 +265,8 @@ static int complete_run(er_exec_ctx *x, er_req *first, er_req *last, size_t tota
         return er_error_set(&first->err, ER_ENOMEM, "", "out of memory");
     size_t k = 0;
     for (er_req *r = first;; r = r->next) {
+        er_error_clear(&r->err);
+        r->rc = 0;
         for (size_t i = 0; i < r->nacks; i++) {
             er_ack *a = &r->acks[i];
             er_error_clear(&a->err);
@@ -277,8 +279,6 @@ static int complete_run(er_exec_ctx *x, er_req *first, er_req *last, size_t tota
     int rc = x->ops->complete_many(x->store, items, total, now, &first->err);
     k = 0;
     for (er_req *r = first; rc == 0; r = r->next) {
-        er_error_clear(&r->err);
-        r->rc = 0;
         for (size_t i = 0; i < r->nacks; i++, k++) {
             r->acks[i].rc = items[k].rc;
             if (items[k].rc == 0)
