@@ -11,6 +11,9 @@
 // against stub-server.js leave out latency (the stub hands out jobs nobody pushed).
 // BENCH_FK_WORKERS=W runs the processing with W Workers of concurrency c/W each
 // (a Worker fetches one job at a time; W of them fetch side by side).
+// BENCH_FK_TIMES=1 adds the client's round trips to the push and process
+// lines: each PUSH, FETCH and ACK from the call to its answer, as the
+// client's event loop sees them (p50/p90/p99/mean in µs).
 const fs = require('fs');
 const path = require('path');
 
@@ -31,6 +34,27 @@ const newQueue = (p) => `bench-${process.pid}-${p}-${qseq++}`;
 // diagnostic of what the client's random jids cost the store's id index);
 // by default the client makes them (uuid v4).
 const SEQ_JIDS = process.env.BENCH_FK_JIDS === 'seq';
+const TIMES = process.env.BENCH_FK_TIMES === '1';
+// Round trips of one kind, in µs; stats(name) sums them up and starts over.
+function roundTrips() {
+  let us = [];
+  const timed = (fn) => (TIMES ? async (...a) => {
+    const t = process.hrtime.bigint();
+    const r = await fn(...a);
+    us.push(Number(process.hrtime.bigint() - t) / 1000);
+    return r;
+  } : fn);
+  const stats = (name) => {
+    if (!TIMES || !us.length) return {};
+    const s = Float64Array.from(us).sort();
+    const at = (p) => Math.round(s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]);
+    const mean = Math.round(s.reduce((x, y) => x + y, 0) / s.length);
+    us = [];
+    return { [`${name}_us`]: { p50: at(0.5), p90: at(0.9), p99: at(0.99), mean } };
+  };
+  return { timed, stats };
+}
+const pushTimes = roundTrips(); const fetchTimes = roundTrips(); const ackTimes = roundTrips();
 const job = (q, i) => ({ ...(SEQ_JIDS ? { jid: `${q}-${String(i).padStart(9, '0')}` } : {}),
   jobtype: 'j', queue: q, args: [{ n: i }] });
 // What the server wrote meanwhile (/proc/<pid>/io), per job: bytes passed
@@ -66,8 +90,9 @@ async function bulkFill(client, q) {
 function countingWorker(q, conc, onFirst, onAck) {
   const w = new Worker({ url, queues: [q], concurrency: conc });
   w.register('j', async () => { onFirst(); });
-  const ack = w.client.ack.bind(w.client);
+  const ack = ackTimes.timed(w.client.ack.bind(w.client));
   w.client.ack = async (jid) => { const r = await ack(jid); onAck(jid); return r; };
+  w.client.fetch = fetchTimes.timed(w.client.fetch.bind(w.client));
   // a Worker stopped mid-fetch reports its drained pool: expected here
   w.on('error', (e) => { if (!/draining/.test(e.message)) console.error('worker error', e.message); });
   return w;
@@ -80,10 +105,11 @@ async function main() {
   if (phases.has('enqueue_single')) {
     const q = newQueue('enq1');
     const m = C.cpuMeter(serverPid); const d = diskMeter(serverPid); const t0 = C.nowMs();
-    await C.runConcurrent(C.N, C.ENQ_CONC, (i) => client.push(job(q, i)));
+    const push = pushTimes.timed((i) => client.push(job(q, i)));
+    await C.runConcurrent(C.N, C.ENQ_CONC, push);
     const ms = C.nowMs() - t0;
     out('enqueue_single', { jobs: C.N, conc: C.ENQ_CONC, jids: SEQ_JIDS ? 'seq' : undefined, ms,
-      jobs_per_s: C.rate(C.N, ms), ...m(), ...d(C.N) });
+      jobs_per_s: C.rate(C.N, ms), ...m(), ...d(C.N), ...pushTimes.stats('push') });
   }
   if (phases.has('enqueue_bulk')) {
     const q = newQueue('enqb');
@@ -105,10 +131,11 @@ async function main() {
       await Promise.all(ws.map((w) => w.work()));
       const ok = await C.waitFor(() => done >= C.N);
       const cpu = m();
+      const times = { ...fetchTimes.stats('fetch'), ...ackTimes.stats('ack') }; // before the stop's last FETCH
       await Promise.all(ws.map((w) => w.stop()));
       const ms = tLast - tFirst;
       out('process', { conc, variant: n > 1 ? `${n} workers` : undefined, jobs: done, complete: ok, ms,
-        jobs_per_s: C.rate(done, ms), startup_ms: +(tFirst - tStart).toFixed(1), ...cpu });
+        jobs_per_s: C.rate(done, ms), startup_ms: +(tFirst - tStart).toFixed(1), ...cpu, ...times });
     }
   }
   if (phases.has('latency')) {

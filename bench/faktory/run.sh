@@ -15,7 +15,8 @@
 # single pushes with jids in push order instead of the client's uuids, a
 # diagnostic of the id index's share. errand-faktory-nosync: errand-faktory
 # with --durability normal, a diagnostic of the disk's share (never a result). Appends JSON lines to bench/results/faktory-<time>.jsonl
-# and prints the peers' median table.
+# and prints the peers' median table. BENCH_FK_TIMES=1 adds the Node client's
+# PUSH, FETCH and ACK round trips to its lines (faktory-node.js).
 #
 #   PEERS_DIR=/tmp/peers ./bench/faktory/run.sh
 #   RUNS=1 BENCH_N=5000 PEERS_DIR=/tmp/peers SYSTEMS="errand-faktory stub" ./bench/faktory/run.sh
