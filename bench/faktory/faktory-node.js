@@ -36,20 +36,22 @@ const newQueue = (p) => `bench-${process.pid}-${p}-${qseq++}`;
 const SEQ_JIDS = process.env.BENCH_FK_JIDS === 'seq';
 const TIMES = process.env.BENCH_FK_TIMES === '1';
 // Round trips of one kind, in µs; stats(name) sums them up and starts over.
+// A call counts in the period it started in: a stopped Worker's last FETCH,
+// answered (empty) 2 s later, is not the next phase's.
 function roundTrips() {
-  let us = [];
+  let us = []; let period = 0;
   const timed = (fn) => (TIMES ? async (...a) => {
-    const t = process.hrtime.bigint();
+    const t = process.hrtime.bigint(); const p = period;
     const r = await fn(...a);
-    us.push(Number(process.hrtime.bigint() - t) / 1000);
+    if (p === period) us.push(Number(process.hrtime.bigint() - t) / 1000);
     return r;
   } : fn);
   const stats = (name) => {
-    if (!TIMES || !us.length) return {};
-    const s = Float64Array.from(us).sort();
+    const got = us; us = []; period++;
+    if (!TIMES || !got.length) return {};
+    const s = Float64Array.from(got).sort();
     const at = (p) => Math.round(s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]);
     const mean = Math.round(s.reduce((x, y) => x + y, 0) / s.length);
-    us = [];
     return { [`${name}_us`]: { p50: at(0.5), p90: at(0.9), p99: at(0.99), mean } };
   };
   return { timed, stats };
