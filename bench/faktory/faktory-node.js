@@ -13,7 +13,9 @@
 // (a Worker fetches one job at a time; W of them fetch side by side).
 // BENCH_FK_TIMES=1 adds the client's round trips to the push and process
 // lines: each PUSH, FETCH and ACK from the call to its answer, as the
-// client's event loop sees them (p50/p90/p99/mean in µs).
+// client's event loop sees them (p50/p90/p99/mean in µs); and, against
+// errand, its threads' CPU a job (loop, writer, the rest, µs) and, with
+// ERRAND_METRICS_URL (its /metrics), its commits a job and requests a commit.
 const fs = require('fs');
 const path = require('path');
 
@@ -55,6 +57,52 @@ function roundTrips() {
     return { [`${name}_us`]: { p50: at(0.5), p90: at(0.9), p99: at(0.99), mean } };
   };
   return { timed, stats };
+}
+const CLK_TCK = Number(require('child_process').execSync('getconf CLK_TCK')) || 100;
+// CPU a job of the server's threads by name: errand's loop thread is named
+// "errand", its writer "errand-writer"; the rest are summed.
+function threadMeter(pid) {
+  const read = () => {
+    const by = { loop: 0, writer: 0, other: 0 };
+    let dirs;
+    try { dirs = fs.readdirSync(`/proc/${pid}/task`); } catch (e) { return null; }
+    for (const t of dirs) {
+      try {
+        const comm = fs.readFileSync(`/proc/${pid}/task/${t}/comm`, 'utf8').trim();
+        const st = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+        const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+        const ticks = Number(f[11]) + Number(f[12]);
+        by[comm === 'errand' ? 'loop' : comm === 'errand-writer' ? 'writer' : 'other'] += ticks;
+      } catch (e) { /* a thread that ended */ }
+    }
+    return by;
+  };
+  const a = TIMES ? read() : null;
+  if (a && !a.loop) return () => ({}); // not errand (the stub)
+  return (jobs) => {
+    const b = a && read();
+    if (!b || !jobs) return {};
+    const us = (k) => Math.round(((b[k] - a[k]) / CLK_TCK) * 1e6 / jobs);
+    return { server_thread_us_per_job: { loop: us('loop'), writer: us('writer'), other: us('other') } };
+  };
+}
+// Commits a job and requests a commit, from errand's /metrics.
+const METRICS = process.env.ERRAND_METRICS_URL;
+async function commitMeter() {
+  const read = async () => {
+    try {
+      const t = await (await fetch(METRICS)).text();
+      const v = (n) => Number(new RegExp(`^errand_store_commit_batch_size_${n} (\\S+)$`, 'm').exec(t)[1]);
+      return { sum: v('sum'), count: v('count') };
+    } catch (e) { return null; }
+  };
+  const a = TIMES && METRICS ? await read() : null;
+  return async (jobs) => {
+    const b = a && await read();
+    if (!b || !jobs || b.count === a.count) return {};
+    const commits = b.count - a.count;
+    return { commits_per_job: +(commits / jobs).toFixed(3), requests_per_commit: +((b.sum - a.sum) / commits).toFixed(2) };
+  };
 }
 const pushTimes = roundTrips(); const fetchTimes = roundTrips(); const ackTimes = roundTrips();
 const job = (q, i) => ({ ...(SEQ_JIDS ? { jid: `${q}-${String(i).padStart(9, '0')}` } : {}),
@@ -106,12 +154,14 @@ async function main() {
   const client = new Client({ url, poolSize: C.ENQ_CONC });
   if (phases.has('enqueue_single')) {
     const q = newQueue('enq1');
+    const th = threadMeter(serverPid); const cm = await commitMeter();
     const m = C.cpuMeter(serverPid); const d = diskMeter(serverPid); const t0 = C.nowMs();
     const push = pushTimes.timed((i) => client.push(job(q, i)));
     await C.runConcurrent(C.N, C.ENQ_CONC, push);
     const ms = C.nowMs() - t0;
     out('enqueue_single', { jobs: C.N, conc: C.ENQ_CONC, jids: SEQ_JIDS ? 'seq' : undefined, ms,
-      jobs_per_s: C.rate(C.N, ms), ...m(), ...d(C.N), ...pushTimes.stats('push') });
+      jobs_per_s: C.rate(C.N, ms), ...m(), ...d(C.N), ...pushTimes.stats('push'), ...th(C.N),
+      ...await cm(C.N) });
   }
   if (phases.has('enqueue_bulk')) {
     const q = newQueue('enqb');
@@ -125,6 +175,7 @@ async function main() {
       const q = newQueue('proc');
       await bulkFill(client, q);
       let done = 0; let tFirst = null; let tLast = null;
+      const th = threadMeter(serverPid); const cm = await commitMeter();
       const m = C.cpuMeter(serverPid);
       const n = Math.min(WORKERS, conc);
       const ws = Array.from({ length: n }, () => countingWorker(q, Math.ceil(conc / n),
@@ -133,7 +184,7 @@ async function main() {
       await Promise.all(ws.map((w) => w.work()));
       const ok = await C.waitFor(() => done >= C.N);
       const cpu = m();
-      const times = { ...fetchTimes.stats('fetch'), ...ackTimes.stats('ack') }; // before the stop's last FETCH
+      const times = { ...fetchTimes.stats('fetch'), ...ackTimes.stats('ack'), ...th(done), ...await cm(done) }; // before the stop's last FETCH
       await Promise.all(ws.map((w) => w.stop()));
       const ms = tLast - tFirst;
       out('process', { conc, variant: n > 1 ? `${n} workers` : undefined, jobs: done, complete: ok, ms,

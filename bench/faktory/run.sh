@@ -16,7 +16,8 @@
 # diagnostic of the id index's share. errand-faktory-nosync: errand-faktory
 # with --durability normal, a diagnostic of the disk's share (never a result). Appends JSON lines to bench/results/faktory-<time>.jsonl
 # and prints the peers' median table. BENCH_FK_TIMES=1 adds the Node client's
-# PUSH, FETCH and ACK round trips to its lines (faktory-node.js).
+# PUSH, FETCH and ACK round trips to its lines, and errand's CPU a job by
+# thread and commits a job (faktory-node.js).
 #
 #   PEERS_DIR=/tmp/peers ./bench/faktory/run.sh
 #   RUNS=1 BENCH_N=5000 PEERS_DIR=/tmp/peers SYSTEMS="errand-faktory stub" ./bench/faktory/run.sh
@@ -58,6 +59,7 @@ start_errand() {
     [[ -n "$hp" && -n "$fp" ]] || { cat "$tmp/serve.log" >&2; exit 1; }
     http_url=http://127.0.0.1:$hp
     fk_url=tcp://127.0.0.1:$fp
+    export ERRAND_METRICS_URL=$http_url/metrics
 }
 
 start_stub() {
@@ -70,7 +72,7 @@ start_stub() {
     fk_url=tcp://$(grep -o '"listen":"[^"]*"' "$tmp/stub.out" | cut -d'"' -f4)
 }
 
-stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; unset ERRAND_METRICS_URL; }
 
 {
     echo "date: $ts"; uname -srm; nproc; uptime
