@@ -17,7 +17,10 @@
 # with --durability normal, a diagnostic of the disk's share (never a result). Appends JSON lines to bench/results/faktory-<time>.jsonl
 # and prints the peers' median table. BENCH_FK_TIMES=1 adds the Node client's
 # PUSH, FETCH and ACK round trips to its lines, and errand's CPU a job by
-# thread and commits a job (faktory-node.js).
+# thread and commits a job (faktory-node.js). BENCH_PIN=1 runs the servers
+# (errand, the stub, Redis) on CPU 0 and the clients on CPU 1, and names
+# the systems with "-pinned": a diagnostic of what sharing the two cores
+# costs, never a result.
 #
 #   PEERS_DIR=/tmp/peers ./bench/faktory/run.sh
 #   RUNS=1 BENCH_N=5000 PEERS_DIR=/tmp/peers SYSTEMS="errand-faktory stub" ./bench/faktory/run.sh
@@ -31,6 +34,8 @@ ERRAND_NODE=${ERRAND_NODE:-../shared/bench/errand-node.js}
 FAKTORY_BENCH=${FAKTORY_BENCH:-build-rel/faktory_bench}
 export BENCH_N=${BENCH_N:-20000} BENCH_PROC_CONCS=${BENCH_PROC_CONCS:-10,50}
 export BENCH_PEERS=$PEERS_DIR
+srv=() cli=() sfx=
+if [[ -n "${BENCH_PIN:-}" ]]; then srv=(taskset -c 0) cli=(taskset -c 1) sfx=-pinned; fi
 mkdir -p bench/results
 ts=$(date -u +%Y%m%dT%H%M%SZ)
 raw=$PWD/bench/results/faktory-$ts.jsonl
@@ -46,7 +51,7 @@ trap cleanup EXIT
 # Starts errand; sets pid, http_url and fk_url from the "listening" log lines.
 start_errand() {
     rm -rf "$tmp/db"; mkdir -p "$tmp/db"
-    "$BIN" serve --listen 127.0.0.1:0 --faktory-listen 127.0.0.1:0 \
+    "${srv[@]}" "$BIN" serve --listen 127.0.0.1:0 --faktory-listen 127.0.0.1:0 \
         --store "sqlite:$tmp/db/bench.db" "$@" 2>"$tmp/serve.log" &
     pid=$!
     local hp= fp=
@@ -63,7 +68,7 @@ start_errand() {
 }
 
 start_stub() {
-    node bench/faktory/stub-server.js 0 >"$tmp/stub.out" &
+    "${srv[@]}" node bench/faktory/stub-server.js 0 >"$tmp/stub.out" &
     pid=$!
     for _ in $(seq 100); do
         grep -q listen "$tmp/stub.out" 2>/dev/null && break
@@ -89,41 +94,41 @@ for r in $(seq "$RUNS"); do
         case $s in
         errand-faktory)
             start_errand
-            timeout 900 node bench/faktory/faktory-node.js errand-faktory "$pid" "$fk_url" >>"$raw"
+            timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js errand-faktory$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-seqjid)
             # diagnostic only: the pushes with jids in push order, not uuids
             start_errand
             BENCH_PHASES=enqueue_single BENCH_FK_JIDS=seq \
-                timeout 900 node bench/faktory/faktory-node.js errand-faktory-seqjid "$pid" "$fk_url" >>"$raw"
+                timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js errand-faktory-seqjid$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-nopf)
             start_errand --faktory-prefetch 1
-            timeout 900 node bench/faktory/faktory-node.js errand-faktory-nopf "$pid" "$fk_url" >>"$raw"
+            timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js errand-faktory-nopf$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-nosync)
             # diagnostic only: commits not fsynced, to tell the disk's share
             start_errand --durability normal
-            timeout 900 node bench/faktory/faktory-node.js errand-faktory-nosync "$pid" "$fk_url" >>"$raw"
+            timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js errand-faktory-nosync$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-w)
             start_errand
             BENCH_PHASES=process BENCH_FK_WORKERS=1000 \
-                timeout 900 node bench/faktory/faktory-node.js errand-faktory "$pid" "$fk_url" >>"$raw"
+                timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js errand-faktory$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         stub-w)
             start_stub
             BENCH_PHASES=process BENCH_FK_WORKERS=1000 \
-                timeout 900 node bench/faktory/faktory-node.js faktory-stub "$pid" "$fk_url" >>"$raw"
+                timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js faktory-stub$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-http)
             start_errand
-            timeout 900 node "$ERRAND_NODE" errand-http "$pid" "$http_url" >>"$raw"
+            timeout 900 "${cli[@]}" node "$ERRAND_NODE" errand-http$sfx "$pid" "$http_url" >>"$raw"
             stop ;;
         stub)
             start_stub
             BENCH_PHASES=enqueue_single,enqueue_bulk,process \
-                timeout 900 node bench/faktory/faktory-node.js faktory-stub "$pid" "$fk_url" >>"$raw"
+                timeout 900 "${cli[@]}" node bench/faktory/faktory-node.js faktory-stub$sfx "$pid" "$fk_url" >>"$raw"
             stop ;;
         errand-faktory-c)
             start_errand
@@ -132,14 +137,15 @@ for r in $(seq "$RUNS"); do
             for phase in "${phases[@]}"; do
                 set -- $phase
                 q=$((q + 1))
-                "$FAKTORY_BENCH" --port "${fk_url##*:}" --phase "$1" --conc "$2" --jobs "$BENCH_N" \
-                    --batch "${BENCH_BULK:-1000}" --queue "c$r-$q" --label errand-faktory-c \
+                "${cli[@]}" "$FAKTORY_BENCH" --port "${fk_url##*:}" --phase "$1" --conc "$2" --jobs "$BENCH_N" \
+                    --batch "${BENCH_BULK:-1000}" --queue "c$r-$q" --label "errand-faktory-c$sfx" \
                     --server-pid "$pid" >>"$raw"
             done
             stop ;;
         bullmq-aof)
             (cd "$PEERS_DIR" && ./servers.sh start redis-aof >&2 &&
-                timeout 900 node bench-bullmq.js bullmq-aof "$(./servers.sh pid redis-aof)" >>"$raw";
+                { [[ -z "$sfx" ]] || taskset -a -cp 0 "$(./servers.sh pid redis-aof)" >/dev/null; } &&
+                timeout 900 "${cli[@]}" node bench-bullmq.js "bullmq-aof$sfx" "$(./servers.sh pid redis-aof)" >>"$raw";
                 ./servers.sh stop redis-aof >&2) ;;
         *) echo "unknown system $s" >&2; exit 2 ;;
         esac
