@@ -185,6 +185,8 @@ static int64_t sq_connections(void)
 
 static void global_init_once(void)
 {
+    /* false when SQLite is initialized already: then its own cache serves */
+    (void)er_sqlite_pcache_install();
     /* SQLITE_MISUSE when SQLite is initialized already: the statistics then
      * stay on, which costs time but nothing else */
     (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);

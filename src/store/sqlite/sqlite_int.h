@@ -29,6 +29,14 @@
  * er_sqlite_global_init, or from a test before any store opens. */
 int er_sqlite_vfs_register(const char *name, const char *under);
 
+/* Puts the page cache of pcache.c (SQLite's own, with the truncates that
+ * can drop nothing skipped) under every connection of the process. Only
+ * before SQLite is initialized: false if it was, and nothing changes. Called
+ * by er_sqlite_global_init. */
+bool er_sqlite_pcache_install(void);
+/* Truncates asked of that cache since the start, and how many it skipped. */
+void er_sqlite_pcache_counts(unsigned long long *truncates, unsigned long long *skipped);
+
 /* Statement ids; er_sqlite_sql[id] is the text. Prepared lazily, once per
  * connection, and reset after every use. */
 enum {
