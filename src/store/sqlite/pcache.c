@@ -8,7 +8,8 @@
  * sibling pages moves a page through the lock-byte page's number (page
  * 262,145 at 4 KiB pages) for a moment, so after such a transaction each
  * truncate walked all the cache's slots (4,096 at errand's 16 MiB cache):
- * about 5 % of the writer's time in enqueues (bench/README.md).
+ * 5-9 % of the writer's time in Faktory pushes and processing
+ * (bench/README.md).
  *
  * Each cache here tracks the page numbers at or above the last truncate's
  * limit that may be in it: added when fetched or renamed to, removed when
@@ -23,8 +24,8 @@
 
 #include "store/sqlite/sqlite_int.h"
 
-/* Pages at or past the last limit a cache can track: a transaction that
- * appends more goes to pcache1's truncate, which then walks only them. */
+/* Pages at or past the last limit a cache can track: after a transaction
+ * that appends more, the truncate goes to pcache1 as before. */
 #define TRACK_MAX 32
 
 typedef struct er_pcache {
